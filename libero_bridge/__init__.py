@@ -1,0 +1,1 @@
+"""libero_bridge package."""

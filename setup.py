@@ -1,0 +1,62 @@
+"""ament_python package `vam_stack`: works with `colcon build` and with `pip install -e .`."""
+import os
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "vam_stack"
+
+
+def share(subdir, pattern="*"):
+    """Install every file of `subdir` matching `pattern` into share/vam_stack/<subdir>."""
+    files = [f for f in glob(os.path.join(subdir, pattern)) if os.path.isfile(f)]
+    return (os.path.join("share", PACKAGE, subdir), files)
+
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(exclude=["tests", "tests.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
+        ("share/" + PACKAGE, ["package.xml"]),
+        share("launch", "*.py"),
+        share("config", "*"),
+        share("models", "*"),
+    ],
+    python_requires=">=3.10",
+    install_requires=[
+        "setuptools",
+        "numpy>=1.24",
+        "pyyaml>=6",
+        # CPU wheel installed first by scripts/setup_env.sh; any CUDA build >= 2.4 works too.
+        "torch>=2.4",
+        "safetensors>=0.4",
+        "transformers>=4.45",
+        "diffusers>=0.35",
+        "opencv-python-headless>=4.8",
+        "matplotlib>=3.7",
+        "rosbags>=0.10",
+        "tqdm>=4.60",
+        "dynamixel-sdk>=3.7",
+        "python-can>=4.3",
+    ],
+    extras_require={
+        "realsense": ["pyrealsense2>=2.54"],
+        "sim": ["mujoco>=3.1"],
+        "export": ["onnx>=1.15", "onnxruntime>=1.17"],
+        "gpu": ["tensorrt>=10"],
+        "test": ["pytest>=7"],
+    },
+    zip_safe=True,
+    maintainer="vam_stack developers",
+    maintainer_email="dev@vam-stack.invalid",
+    description="ROS 2 control stack for a latent video-action model with Temporal-Ratio guidance",
+    license="Apache-2.0",
+    tests_require=["pytest"],
+    entry_points={
+        "console_scripts": [
+            "vam-stack = vam_stack.cli:main",
+        ],
+    },
+)

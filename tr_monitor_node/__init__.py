@@ -1,0 +1,1 @@
+"""tr_monitor_node package."""

@@ -1,0 +1,1 @@
+"""vam_policy_node package."""

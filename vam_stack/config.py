@@ -1,0 +1,149 @@
+"""Typed configuration: dataclasses filled from YAML with clear errors.
+
+Every component has one dataclass config validated in `__post_init__`. This module turns a
+YAML file (or a dict) into such a dataclass, rejecting unknown keys with a "did you mean"
+hint, checking basic types, and naming the file and field in every error.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import typing
+from pathlib import Path
+from typing import Any, Mapping, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value or file is invalid; the message names the field and the value."""
+
+
+def _hint(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, where)
+            except ConfigError as e:  # try the next alternative
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return from_dict(tp, value, where)
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(value) != len(args):
+                raise ConfigError(f"{where}: expected {len(args)} items, got {len(value)}: {value!r}")
+            items = [_coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args))]
+        else:
+            inner = args[0] if args else Any
+            items = [_coerce(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else list(items)
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true/false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        value = float(value)
+        if math.isnan(value):
+            raise ConfigError(f"{where}: NaN is not allowed")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any], source: str = "config") -> T:
+    """Build dataclass `cls` from `data`; unknown keys and wrong types raise ConfigError."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a mapping for {cls.__name__}, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in data.items():
+        if key not in fields:
+            raise ConfigError(
+                f"{source}: unknown field {key!r} for {cls.__name__}{_hint(str(key), list(fields))}"
+            )
+        kwargs[key] = _coerce(value, hints[key], f"{source}: {key}")
+    try:
+        return cls(**kwargs)
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
+    except TypeError as e:
+        raise ConfigError(f"{source}: {e}") from None
+
+
+def load_yaml(path: str | Path) -> dict:
+    """Read a YAML mapping; a missing, unreadable or non-mapping file is a ConfigError."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {str(p)!r}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: expected a mapping at top level, got {type(data).__name__}")
+    return data
+
+
+def from_yaml(cls: type[T], path: str | Path, section: str | None = None) -> T:
+    """Load dataclass `cls` from a YAML file, optionally from one top-level `section`."""
+    data = load_yaml(path)
+    if section is not None:
+        if section not in data:
+            raise ConfigError(f"{path}: missing section {section!r}{_hint(section, list(data))}")
+        data = data[section]
+    return from_dict(cls, data, f"{path}" + (f" [{section}]" if section else ""))
+
+
+def to_dict(cfg: Any) -> dict:
+    """Plain-dict form of a dataclass config (tuples become lists), for YAML/JSON."""
+    def conv(v):
+        if dataclasses.is_dataclass(v):
+            return {f.name: conv(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, (list, tuple)):
+            return [conv(x) for x in v]
+        return v
+    return conv(cfg)
+
+
+def check(cond: bool, message: str) -> None:
+    """Raise ConfigError(message) when `cond` is false (used in __post_init__)."""
+    if not cond:
+        raise ConfigError(message)

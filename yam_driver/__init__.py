@@ -1,0 +1,1 @@
+"""yam_driver package."""
