@@ -1,0 +1,375 @@
+"""The one place that converts numpy arrays and Python values to ROS 2 messages and back.
+
+Message classes come from `rosbags`' ROS 2 Humble typestore, so field layouts are the real
+ones and every message can be CDR-serialised exactly as rclpy would put it on the wire or
+rosbag2 would store it. Nodes (through rclpy or the test fake), the simulation and the MCAP
+recorder all build their messages here.
+
+Every builder validates its input and raises `MessageError` naming the bad value; every
+reader checks the message's own consistency (sizes, encodings) before trusting it.
+"""
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import numpy as np
+from rosbags.typesys import Stores, get_typestore
+
+IMAGE_ENCODINGS = {"rgb8": 3, "bgr8": 3, "mono8": 1}  # 8-bit encodings we read/write -> channels
+DIAG_LEVELS = {"ok": 0, "warn": 1, "error": 2, "stale": 3}  # diagnostic_msgs/DiagnosticStatus
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_INT32_MAX = 2**31 - 1
+
+
+class MessageError(ValueError):
+    """A value cannot become (or be read from) a ROS message; the text names the value."""
+
+
+@lru_cache(maxsize=1)
+def typestore():
+    """The ROS 2 Humble typestore (built once; ~0.1 s)."""
+    return get_typestore(Stores.ROS2_HUMBLE)
+
+
+def msg_class(msgtype: str) -> type:
+    """Message class for e.g. "sensor_msgs/msg/Image"."""
+    try:
+        return typestore().types[msgtype]
+    except KeyError:
+        raise MessageError(f"unknown ROS 2 message type {msgtype!r}") from None
+
+
+def msgtype_of(msg: Any) -> str:
+    """ROS 2 type name of a message instance."""
+    name = getattr(msg, "__msgtype__", None)
+    if not isinstance(name, str):
+        raise MessageError(f"not a ROS message: {type(msg).__name__}")
+    return name
+
+
+# --- serialisation ------------------------------------------------------------------------
+
+def serialize(msg: Any) -> bytes:
+    """CDR bytes of `msg` (little-endian, as rclpy/rosbag2 write them)."""
+    return bytes(typestore().serialize_cdr(msg, msgtype_of(msg)))
+
+
+def deserialize(data: bytes | memoryview, msgtype: str) -> Any:
+    """Message of type `msgtype` from CDR bytes."""
+    msg_class(msgtype)
+    try:
+        return typestore().deserialize_cdr(data, msgtype)
+    except Exception as e:  # rosbags raises assorted errors on truncated/garbage input
+        raise MessageError(f"cannot deserialize {len(data)} bytes as {msgtype}: {e}") from None
+
+
+def roundtrip(msg: Any) -> Any:
+    """`deserialize(serialize(msg))`: what a subscriber receives."""
+    return deserialize(serialize(msg), msgtype_of(msg))
+
+
+# --- time and header ----------------------------------------------------------------------
+
+def time_msg(seconds: float) -> Any:
+    """builtin_interfaces/Time from seconds (rounded to the nanosecond)."""
+    return time_from_ns(seconds_to_ns(seconds))
+
+
+def seconds_to_ns(seconds: float) -> int:
+    """Integer nanoseconds of a non-negative, finite time in seconds."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.floating, np.integer)):
+        raise MessageError(f"time must be a number of seconds, got {seconds!r}")
+    s = float(seconds)
+    if not math.isfinite(s) or s < 0 or s > _INT32_MAX:
+        raise MessageError(f"time must be finite and in [0, {_INT32_MAX}] s, got {seconds!r}")
+    return int(round(s * 1e9))
+
+
+def time_from_ns(ns: int) -> Any:
+    sec, nanosec = divmod(int(ns), 1_000_000_000)
+    return msg_class("builtin_interfaces/msg/Time")(sec=sec, nanosec=nanosec)
+
+
+def time_to_seconds(msg: Any) -> float:
+    return msg.sec + msg.nanosec * 1e-9
+
+
+def time_to_ns(msg: Any) -> int:
+    return msg.sec * 1_000_000_000 + msg.nanosec
+
+
+def header(stamp_s: float, frame_id: str = "") -> Any:
+    """std_msgs/Header with a stamp in seconds and a frame id."""
+    if not isinstance(frame_id, str):
+        raise MessageError(f"frame_id must be a string, got {frame_id!r}")
+    return msg_class("std_msgs/msg/Header")(stamp=time_msg(stamp_s), frame_id=frame_id)
+
+
+# --- images -------------------------------------------------------------------------------
+
+def image_msg(image: np.ndarray, stamp_s: float, frame_id: str = "",
+              encoding: str = "rgb8") -> Any:
+    """sensor_msgs/Image from a uint8 array: HxWx3 for rgb8/bgr8, HxW (or HxWx1) for mono8.
+
+    The array is taken as already in `encoding`'s channel order; nothing is reordered.
+    """
+    if encoding not in IMAGE_ENCODINGS:
+        raise MessageError(f"image encoding must be one of {sorted(IMAGE_ENCODINGS)}, "
+                           f"got {encoding!r}")
+    if not isinstance(image, np.ndarray):
+        raise MessageError(f"image must be a numpy array, got {type(image).__name__}")
+    if image.dtype != np.uint8:
+        raise MessageError(f"image must be uint8, got dtype {image.dtype}")
+    channels = IMAGE_ENCODINGS[encoding]
+    if channels == 1 and image.ndim == 3 and image.shape[2] == 1:
+        image = image[:, :, 0]
+    want = "HxW" if channels == 1 else "HxWx3"
+    if image.ndim != (2 if channels == 1 else 3) or (channels == 3 and image.shape[2] != 3):
+        raise MessageError(f"{encoding} image must be {want}, got shape {image.shape}")
+    h, w = image.shape[:2]
+    if h == 0 or w == 0:
+        raise MessageError(f"image must not be empty, got shape {image.shape}")
+    data = np.ascontiguousarray(image).reshape(-1)
+    return msg_class("sensor_msgs/msg/Image")(
+        header=header(stamp_s, frame_id), height=h, width=w, encoding=encoding,
+        is_bigendian=0, step=w * channels, data=data)
+
+
+def image_to_numpy(msg: Any, rgb: bool = True) -> np.ndarray:
+    """uint8 array of an Image: HxWx3 (bgr8 turned into RGB when `rgb`), HxW for mono8.
+
+    Row padding (step > width * channels) is removed. Returns a copy.
+    """
+    enc = msg.encoding
+    if enc not in IMAGE_ENCODINGS:
+        raise MessageError(f"unsupported image encoding {enc!r}; expected one of "
+                           f"{sorted(IMAGE_ENCODINGS)}")
+    c = IMAGE_ENCODINGS[enc]
+    h, w, step = int(msg.height), int(msg.width), int(msg.step)
+    if step < w * c:
+        raise MessageError(f"image step {step} is smaller than width*channels = {w * c}")
+    data = np.asarray(msg.data, dtype=np.uint8)
+    if data.size != h * step:
+        raise MessageError(f"image data has {data.size} bytes, expected height*step = "
+                           f"{h}*{step} = {h * step}")
+    rows = data.reshape(h, step)[:, : w * c]
+    out = rows.reshape(h, w) if c == 1 else rows.reshape(h, w, c)
+    if enc == "bgr8" and rgb:
+        out = out[:, :, ::-1]
+    return np.array(out, copy=True)
+
+
+# --- joint states -------------------------------------------------------------------------
+
+class JointStateData(NamedTuple):
+    """Plain form of a sensor_msgs/JointState."""
+
+    names: list[str]
+    position: np.ndarray  # [n] float64
+    velocity: np.ndarray  # [n] or [0] float64
+    effort: np.ndarray  # [n] or [0] float64
+    stamp_s: float
+    frame_id: str
+
+
+def _vector(values: Any, n: int, what: str) -> np.ndarray:
+    if values is None:
+        return np.zeros(0, dtype=np.float64)
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise MessageError(f"{what} must be numbers, got {values!r}") from None
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise MessageError(f"{what} must have {n} entries (one per name), got shape {arr.shape}")
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size:
+        raise MessageError(f"{what}[{bad[0]}] is not finite: {arr[bad[0]]!r}")
+    return arr
+
+
+def joint_state_msg(names: Sequence[str], position: Any, velocity: Any = None,
+                    effort: Any = None, stamp_s: float = 0.0, frame_id: str = "") -> Any:
+    """sensor_msgs/JointState; velocity/effort may be omitted (sent empty, as ROS allows)."""
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise MessageError(f"joint names must be a list of strings, got {names!r}")
+    names = list(names)
+    if not names:
+        raise MessageError("joint names must not be empty")
+    for i, nm in enumerate(names):
+        if not isinstance(nm, str) or not nm:
+            raise MessageError(f"joint name [{i}] must be a non-empty string, got {nm!r}")
+    if len(set(names)) != len(names):
+        dup = next(nm for nm in names if names.count(nm) > 1)
+        raise MessageError(f"joint names must be unique, {dup!r} appears twice")
+    n = len(names)
+    return msg_class("sensor_msgs/msg/JointState")(
+        header=header(stamp_s, frame_id), name=names,
+        position=_vector(position, n, "position"),
+        velocity=_vector(velocity, n, "velocity"),
+        effort=_vector(effort, n, "effort"))
+
+
+def joint_state_to_numpy(msg: Any) -> JointStateData:
+    """Names and float64 arrays of a JointState, with size checks."""
+    names = list(msg.name)
+    n = len(names)
+    pos = np.array(msg.position, dtype=np.float64)
+    if pos.shape != (n,):
+        raise MessageError(f"JointState has {n} names but {pos.size} positions")
+    vel = np.array(msg.velocity, dtype=np.float64)
+    eff = np.array(msg.effort, dtype=np.float64)
+    for what, arr in (("velocity", vel), ("effort", eff)):
+        if arr.size not in (0, n):
+            raise MessageError(f"JointState has {n} names but {arr.size} {what} entries")
+    return JointStateData(names, pos, vel, eff, time_to_seconds(msg.header.stamp),
+                          msg.header.frame_id)
+
+
+# --- std_msgs -----------------------------------------------------------------------------
+
+def _finite32(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise MessageError(f"{what} must be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or abs(v) > _FLOAT32_MAX:
+        raise MessageError(f"{what} must be a finite float32, got {value!r}")
+    return v
+
+
+def float32_msg(value: float) -> Any:
+    return msg_class("std_msgs/msg/Float32")(data=_finite32(value, "Float32 value"))
+
+
+def float32_value(msg: Any) -> float:
+    return float(msg.data)
+
+
+def float32_array_msg(values: Any, labels: Sequence[str] | None = None) -> Any:
+    """std_msgs/Float32MultiArray; the layout records the array's shape (row-major)."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise MessageError(f"Float32MultiArray values must be numbers, got {values!r}") from None
+    if arr.ndim == 0:
+        raise MessageError(f"Float32MultiArray needs an array, got a scalar {values!r}")
+    if not np.all(np.isfinite(arr)) or np.any(np.abs(arr) > _FLOAT32_MAX):
+        raise MessageError("Float32MultiArray values must be finite float32")
+    labels = list(labels) if labels is not None else [f"dim{i}" for i in range(arr.ndim)]
+    if len(labels) != arr.ndim:
+        raise MessageError(f"{len(labels)} labels for a {arr.ndim}-d array: {labels!r}")
+    dim_cls = msg_class("std_msgs/msg/MultiArrayDimension")
+    strides = [int(np.prod(arr.shape[i:])) for i in range(arr.ndim)]
+    dims = [dim_cls(label=str(lb), size=int(sz), stride=st)
+            for lb, sz, st in zip(labels, arr.shape, strides)]
+    layout = msg_class("std_msgs/msg/MultiArrayLayout")(dim=dims, data_offset=0)
+    return msg_class("std_msgs/msg/Float32MultiArray")(
+        layout=layout, data=arr.astype(np.float32).reshape(-1))
+
+
+def float32_array_to_numpy(msg: Any) -> np.ndarray:
+    """float32 array shaped by the layout (1-d when the layout has no dims)."""
+    data = np.array(msg.data, dtype=np.float32)
+    off = int(msg.layout.data_offset)
+    shape = tuple(int(d.size) for d in msg.layout.dim)
+    if not shape:
+        return data[off:]
+    need = int(np.prod(shape))
+    if data.size - off < need:
+        raise MessageError(f"Float32MultiArray layout {shape} needs {need} values after offset "
+                           f"{off}, message has {data.size}")
+    return data[off: off + need].reshape(shape)
+
+
+def string_msg(text: str) -> Any:
+    if not isinstance(text, str):
+        raise MessageError(f"String data must be str, got {type(text).__name__}: {text!r}")
+    if "\x00" in text:
+        raise MessageError("String data must not contain NUL characters")
+    return msg_class("std_msgs/msg/String")(data=text)
+
+
+def bool_msg(value: bool) -> Any:
+    if not isinstance(value, (bool, np.bool_)):
+        raise MessageError(f"Bool data must be True/False, got {value!r}")
+    return msg_class("std_msgs/msg/Bool")(data=bool(value))
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (np.floating, np.integer, np.bool_)):
+        return obj.item()
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def json_msg(obj: Any) -> Any:
+    """std_msgs/String holding `obj` as JSON (numpy scalars/arrays allowed; NaN rejected)."""
+    try:
+        text = json.dumps(obj, default=_jsonable, allow_nan=False, sort_keys=True)
+    except (TypeError, ValueError) as e:
+        raise MessageError(f"cannot encode as JSON: {e}") from None
+    return string_msg(text)
+
+
+def json_from_msg(msg: Any) -> Any:
+    try:
+        return json.loads(msg.data)
+    except json.JSONDecodeError as e:
+        raise MessageError(f"String is not JSON: {e}: {msg.data[:80]!r}") from None
+
+
+# --- diagnostics --------------------------------------------------------------------------
+
+def _diag_value(v: Any) -> str:
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.6g}"
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    return str(v)
+
+
+def diagnostic_status(name: str, values: Mapping[str, Any], level: str = "ok",
+                      message: str = "", hardware_id: str = "") -> Any:
+    """diagnostic_msgs/DiagnosticStatus from a dict of key -> value (values become strings)."""
+    if not isinstance(name, str) or not name:
+        raise MessageError(f"diagnostic status name must be a non-empty string, got {name!r}")
+    if level not in DIAG_LEVELS:
+        raise MessageError(f"diagnostic level must be one of {list(DIAG_LEVELS)}, got {level!r}")
+    if not isinstance(values, Mapping):
+        raise MessageError(f"diagnostic values must be a mapping, got {values!r}")
+    kv = msg_class("diagnostic_msgs/msg/KeyValue")
+    pairs = []
+    for k, v in values.items():
+        if not isinstance(k, str) or not k:
+            raise MessageError(f"diagnostic key must be a non-empty string, got {k!r}")
+        pairs.append(kv(key=k, value=_diag_value(v)))
+    return msg_class("diagnostic_msgs/msg/DiagnosticStatus")(
+        level=DIAG_LEVELS[level], name=name, message=str(message),
+        hardware_id=str(hardware_id), values=pairs)
+
+
+def diagnostic_array_msg(statuses: Sequence[Any] | Mapping[str, Mapping[str, Any]],
+                         stamp_s: float) -> Any:
+    """diagnostic_msgs/DiagnosticArray from statuses, or from {name: {key: value}} (level ok)."""
+    if isinstance(statuses, Mapping):
+        statuses = [diagnostic_status(n, v) for n, v in statuses.items()]
+    status_cls = msg_class("diagnostic_msgs/msg/DiagnosticStatus")
+    for s in statuses:
+        if not isinstance(s, status_cls):
+            raise MessageError(f"expected DiagnosticStatus, got {type(s).__name__}")
+    return msg_class("diagnostic_msgs/msg/DiagnosticArray")(
+        header=header(stamp_s, ""), status=list(statuses))
+
+
+def diagnostics_to_dict(msg: Any) -> dict[str, dict[str, Any]]:
+    """{status name: {"level", "message", "hardware_id", "values": {key: value str}}}."""
+    names = {v: k for k, v in DIAG_LEVELS.items()}
+    out = {}
+    for s in msg.status:
+        out[s.name] = {"level": names.get(int(s.level), str(s.level)), "message": s.message,
+                       "hardware_id": s.hardware_id,
+                       "values": {kv.key: kv.value for kv in s.values}}
+    return out

@@ -1,0 +1,232 @@
+"""rosbag2 recordings in MCAP storage, written with `rosbags` (no rclpy needed).
+
+`McapRecorder` writes messages on the topics of `vam_stack.topics` with their message types
+and QoS profiles, so the file plays back onto the live stack's topics (`ros2 bag play`) and
+Foxglove opens it directly.
+
+Layout: a path ending in `.mcap` gives ONE self-contained MCAP file (rosbags stores the
+rosbag2 metadata inside it; readers that want a bag directory can run `ros2 bag reindex`);
+any other path gives a rosbag2 bag directory (`metadata.yaml` + `<name>.mcap`). Messages are
+chunk-compressed with zstd by default (camera frames dominate the size).
+
+Timestamps: every `write*` call takes `t_s`, seconds since the recorder's `origin_s`
+(default: the wall clock when the recorder was created; pass 0.0 for a bag that starts at the
+epoch). The same absolute time goes into the bag's log time and, for stamped messages, into
+`header.stamp`, so `ros2 bag play --clock` publishes a consistent /clock.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StoragePlugin, Writer
+
+from vam_stack import msgs
+from vam_stack.topics import QosSpec, Topic, resolve
+
+ROSBAG2_VERSION = 8  # rosbag2 metadata version written (rosbags writes 8 or 9; 8 is older)
+
+
+class RecordingError(RuntimeError):
+    """The recorder was misused (closed, wrong type for a topic, bad path or time)."""
+
+
+def rosbag2_qos(spec: QosSpec) -> Qos:
+    """A QosSpec as rosbag2's offered_qos_profiles entry."""
+    zero = QosTime(0, 0)
+    return Qos(
+        history=QosHistory.KEEP_LAST, depth=spec.depth,
+        reliability=(QosReliability.RELIABLE if spec.reliability == "reliable"
+                     else QosReliability.BEST_EFFORT),
+        durability=(QosDurability.TRANSIENT_LOCAL if spec.durability == "transient_local"
+                    else QosDurability.VOLATILE),
+        deadline=zero, lifespan=zero, liveliness=QosLiveliness.AUTOMATIC,
+        liveliness_lease_duration=zero, avoid_ros_namespace_conventions=False)
+
+
+class McapRecorder:
+    """Write a rosbag2 MCAP recording; use as a context manager.
+
+    >>> with McapRecorder(out / "recording.mcap") as rec:
+    ...     rec.write_image("stacked_image", frame, t_s=0.05)
+    ...     rec.write_telemetry(replan_telemetry, t_s=0.05)
+
+    The file is finalised on every exit path (an exception inside the `with` block still
+    leaves a readable recording of what was written before it).
+    """
+
+    def __init__(self, path: str | Path, *, origin_s: float | None = None,
+                 compress: bool = True, overwrite: bool = False) -> None:
+        self.path = Path(path)
+        self.single_file = self.path.suffix == ".mcap"
+        self.origin_s = time.time() if origin_s is None else float(origin_s)
+        msgs.seconds_to_ns(self.origin_s)  # validates
+        self.compress = compress
+        if self.path.exists():
+            if not overwrite:
+                raise RecordingError(f"{str(self.path)!r} exists; pass overwrite=True to replace it")
+            if self.path.is_dir():
+                shutil.rmtree(self.path)
+            else:
+                self.path.unlink()
+        self._writer: Writer | None = None
+        self._staging: Path | None = None
+        self._connections: dict[str, Any] = {}
+        self._topics: dict[str, Topic] = {}
+        self.counts: Counter[str] = Counter()  # topic name -> messages written
+        self.closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def open(self) -> "McapRecorder":
+        if self._writer is not None or self.closed:
+            raise RecordingError(f"recorder for {str(self.path)!r} was already opened")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.single_file:
+            self._staging = Path(tempfile.mkdtemp(prefix=f".{self.path.stem}-",
+                                                  dir=self.path.parent))
+            bag_dir = self._staging / self.path.stem
+        else:
+            bag_dir = self.path
+        writer = Writer(bag_dir, version=ROSBAG2_VERSION, storage_plugin=StoragePlugin.MCAP)
+        if self.compress:
+            writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
+        writer.open()
+        self._writer = writer
+        return self
+
+    def close(self) -> None:
+        """Finalise the file (idempotent)."""
+        if self.closed or self._writer is None:
+            self.closed = True
+            return
+        writer, self._writer = self._writer, None
+        self.closed = True
+        writer.close()
+        if self._staging is not None:
+            produced = self._staging / self.path.stem / f"{self.path.stem}.mcap"
+            produced.replace(self.path)
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
+
+    def __enter__(self) -> "McapRecorder":
+        return self.open()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- writing -----------------------------------------------------------------------------
+    def _connection(self, key_or_name: str, msgtype: str) -> tuple[Any, Topic]:
+        if self._writer is None:
+            raise RecordingError(
+                f"recorder for {str(self.path)!r} is {'closed' if self.closed else 'not open'}")
+        t = resolve(key_or_name)
+        if t.msgtype != msgtype:
+            raise RecordingError(f"topic {t.name} carries {t.msgtype}, got a {msgtype}")
+        conn = self._connections.get(t.name)
+        if conn is None:
+            conn = self._writer.add_connection(
+                t.name, t.msgtype, typestore=msgs.typestore(),
+                offered_qos_profiles=[rosbag2_qos(t.qos_spec)])
+            self._connections[t.name] = conn
+            self._topics[t.name] = t
+        return conn, t
+
+    def stamp(self, t_s: float) -> float:
+        """Absolute time (seconds) of a time `t_s` relative to the origin."""
+        if isinstance(t_s, bool) or not isinstance(t_s, (int, float, np.floating, np.integer)):
+            raise RecordingError(f"t_s must be seconds since the origin, got {t_s!r}")
+        if not np.isfinite(t_s) or t_s < 0:
+            raise RecordingError(f"t_s must be finite and >= 0, got {t_s!r}")
+        return self.origin_s + float(t_s)
+
+    def write(self, topic: str, msg: Any, t_s: float) -> None:
+        """Write a ready message on `topic` (table key or name) at origin + `t_s`."""
+        conn, _ = self._connection(topic, msgs.msgtype_of(msg))
+        stamp_ns = msgs.seconds_to_ns(self.stamp(t_s))
+        self._writer.write(conn, stamp_ns, msgs.serialize(msg))
+        self.counts[conn.topic] += 1
+
+    def frame_id(self, topic: str) -> str:
+        return resolve(topic).frame_id
+
+    def write_image(self, topic: str, image: np.ndarray, t_s: float,
+                    encoding: str = "rgb8") -> None:
+        self.write(topic, msgs.image_msg(image, self.stamp(t_s), self.frame_id(topic),
+                                         encoding), t_s)
+
+    def write_joint_state(self, topic: str, names: Sequence[str], position: Any, t_s: float,
+                          velocity: Any = None, effort: Any = None) -> None:
+        self.write(topic, msgs.joint_state_msg(names, position, velocity, effort,
+                                               self.stamp(t_s), self.frame_id(topic)), t_s)
+
+    def write_float32(self, topic: str, value: float, t_s: float) -> None:
+        self.write(topic, msgs.float32_msg(value), t_s)
+
+    def write_string(self, topic: str, text: str, t_s: float) -> None:
+        self.write(topic, msgs.string_msg(text), t_s)
+
+    def write_json(self, topic: str, obj: Any, t_s: float) -> None:
+        self.write(topic, msgs.json_msg(obj), t_s)
+
+    def write_diagnostics(self, statuses: Any, t_s: float) -> None:
+        self.write("diagnostics", msgs.diagnostic_array_msg(statuses, self.stamp(t_s)), t_s)
+
+    def write_telemetry(self, telemetry: Mapping[str, Any], t_s: float,
+                        phase: str | None = None) -> None:
+        """One replan's telemetry: TR, TR_0, s, weights, latency, TR per Euler step, JSON.
+
+        `attention` (large) is left out of the JSON copy; `phase` goes on /vam/phase.
+        """
+        for key in ("tr", "tr0", "s", "w_lang", "w_plan", "latency_ms"):
+            if key not in telemetry:
+                raise RecordingError(f"telemetry lacks {key!r}; has {sorted(telemetry)}")
+            self.write_float32(key, telemetry[key], t_s)
+        if telemetry.get("tr_steps") is not None and len(telemetry["tr_steps"]) > 0:
+            self.write("tr_steps", msgs.float32_array_msg(telemetry["tr_steps"], ["euler_step"]),
+                       t_s)
+        self.write_json("telemetry", {k: v for k, v in telemetry.items() if k != "attention"},
+                        t_s)
+        if phase is not None:
+            self.write_string("phase", phase, t_s)
+
+
+# -- reading (tests, tools) ------------------------------------------------------------------
+
+@dataclass
+class RecordingInfo:
+    """What a recording holds."""
+
+    topics: dict[str, str]  # topic name -> message type
+    counts: dict[str, int]  # topic name -> message count
+    start_ns: int
+    end_ns: int
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) * 1e-9
+
+
+def read_info(path: str | Path) -> RecordingInfo:
+    """Topics, message types and counts of a recording (file or bag directory)."""
+    with Reader(Path(path)) as reader:
+        topics = {c.topic: c.msgtype for c in reader.connections}
+        counts: Counter[str] = Counter()
+        for conn, _, _ in reader.messages():
+            counts[conn.topic] += 1
+        return RecordingInfo(topics, dict(counts), reader.start_time, reader.end_time)
+
+
+def read_messages(path: str | Path,
+                  topics: Sequence[str] | None = None) -> Iterator[tuple[str, int, Any]]:
+    """Yield (topic name, log time ns, deserialised message), in time order."""
+    with Reader(Path(path)) as reader:
+        conns = [c for c in reader.connections if topics is None or c.topic in topics]
+        for conn, t_ns, raw in reader.messages(connections=conns):
+            yield conn.topic, t_ns, msgs.deserialize(raw, conn.msgtype)

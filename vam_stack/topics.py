@@ -1,0 +1,159 @@
+"""The one table of ROS 2 topics: names, message types, QoS profiles and frame ids.
+
+Every node, the in-process simulation and the MCAP recorder take topic names from here, so a
+recording made without ROS plays back onto exactly the topics the live nodes use
+(`ros2 bag play recording.mcap` feeds rviz2 and rqt; Foxglove opens the file directly).
+
+QoS profiles are named, not spelled out per topic:
+- `sensor_data`: best effort, keep last 5, volatile — camera streams (drop rather than queue).
+- `reliable`: reliable, keep last 10, volatile — commands, state, telemetry, diagnostics.
+- `latched`: reliable, keep last 1, transient local — slowly changing state (phase,
+  instruction, episode status, e-stop) that a late subscriber must still see.
+A reliable publisher matches both reliable and best-effort subscribers; a best-effort one only
+matches best-effort subscribers (rviz2's Image display lets you choose).
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class QosSpec:
+    """A QoS profile in plain words; nodes map it to rclpy, the recorder to rosbag2 metadata."""
+
+    reliability: str  # "reliable" | "best_effort"
+    durability: str  # "volatile" | "transient_local"
+    depth: int  # history depth (KEEP_LAST)
+
+
+QOS_PROFILES: dict[str, QosSpec] = {
+    "sensor_data": QosSpec("best_effort", "volatile", 5),
+    "reliable": QosSpec("reliable", "volatile", 10),
+    "latched": QosSpec("reliable", "transient_local", 1),
+}
+
+
+@dataclass(frozen=True)
+class Topic:
+    """One row of the topic table."""
+
+    name: str  # absolute ROS 2 topic name
+    msgtype: str  # ROS 2 interface name as the typestore spells it, e.g. "std_msgs/msg/Float32"
+    qos: str  # key of QOS_PROFILES
+    frame_id: str  # header.frame_id for stamped messages ("" = not stamped or no TF frame)
+    publisher: str  # the node that publishes it (the simulation publishes all in one process)
+    description: str  # what the data means, with units
+
+    @property
+    def qos_spec(self) -> QosSpec:
+        return QOS_PROFILES[self.qos]
+
+
+def _t(name, msgtype, qos, frame_id, publisher, description) -> Topic:
+    return Topic(name, msgtype, qos, frame_id, publisher, description)
+
+
+# Key -> topic. Keys are stable identifiers used in code; names are what ROS sees.
+TOPICS: dict[str, Topic] = {
+    "stacked_image": _t(
+        "/camera/stacked/image_raw", "sensor_msgs/msg/Image", "sensor_data", "camera_stacked",
+        "camera_bridge, libero_bridge", "camera views stacked horizontally, rgb8 (real 672x168, LIBERO 448x224)"),
+    "joint_states": _t(
+        "/joint_states", "sensor_msgs/msg/JointState", "reliable", "",
+        "yam_driver, libero_bridge", "measured state: 14 joint angles [rad] / LIBERO 8-dim proprio, named"),
+    "joint_targets": _t(
+        "/vam/joint_targets", "sensor_msgs/msg/JointState", "reliable", "",
+        "vam_policy_node", "commanded action at the control rate: 14 absolute joint targets "
+        "[rad] (real) or the 7-dim end-effector delta (LIBERO); names say which"),
+    "tr": _t("/vam/tr", "std_msgs/msg/Float32", "reliable", "",
+             "tr_monitor_node", "Temporal Ratio TR_i of the latest replan (dimensionless)"),
+    "tr0": _t("/vam/tr0", "std_msgs/msg/Float32", "reliable", "",
+              "tr_monitor_node", "episode TR baseline TR_0, set at the first replan"),
+    "tr_steps": _t("/vam/tr_steps", "std_msgs/msg/Float32MultiArray", "reliable", "",
+                   "tr_monitor_node", "TR at each Euler step of the latest replan"),
+    "s": _t("/vam/s", "std_msgs/msg/Float32", "reliable", "",
+            "tr_monitor_node", "guidance scale s_i = clip(TR_i/TR_0 - 1, 0, s_max)"),
+    "w_lang": _t("/vam/w_lang", "std_msgs/msg/Float32", "reliable", "",
+                 "tr_monitor_node", "language guidance weight of the latest replan"),
+    "w_plan": _t("/vam/w_plan", "std_msgs/msg/Float32", "reliable", "",
+                 "tr_monitor_node", "plan (video rollout) guidance weight of the latest replan"),
+    "latency_ms": _t("/vam/latency_ms", "std_msgs/msg/Float32", "reliable", "",
+                     "tr_monitor_node", "wall time of the latest replan [ms]"),
+    "phase": _t("/vam/phase", "std_msgs/msg/String", "latched", "",
+                "tr_monitor_node", "'planning' or 'manipulation' (labels, else inferred from TR)"),
+    "telemetry": _t("/vam/telemetry", "std_msgs/msg/String", "reliable", "",
+                    "vam_policy_node", "per-replan telemetry as JSON (attention left out)"),
+    "instruction": _t("/vam/instruction", "std_msgs/msg/String", "latched", "",
+                      "operator", "language instruction; a new one starts an episode"),
+    "estop": _t("/vam/estop", "std_msgs/msg/Bool", "latched", "",
+                "operator", "true holds the arm and stops the policy until cleared"),
+    "trace_image": _t(
+        "/tr_monitor/trace_image", "sensor_msgs/msg/Image", "reliable", "tr_monitor",
+        "tr_monitor_node", "rendered TR trace (TR, TR_0, s_i, weights, phase), rgb8"),
+    "attention_overlay": _t(
+        "/tr_monitor/attention_overlay", "sensor_msgs/msg/Image", "reliable", "camera_stacked",
+        "tr_monitor_node", "action-token attention over the current frame's video tokens on the stacked frame, rgb8"),
+    "diagnostics": _t("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", "reliable", "",
+                      "every node", "rates, ages, latencies and faults (rqt_runtime_monitor)"),
+    "episode_status": _t("/libero/episode_status", "std_msgs/msg/String", "latched", "",
+                         "libero_bridge", "episode status as JSON: suite, task, step, success, "
+                         "done, reason"),
+}
+
+_VIEW_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def camera_topic(view: str) -> Topic:
+    """Topic of one camera view, e.g. `camera_topic("agentview")` -> /camera/agentview/image_raw."""
+    if not isinstance(view, str) or not _VIEW_RE.match(view) or view == "stacked":
+        raise ValueError(
+            f"camera view name must be lowercase letters/digits/underscores and not 'stacked', "
+            f"got {view!r}")
+    return Topic(f"/camera/{view}/image_raw", "sensor_msgs/msg/Image", "sensor_data",
+                 f"{view}_camera", "camera_bridge", f"camera view {view!r}, rgb8")
+
+
+def topic(key: str) -> Topic:
+    """Row of the table by key; an unknown key raises KeyError with a "did you mean"."""
+    try:
+        return TOPICS[key]
+    except KeyError:
+        close = difflib.get_close_matches(str(key), list(TOPICS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise KeyError(f"unknown topic key {key!r}{hint}") from None
+
+
+def by_name(name: str) -> Topic:
+    """Row of the table by ROS topic name (camera views included)."""
+    for t in TOPICS.values():
+        if t.name == name:
+            return t
+    m = re.match(r"^/camera/([^/]+)/image_raw$", name) if isinstance(name, str) else None
+    if m and m.group(1) != "stacked":
+        return camera_topic(m.group(1))
+    names = [t.name for t in TOPICS.values()]
+    close = difflib.get_close_matches(str(name), names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise KeyError(f"topic {name!r} is not in the topic table{hint}")
+
+
+def resolve(key_or_name: str) -> Topic:
+    """Accept either a table key ("tr") or a topic name ("/vam/tr")."""
+    if isinstance(key_or_name, str) and key_or_name.startswith("/"):
+        return by_name(key_or_name)
+    return topic(key_or_name)
+
+
+def markdown_table() -> str:
+    """The topic table as Markdown, for the README."""
+    rows = ["| topic | type | QoS | frame_id | publisher | meaning |",
+            "|---|---|---|---|---|---|"]
+    cam = camera_topic("view")
+    cam = Topic("/camera/<view>/image_raw", cam.msgtype, cam.qos, "<view>_camera",
+                cam.publisher, "one camera view, rgb8")
+    for t in [*TOPICS.values(), cam]:
+        rows.append(f"| `{t.name}` | `{t.msgtype}` | {t.qos} | {t.frame_id or '-'} | "
+                    f"{t.publisher} | {t.description} |")
+    return "\n".join(rows)
