@@ -1,0 +1,233 @@
+"""Safety filter between the chunk executor and the joint driver.
+
+Every target on its way to the motors passes through `SafetyFilter.filter`, which returns
+the target actually sent and the names of the limits that changed it:
+
+- non-finite values (NaN/inf) anywhere in the target: rejected, the last sent target is held;
+- e-stop latch: once `estop()` is called every command holds until `clear_estop()`;
+- stale commands: a command whose stamp is older than `stale_after_s` is rejected (hold), and
+  `poll(now)` reports the watchdog when no command arrived for `stale_after_s`;
+- per-joint position limits (the YAM model's range shrunk by `margin_rad`) and gripper range;
+- per-tick maximum change (velocity limit x tick period) relative to the last sent target.
+
+Position clipping comes before rate limiting, so a sent target always moves toward the
+allowed range by at most one tick's step. The filter must be primed with the measured
+position (`reset(measured)`) before the first command: without it the first step could not
+be rate limited. All state changes happen under one lock (read-modify-write of the last
+sent target), so a driver thread may call `poll` while the executor thread calls `filter`.
+Limits come from `config/yam_safety.yaml`; see that file for the sources of the numbers.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from vam_stack.config import ConfigError, check, from_yaml
+from vam_stack.paths import config_dir
+
+log = logging.getLogger(__name__)
+
+JOINTS_PER_ARM = 6  # YAM: 6 revolute joints, then one gripper value per arm
+
+
+@dataclass
+class SafetyConfig:
+    """Limits for `arms` x (6 joints + gripper) absolute joint targets."""
+
+    arms: int = 2  # bimanual YAM: 2 x 7 = 14-dim targets
+    rate_hz: float = 30.0  # command rate; the per-tick step is max velocity / rate_hz
+    joint_lower: tuple[float, ...] = (-2.61799, 0.0, 0.0, -1.69297, -1.5708, -2.0944)  # rad, model range
+    joint_upper: tuple[float, ...] = (3.14159, 3.66519, 3.14159, 1.5708, 1.5708, 2.0944)  # rad, model range
+    margin_rad: float = 0.15  # buffer kept inside the model range (i2rt applies the same)
+    max_joint_velocity: tuple[float, ...] = (2.0, 2.0, 2.0, 3.0, 3.0, 3.0)  # rad/s per joint
+    gripper_min: float = 0.0  # normalised gripper command range (i2rt linear grippers: 0..1)
+    gripper_max: float = 1.0
+    max_gripper_velocity: float = 2.0  # normalised units per second
+    stale_after_s: float = 0.2  # a command older than this, or silence this long, holds the arm
+
+    def __post_init__(self) -> None:
+        check(isinstance(self.arms, int) and self.arms >= 1, f"arms must be an integer >= 1, got {self.arms!r}")
+        check(math.isfinite(self.rate_hz) and self.rate_hz > 0, f"rate_hz must be > 0, got {self.rate_hz!r}")
+        for name in ("joint_lower", "joint_upper", "max_joint_velocity"):
+            value = tuple(getattr(self, name))
+            check(len(value) == JOINTS_PER_ARM, f"{name} needs {JOINTS_PER_ARM} values, got {value!r}")
+            check(all(math.isfinite(v) for v in value), f"{name} must be finite, got {value!r}")
+            setattr(self, name, tuple(float(v) for v in value))
+        check(self.margin_rad >= 0 and math.isfinite(self.margin_rad), f"margin_rad must be >= 0, got {self.margin_rad!r}")
+        for i, (lo, hi) in enumerate(zip(self.joint_lower, self.joint_upper)):
+            check(lo + self.margin_rad < hi - self.margin_rad,
+                  f"joint {i + 1}: range [{lo!r}, {hi!r}] is empty after margin_rad={self.margin_rad!r}")
+        check(all(v > 0 for v in self.max_joint_velocity),
+              f"max_joint_velocity must be > 0, got {self.max_joint_velocity!r}")
+        check(math.isfinite(self.gripper_min) and math.isfinite(self.gripper_max) and self.gripper_min < self.gripper_max,
+              f"gripper range must be finite with min < max, got [{self.gripper_min!r}, {self.gripper_max!r}]")
+        check(math.isfinite(self.max_gripper_velocity) and self.max_gripper_velocity > 0,
+              f"max_gripper_velocity must be > 0, got {self.max_gripper_velocity!r}")
+        check(math.isfinite(self.stale_after_s) and self.stale_after_s > 0,
+              f"stale_after_s must be > 0, got {self.stale_after_s!r}")
+
+    @property
+    def dim(self) -> int:
+        """Length of one target: arms x (joints + gripper)."""
+        return self.arms * (JOINTS_PER_ARM + 1)
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lower [dim], upper [dim], max step per tick [dim]) for the whole target vector."""
+        lo = [v + self.margin_rad for v in self.joint_lower] + [self.gripper_min]
+        hi = [v - self.margin_rad for v in self.joint_upper] + [self.gripper_max]
+        vel = list(self.max_joint_velocity) + [self.max_gripper_velocity]
+        step = [v / self.rate_hz for v in vel]
+        tile = lambda xs: np.tile(np.asarray(xs, dtype=np.float64), self.arms)  # noqa: E731
+        return tile(lo), tile(hi), tile(step)
+
+    def gripper_dims(self) -> tuple[int, ...]:
+        return tuple(a * (JOINTS_PER_ARM + 1) + JOINTS_PER_ARM for a in range(self.arms))
+
+
+def load_safety_config(path: str | Path | None = None, section: str = "yam_safety") -> SafetyConfig:
+    """Read the limits at start-up; a missing or malformed file raises ConfigError now."""
+    return from_yaml(SafetyConfig, path if path is not None else config_dir() / "yam_safety.yaml", section)
+
+
+@dataclass(frozen=True)
+class SafetyResult:
+    """What the filter did to one command."""
+
+    sent: np.ndarray  # [dim] float64: the target actually forwarded to the driver
+    clipped: frozenset[str]  # limit names that changed it: "position", "gripper", "velocity"
+    clipped_dims: dict[str, tuple[int, ...]] = field(default_factory=dict)  # name -> dims changed
+    held: bool = False  # True when the command was rejected and the last target held
+    reason: str | None = None  # why it held: "estop", "nonfinite", "stale"
+
+
+COUNTER_NAMES = ("commands", "sent", "held", "position", "gripper", "velocity", "nonfinite",
+                 "estop", "stale", "watchdog")
+
+
+class SafetyFilter:
+    """Clips and gates absolute joint targets; see the module docstring for the order."""
+
+    def __init__(self, cfg: SafetyConfig, clock=time.monotonic) -> None:
+        if not isinstance(cfg, SafetyConfig):
+            raise ConfigError(f"SafetyFilter needs a SafetyConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self._clock = clock
+        self._lo, self._hi, self._step = cfg.bounds()
+        self._gripper = np.zeros(cfg.dim, dtype=bool)
+        self._gripper[list(cfg.gripper_dims())] = True
+        self._lock = threading.Lock()
+        self._last: np.ndarray | None = None
+        self._last_time: float | None = None
+        self._estop_reason: str | None = None
+        self._watchdog_tripped = False
+        self.counts: dict[str, int] = {k: 0 for k in COUNTER_NAMES}
+
+    # ----- state -----
+    def reset(self, measured: np.ndarray) -> np.ndarray:
+        """Prime with the measured position; returns the hold target (measured, range-clipped)."""
+        m = self._check_shape(measured, "measured position")
+        if not np.all(np.isfinite(m)):
+            raise ValueError(f"measured position has non-finite values: {m.tolist()!r}")
+        with self._lock:
+            # Hold where the arm is; clipping into range here would command a jump.
+            self._last = m.copy()
+            self._last_time = self._clock()
+            self._watchdog_tripped = False
+            return self._last.copy()
+
+    @property
+    def last_sent(self) -> np.ndarray | None:
+        with self._lock:
+            return None if self._last is None else self._last.copy()
+
+    @property
+    def estopped(self) -> bool:
+        return self._estop_reason is not None
+
+    def estop(self, reason: str = "e-stop") -> None:
+        """Latch the e-stop: every later command holds the last target until clear_estop()."""
+        with self._lock:
+            if self._estop_reason is None:
+                log.warning("safety: e-stop latched (%s); holding %s", reason,
+                            None if self._last is None else np.round(self._last, 4).tolist())
+            self._estop_reason = reason
+
+    def clear_estop(self) -> None:
+        """Release the latch explicitly; motion resumes rate-limited from the held target."""
+        with self._lock:
+            if self._estop_reason is not None:
+                log.warning("safety: e-stop cleared (was: %s)", self._estop_reason)
+            self._estop_reason = None
+
+    # ----- commands -----
+    def filter(self, target: np.ndarray, stamp: float | None = None, now: float | None = None) -> SafetyResult:
+        """Check one command; `stamp` is when it was produced (same clock), if known."""
+        t = self._check_shape(target, "target")
+        now = self._clock() if now is None else now
+        with self._lock:
+            if self._last is None:
+                raise RuntimeError("SafetyFilter.reset(measured_position) must be called before the first command")
+            self.counts["commands"] += 1
+            if self._estop_reason is not None:
+                return self._hold("estop", now)
+            if not np.all(np.isfinite(t)):
+                bad = np.flatnonzero(~np.isfinite(t)).tolist()
+                log.error("safety: non-finite target rejected (dims %s); holding", bad)
+                return self._hold("nonfinite", now)
+            if stamp is not None and now - stamp > self.cfg.stale_after_s:
+                log.warning("safety: stale command rejected (age %.3f s > %.3f s); holding",
+                            now - stamp, self.cfg.stale_after_s)
+                return self._hold("stale", now)
+            clipped: dict[str, tuple[int, ...]] = {}
+            pos = np.clip(t, self._lo, self._hi)
+            changed = pos != t
+            if np.any(changed & ~self._gripper):
+                clipped["position"] = tuple(np.flatnonzero(changed & ~self._gripper).tolist())
+            if np.any(changed & self._gripper):
+                clipped["gripper"] = tuple(np.flatnonzero(changed & self._gripper).tolist())
+            sent = np.clip(pos, self._last - self._step, self._last + self._step)
+            rate = sent != pos
+            if np.any(rate):
+                clipped["velocity"] = tuple(np.flatnonzero(rate).tolist())
+            for name in clipped:
+                self.counts[name] += 1
+            self.counts["sent"] += 1
+            self._last = sent
+            self._last_time = now
+            self._watchdog_tripped = False
+            return SafetyResult(sent=sent.copy(), clipped=frozenset(clipped), clipped_dims=clipped)
+
+    def poll(self, now: float | None = None) -> SafetyResult:
+        """Driver-side watchdog: the target to keep sending now (held, flagged when stale)."""
+        now = self._clock() if now is None else now
+        with self._lock:
+            if self._last is None:
+                raise RuntimeError("SafetyFilter.reset(measured_position) must be called before poll()")
+            if self._estop_reason is not None:
+                return SafetyResult(sent=self._last.copy(), clipped=frozenset(), held=True, reason="estop")
+            if self._last_time is not None and now - self._last_time > self.cfg.stale_after_s:
+                if not self._watchdog_tripped:
+                    self._watchdog_tripped = True
+                    self.counts["watchdog"] += 1
+                    log.warning("safety: no command for %.3f s (> %.3f s); holding last target",
+                                now - self._last_time, self.cfg.stale_after_s)
+                return SafetyResult(sent=self._last.copy(), clipped=frozenset(), held=True, reason="stale")
+            return SafetyResult(sent=self._last.copy(), clipped=frozenset())
+
+    # ----- helpers -----
+    def _hold(self, reason: str, now: float) -> SafetyResult:
+        self.counts["held"] += 1
+        self.counts[reason] += 1
+        return SafetyResult(sent=self._last.copy(), clipped=frozenset(), held=True, reason=reason)
+
+    def _check_shape(self, x, what: str) -> np.ndarray:
+        a = np.asarray(x, dtype=np.float64)
+        if a.shape != (self.cfg.dim,):
+            raise ValueError(f"{what} must have shape ({self.cfg.dim},), got {a.shape} ({x!r:.80})")
+        return a
