@@ -1,0 +1,529 @@
+"""Chunk executor: one target per tick from chunks of A_H actions, lockstep or real time.
+
+A policy returns a chunk of A_H actions for the observation taken at tick `origin`; action i
+belongs to tick `origin + i`. The executor runs the first N (`execute`) of them, then the next
+chunk takes over. Two modes share one schedule (`ChunkSchedule`):
+
+- `lockstep` (simulation time): `next_action(obs)` replans synchronously when the current
+  chunk's N actions are used up, so the sequence is fully deterministic (chunk k covers ticks
+  k*N .. k*N+N-1).
+- `realtime` (wall clock): `start()` runs a tick thread paced by absolute deadlines on a
+  monotonic clock and a worker thread that calls `obs_fn()` and `policy.infer`. A replan is
+  requested `ceil((latency estimate + margin) * rate)` ticks before the current chunk's N
+  actions run out (latency estimate = EMA of measured request-to-result time). When a chunk
+  arrives at tick k, its first `k - origin` actions belong to time already elapsed and are
+  skipped (latency compensation). If it is late, the old chunk keeps running to its last
+  action and then the last target is held; nothing is extrapolated. An inference exception
+  is logged with its tick/chunk/observation context, the arm holds the last target at once,
+  and the request is retried after `retry_after_s`.
+
+Seam blending: a cross-fade over `blend_ticks` ticks. At the switch tick the old trajectory's
+next W targets (including any blend still in progress) are frozen, and target j of the window
+is `(1 - w_j) * old_j + w_j * new_j` with `w_j = (j + 1) / (W + 1)`. With a position gap G at
+the seam, the extra step per tick is at most G / (W + 1). It is optional (`blend_ticks: 0`),
+off for LIBERO's end-effector deltas and on for absolute joint targets.
+
+Why a cross-fade rather than real-time chunking. Physical Intelligence's real-time chunking
+(RTC; Black, Galliker and Levine, 2025) treats the next chunk as an inpainting problem: the
+actions that will execute during the inference delay are frozen to the previous chunk's
+values, and while the flow policy denoises, a guidance term (pseudo-inverse guidance, one
+vector-Jacobian product per denoising step) pulls the new chunk toward the previous chunk
+over the overlap, with a soft mask whose weight decays across the overlap and a clipped
+guidance weight. The new chunk is then itself consistent with what was committed, so two
+chunks that chose different modes (left or right of an obstacle) are not averaged into a
+path that is neither. It has to live inside the sampler and costs extra backward passes per
+replan; a later Physical Intelligence paper moves the prefix conditioning into training to
+remove that cost. lerobot's asynchronous inference (robot client + policy server) sends a new
+observation once the client's action queue drops below a fraction of the chunk
+(`chunk_size_threshold`) and merges the overlapping timesteps of queued and incoming chunks
+with a chosen aggregate function (e.g. a weighted average); lerobot also ships an RTC module
+for its flow-matching policies (pi0, pi0.5, SmolVLA). This executor must stay independent of
+the model (any `infer(obs) -> {"actions": ...}`), so it does what needs no model access:
+latency compensation (the counterpart of RTC's frozen prefix) plus a short cross-fade, with
+the safety filter's per-tick step limit bounding whatever seam remains. Inpainting, if added,
+belongs in the policy's `sample_actions`, with the executor passing the committed prefix.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from vam_stack.config import ConfigError, check
+
+log = logging.getLogger(__name__)
+
+MODES = ("lockstep", "realtime")
+ACTION_KINDS = ("absolute", "delta")
+
+
+@dataclass
+class ExecutorConfig:
+    """Timing and seam handling of the chunk executor."""
+
+    rate_hz: float = 30.0  # targets per second (real YAM: 30 Hz; LIBERO: 10 Hz)
+    chunk: int = 50  # A_H, actions per chunk the policy returns
+    execute: int = 30  # N, actions run from each chunk before the next takes over
+    action_dim: int = 14  # width of one action (YAM: 2 x (6 joints + gripper); LIBERO: 7)
+    mode: str = "realtime"  # "lockstep" (sim time, deterministic) | "realtime" (wall clock)
+    action_kind: str = "absolute"  # "absolute": hold repeats the last target; "delta": hold emits 0
+    hold_keep_dims: tuple[int, ...] = ()  # delta only: dims kept at their last value on hold (gripper)
+    blend_ticks: int = 5  # cross-fade window at a seam, ticks; 0 switches instantly
+    latency_ema: float = 0.3  # weight of the newest latency sample in the running estimate
+    latency_init_s: float = 0.25  # estimate before the first measurement (guided replan ~0.3 s on H200)
+    latency_margin_s: float = 0.05  # slack added to the estimate when choosing when to replan
+    retry_after_s: float = 0.5  # wait after an inference exception before the next request
+    spin_s: float = 0.0005  # the last part of each wait polls the clock instead of sleeping
+    switch_interval_s: float = 0.0005  # realtime: sys.setswitchinterval while running (GIL hand-off)
+    max_samples: int = 200_000  # timing samples kept (1.8 h at 30 Hz)
+
+    def __post_init__(self) -> None:
+        check(math.isfinite(self.rate_hz) and self.rate_hz > 0, f"rate_hz must be > 0, got {self.rate_hz!r}")
+        check(self.chunk >= 1, f"chunk must be >= 1, got {self.chunk!r}")
+        check(1 <= self.execute <= self.chunk, f"execute must be in [1, chunk={self.chunk}], got {self.execute!r}")
+        check(self.action_dim >= 1, f"action_dim must be >= 1, got {self.action_dim!r}")
+        check(self.mode in MODES, f"mode must be one of {MODES}, got {self.mode!r}")
+        check(self.action_kind in ACTION_KINDS, f"action_kind must be one of {ACTION_KINDS}, got {self.action_kind!r}")
+        self.hold_keep_dims = tuple(self.hold_keep_dims)
+        check(all(0 <= d < self.action_dim for d in self.hold_keep_dims),
+              f"hold_keep_dims must index [0, {self.action_dim}), got {self.hold_keep_dims!r}")
+        check(0 <= self.blend_ticks <= self.chunk, f"blend_ticks must be in [0, chunk], got {self.blend_ticks!r}")
+        check(0 < self.latency_ema <= 1, f"latency_ema must be in (0, 1], got {self.latency_ema!r}")
+        for name in ("latency_init_s", "latency_margin_s", "retry_after_s", "spin_s"):
+            v = getattr(self, name)
+            check(math.isfinite(v) and v >= 0, f"{name} must be >= 0, got {v!r}")
+        check(0 < self.switch_interval_s <= 0.1, f"switch_interval_s must be in (0, 0.1], got {self.switch_interval_s!r}")
+        check(self.max_samples >= 100, f"max_samples must be >= 100, got {self.max_samples!r}")
+
+    @classmethod
+    def from_spec(cls, spec: Any, **overrides: Any) -> "ExecutorConfig":
+        """Take chunk, execute, action_dim and rate_hz from a policy spec; overrides win."""
+        base = {k: getattr(spec, k) for k in ("chunk", "execute", "action_dim", "rate_hz")}
+        base["rate_hz"] = float(base["rate_hz"])
+        base.update(overrides)
+        return cls(**base)
+
+
+def robot_config(**overrides: Any) -> ExecutorConfig:
+    """Real YAM: 14 absolute joint targets, 30 Hz, chunk 50, execute 30, realtime, blended."""
+    return ExecutorConfig(**{**dict(rate_hz=30.0, chunk=50, execute=30, action_dim=14, mode="realtime",
+                                    action_kind="absolute", blend_ticks=5), **overrides})
+
+
+def libero_config(**overrides: Any) -> ExecutorConfig:
+    """LIBERO: 7-dim end-effector deltas, 10 Hz, chunk 17, execute 10, lockstep, no blending.
+
+    Holding emits a zero motion delta and keeps the gripper command (dim 6)."""
+    return ExecutorConfig(**{**dict(rate_hz=10.0, chunk=17, execute=10, action_dim=7, mode="lockstep",
+                                    action_kind="delta", hold_keep_dims=(6,), blend_ticks=0), **overrides})
+
+
+@dataclass
+class StepInfo:
+    """What happened at one tick."""
+
+    tick: int  # tick index (realtime: wall-clock slot since start())
+    chunk_id: int  # chunks installed so far - 1; -1 before the first
+    index: int  # action index within the chunk executed at this tick; -1 when none
+    replanned: bool = False  # a new chunk was installed at this tick
+    skipped: int = 0  # actions skipped at install for latency compensation
+    blend_weight: float = 1.0  # weight of the current chunk (< 1 inside a cross-fade window)
+    held: bool = False  # the target is a hold, not a chunk action
+    reason: str | None = None  # hold/late reason: "no_chunk", "late", "error"
+    overrun: bool = False  # executing beyond N because the next chunk is late
+    telemetry: dict | None = None  # the policy's returned dict minus "actions" (replan ticks)
+    error: str | None = None  # the inference exception at this tick, if any
+    latency_s: float | None = None  # measured inference latency of the chunk installed here
+
+
+@dataclass
+class _Result:
+    origin: int
+    latency_s: float
+    actions: np.ndarray | None = None
+    telemetry: dict | None = None
+    error: str | None = None
+
+
+class ChunkSchedule:
+    """Which target belongs to which tick: chunk bookkeeping, holds and seam cross-fades."""
+
+    def __init__(self, cfg: ExecutorConfig, initial_target: np.ndarray | None = None) -> None:
+        self.cfg = cfg
+        self.chunk: np.ndarray | None = None  # [A_H, D] float64
+        self.origin = 0  # tick to which chunk[0] belongs
+        self.chunk_id = -1
+        self.error_hold = False
+        self._blend_path: np.ndarray | None = None  # [W, D] frozen old trajectory
+        self._blend_start = 0
+        self.last_target: np.ndarray | None = None
+        if initial_target is not None:
+            t = np.asarray(initial_target, dtype=np.float64)
+            if t.shape != (cfg.action_dim,) or not np.all(np.isfinite(t)):
+                raise ValueError(f"initial_target must be finite with shape ({cfg.action_dim},), got {t!r}")
+            self.last_target = t.copy()
+
+    def needs_chunk(self, tick: int) -> bool:
+        return self.chunk is None or self.error_hold or tick >= self.origin + self.cfg.execute
+
+    def replan_due(self, tick: int, lead_ticks: int) -> bool:
+        return self.needs_chunk(tick) or tick >= self.origin + self.cfg.execute - lead_ticks
+
+    def fail(self) -> None:
+        """Inference failed: hold the last target from now until a chunk arrives."""
+        self.error_hold = True
+        self._blend_path = None
+
+    def install(self, actions: np.ndarray, origin: int, tick: int) -> int | None:
+        """Make `actions` (observed at `origin`) current at `tick`; None if it is all in the past."""
+        skip = tick - origin
+        if skip >= self.cfg.chunk:
+            return None
+        w = self.cfg.blend_ticks
+        if w > 0 and self.last_target is not None:
+            self._blend_path = np.stack([self._planned(k) for k in range(tick, tick + w)])
+            self._blend_start = tick
+        else:
+            self._blend_path = None
+        self.chunk, self.origin, self.error_hold = actions, origin, False
+        self.chunk_id += 1
+        return skip
+
+    def target(self, tick: int) -> tuple[np.ndarray | None, StepInfo]:
+        """The target for `tick` (None only before any chunk with no initial target)."""
+        info = StepInfo(tick=tick, chunk_id=self.chunk_id, index=-1)
+        if self.chunk is None or self.error_hold:
+            info.held, info.reason = True, ("error" if self.error_hold else "no_chunk")
+            a = None if self.last_target is None else self._hold_value()
+        else:
+            idx = tick - self.origin
+            info.index = idx
+            info.overrun = idx >= self.cfg.execute
+            if info.overrun:
+                info.reason = "late"
+            if idx >= self.cfg.chunk:
+                info.held, info.index = True, -1
+            a = self._planned(tick)
+            j = tick - self._blend_start
+            if self._blend_path is not None and j >= len(self._blend_path):
+                self._blend_path = None
+            elif self._blend_path is not None and j >= 0:
+                info.blend_weight = (j + 1) / (len(self._blend_path) + 1)
+        if a is not None:
+            self.last_target = a
+        return (None if a is None else a.copy()), info
+
+    def _planned(self, k: int) -> np.ndarray:
+        """Target the current state gives tick k, blends included (no side effects)."""
+        if self.chunk is None or self.error_hold:
+            return self._hold_value()
+        idx = k - self.origin
+        if idx < self.cfg.chunk:
+            a = self.chunk[idx]
+        elif self.cfg.action_kind == "absolute":
+            a = self.chunk[-1]  # ran out: hold the chunk's last target, never extrapolate
+        else:
+            a = self._delta_hold(self.chunk[-1])
+        j = k - self._blend_start
+        if self._blend_path is not None and 0 <= j < len(self._blend_path):
+            w = (j + 1) / (len(self._blend_path) + 1)
+            a = (1.0 - w) * self._blend_path[j] + w * a
+        return np.array(a, dtype=np.float64)
+
+    def _hold_value(self) -> np.ndarray:
+        if self.cfg.action_kind == "absolute":
+            return self.last_target.copy()
+        return self._delta_hold(self.last_target)
+
+    def _delta_hold(self, last: np.ndarray | None) -> np.ndarray:
+        h = np.zeros(self.cfg.action_dim, dtype=np.float64)
+        if last is not None and self.cfg.hold_keep_dims:
+            keep = list(self.cfg.hold_keep_dims)
+            h[keep] = last[keep]
+        return h
+
+
+class TickTimer:
+    """Records wake lateness (jitter), achieved period, missed ticks and per-tick overhead."""
+
+    def __init__(self, max_samples: int) -> None:
+        self.max_samples = max_samples
+        self.reset()
+
+    def reset(self) -> None:
+        self.wakes: list[float] = []
+        self.lateness: list[float] = []
+        self.overhead: list[float] = []
+        self.missed = 0
+        self.ticks = 0
+
+    def record(self, wake: float, late: float, overhead: float) -> None:
+        self.ticks += 1
+        if len(self.wakes) < self.max_samples:
+            self.wakes.append(wake)
+            self.lateness.append(late)
+            self.overhead.append(overhead)
+
+    def summary(self) -> dict[str, float]:
+        out: dict[str, float] = {"ticks": float(self.ticks), "missed_ticks": float(self.missed)}
+        if len(self.wakes) >= 2:
+            w = np.asarray(self.wakes)
+            out["achieved_hz"] = (len(w) - 1) / (w[-1] - w[0]) if w[-1] > w[0] else float("nan")
+            periods = np.diff(w) * 1e3
+            out["mean_period_ms"] = float(periods.mean())
+            out["max_period_ms"] = float(periods.max())
+        if self.lateness:
+            lat = np.asarray(self.lateness) * 1e3
+            out.update(p50_jitter_ms=float(np.percentile(lat, 50)), p99_jitter_ms=float(np.percentile(lat, 99)),
+                       max_jitter_ms=float(lat.max()))
+            ov = np.asarray(self.overhead) * 1e6
+            out.update(overhead_us=float(ov.mean()), p99_overhead_us=float(np.percentile(ov, 99)))
+        return out
+
+
+class ChunkExecutor:
+    """Runs a policy's chunks: `next_action(obs)` in lockstep, `start()`/`stop()` in realtime.
+
+    `obs_fn()` (realtime) returns the observation dict for `policy.infer`; `sink(target)`
+    (realtime) writes one target to the driver (usually through the safety filter);
+    `on_result(dict)` (optional, worker thread) receives each result's telemetry.
+    """
+
+    def __init__(self, policy: Any, cfg: ExecutorConfig, *, obs_fn: Callable[[], Mapping] | None = None,
+                 sink: Callable[[np.ndarray], Any] | None = None, initial_target: np.ndarray | None = None,
+                 on_result: Callable[[dict], Any] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        if not callable(getattr(policy, "infer", None)):
+            raise TypeError(f"policy must have an infer(obs) method, got {type(policy).__name__}")
+        spec = getattr(policy, "spec", None)
+        for name in ("chunk", "action_dim"):
+            if spec is not None and hasattr(spec, name) and getattr(spec, name) != getattr(cfg, name):
+                raise ConfigError(f"executor {name}={getattr(cfg, name)!r} does not match the policy's "
+                                  f"spec.{name}={getattr(spec, name)!r}")
+        if cfg.mode == "realtime" and (obs_fn is None or sink is None):
+            raise ValueError("realtime mode needs obs_fn and sink callables")
+        self.policy, self.cfg = policy, cfg
+        self.obs_fn, self.sink, self.on_result, self.clock = obs_fn, sink, on_result, clock
+        self.timer = TickTimer(cfg.max_samples)
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.reset(initial_target=initial_target)
+
+    # ----- shared -----
+    def reset(self, instruction: str | None = None, initial_target: np.ndarray | None = None) -> None:
+        """New episode: clear the schedule and counters; `policy.reset(instruction)` if given."""
+        if self.running:
+            raise RuntimeError("stop() the executor before reset()")
+        if instruction is not None:
+            self.policy.reset(instruction)
+        self.schedule = ChunkSchedule(self.cfg, initial_target)
+        self.timer.reset()
+        self.tick = 0
+        self.latency_estimate_s = self.cfg.latency_init_s
+        self.last_latency_s: float | None = None
+        self.errors = self.dropped = self.replans = self.sink_errors = 0
+        self.last_info: StepInfo | None = None
+        self.last_telemetry: dict | None = None
+        self._retry_tick = 0
+        self._request: tuple[int, float] | None = None
+        self._pending: _Result | None = None
+        self._in_flight = False
+
+    def _run_policy(self, obs: Mapping, origin: int, t_req: float) -> _Result:
+        try:
+            result = self.policy.infer(obs)
+            if not isinstance(result, Mapping) or "actions" not in result:
+                raise TypeError(f"policy.infer must return a dict with 'actions', got {type(result).__name__}")
+            a = np.array(result["actions"], dtype=np.float64)
+            if a.shape != (self.cfg.chunk, self.cfg.action_dim):
+                raise ValueError(f"actions shape {a.shape} != ({self.cfg.chunk}, {self.cfg.action_dim})")
+            if not np.all(np.isfinite(a)):
+                raise ValueError(f"actions contain non-finite values at rows {np.flatnonzero(~np.isfinite(a).all(1)).tolist()}")
+        except Exception as e:  # logged with context; the schedule holds the arm
+            log.exception("inference failed: tick %d, next chunk %d, obs %s", origin, self.schedule.chunk_id + 1,
+                          _describe(obs))
+            return _Result(origin, self.clock() - t_req, error=f"{type(e).__name__}: {e}")
+        telemetry = {k: v for k, v in result.items() if k != "actions"}
+        return _Result(origin, self.clock() - t_req, actions=a, telemetry=telemetry)
+
+    def _apply(self, res: _Result, tick: int) -> dict:
+        """Install a result at `tick`; returns StepInfo fields to report."""
+        if res.error is not None:
+            self.errors += 1
+            self.schedule.fail()
+            self._retry_tick = tick + math.ceil(self.cfg.retry_after_s * self.cfg.rate_hz)
+            return {"error": res.error}
+        self.last_latency_s = res.latency_s
+        a = self.cfg.latency_ema if self.replans else 1.0  # the first sample replaces the prior
+        self.latency_estimate_s = (1 - a) * self.latency_estimate_s + a * res.latency_s
+        skip = self.schedule.install(res.actions, res.origin, tick)
+        if skip is None:
+            self.dropped += 1
+            log.warning("chunk observed at tick %d arrived at tick %d, after its last action; dropped",
+                        res.origin, tick)
+            return {}
+        self.replans += 1
+        self.last_telemetry = res.telemetry
+        return {"replanned": True, "skipped": skip, "telemetry": res.telemetry, "latency_s": res.latency_s}
+
+    def stats(self) -> dict[str, float]:
+        """Timing summary plus latency estimate and counters."""
+        out = self.timer.summary()
+        out.update(latency_estimate_ms=self.latency_estimate_s * 1e3,
+                   last_latency_ms=float("nan") if self.last_latency_s is None else self.last_latency_s * 1e3,
+                   replans=float(self.replans), errors=float(self.errors), dropped=float(self.dropped),
+                   sink_errors=float(self.sink_errors))
+        return out
+
+    # ----- lockstep -----
+    def next_action(self, obs: Mapping) -> tuple[np.ndarray, StepInfo]:
+        """Lockstep: the action for this step, replanning on `obs` when the chunk is used up."""
+        if self.cfg.mode != "lockstep":
+            raise RuntimeError(f"next_action() is for lockstep mode; this executor is {self.cfg.mode!r}")
+        k = self.tick
+        extra: dict = {}
+        if self.schedule.needs_chunk(k):
+            extra = self._apply(self._run_policy(obs, k, self.clock()), k)
+        target, info = self.schedule.target(k)
+        for key, v in extra.items():
+            setattr(info, key, v)
+        if target is None:  # first inference failed and nothing to hold yet
+            target = self.schedule._delta_hold(None) if self.cfg.action_kind == "delta" else None
+            if target is None:
+                raise RuntimeError(f"no action at step {k}: the first inference failed ({info.error}) and "
+                                   "no initial_target was given to hold")
+        self.tick += 1
+        self.last_info = info
+        return target, info
+
+    # ----- realtime -----
+    @property
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+    def start(self) -> None:
+        """Realtime: start the tick and inference threads (tick 0 requests the first chunk)."""
+        if self.cfg.mode != "realtime":
+            raise RuntimeError(f"start() is for realtime mode; this executor is {self.cfg.mode!r}")
+        if self.running:
+            raise RuntimeError("executor already running")
+        self._stop.clear()
+        self._old_switch = sys.getswitchinterval()
+        sys.setswitchinterval(self.cfg.switch_interval_s)
+        self._threads = [threading.Thread(target=self._worker_loop, name="executor-infer", daemon=True),
+                         threading.Thread(target=self._tick_loop, name="executor-tick", daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop ticking (the driver keeps the last target); waits up to `timeout` for inference."""
+        self._stop.set()
+        with self._wake:
+            self._wake.notify_all()
+        for t in self._threads:
+            t.join(timeout)
+            if t.is_alive():
+                log.warning("executor thread %s still busy after %.1f s (inference running)", t.name, timeout)
+        if hasattr(self, "_old_switch"):
+            sys.setswitchinterval(self._old_switch)
+
+    def __enter__(self) -> "ChunkExecutor":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _worker_loop(self) -> None:
+        while not self._stop.is_set():
+            with self._wake:
+                while self._request is None and not self._stop.is_set():
+                    self._wake.wait(0.1)
+                if self._stop.is_set():
+                    return
+                origin, t_req = self._request
+                self._request = None
+            try:
+                obs = self.obs_fn()
+            except Exception as e:
+                log.exception("obs_fn failed at tick %d", origin)
+                res = _Result(origin, self.clock() - t_req, error=f"obs_fn: {type(e).__name__}: {e}")
+            else:
+                res = self._run_policy(obs, origin, t_req)
+            if self.on_result is not None and res.error is None:
+                try:
+                    self.on_result({"origin_tick": origin, "latency_s": res.latency_s, **(res.telemetry or {})})
+                except Exception:
+                    log.exception("on_result callback failed (ignored)")
+            with self._lock:
+                self._pending = res
+
+    def _tick_loop(self) -> None:
+        period = 1.0 / self.cfg.rate_hz
+        t0 = self.clock() + period  # first deadline one period out: threads are up by then
+        k = 0
+        while not self._stop.is_set():
+            deadline = t0 + k * period
+            self._wait_until(deadline)
+            now = self.clock()
+            late = now - deadline
+            if late >= period:  # whole periods slipped: those ticks are gone, stay on the wall clock
+                missed = int(late // period)
+                self.timer.missed += missed
+                k += missed
+            c0 = time.perf_counter()
+            target = self._realtime_step(k, now)
+            if target is not None:
+                try:
+                    self.sink(target)
+                except Exception:
+                    self.sink_errors += 1
+                    log.exception("sink failed at tick %d", k)
+            self.timer.record(now, late, time.perf_counter() - c0)
+            k += 1
+
+    def _realtime_step(self, k: int, now: float) -> np.ndarray | None:
+        with self._lock:
+            res, self._pending = self._pending, None
+        extra = {}
+        if res is not None:
+            self._in_flight = False
+            extra = self._apply(res, k)
+        lead = math.ceil((self.latency_estimate_s + self.cfg.latency_margin_s) * self.cfg.rate_hz)
+        if not self._in_flight and k >= self._retry_tick and self.schedule.replan_due(k, lead):
+            with self._wake:
+                self._request = (k, now)
+                self._in_flight = True
+                self._wake.notify()
+        target, info = self.schedule.target(k)
+        for key, v in extra.items():
+            setattr(info, key, v)
+        self.tick = k
+        self.last_info = info
+        return target
+
+    def _wait_until(self, deadline: float) -> None:
+        while True:
+            rem = deadline - self.clock()
+            if rem <= 0 or self._stop.is_set():
+                return
+            if rem > self.cfg.spin_s:
+                time.sleep(rem - self.cfg.spin_s)
+
+
+def _describe(obs: Any) -> str:
+    """Short shape/dtype summary of an observation for log messages."""
+    if not isinstance(obs, Mapping):
+        return type(obs).__name__
+    parts = []
+    for k, v in obs.items():
+        shape = getattr(v, "shape", None)
+        parts.append(f"{k}:{tuple(shape)}/{getattr(v, 'dtype', '')}" if shape is not None else f"{k}:{type(v).__name__}")
+    return "{" + ", ".join(parts) + "}"
