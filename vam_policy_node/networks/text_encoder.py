@@ -1,0 +1,72 @@
+"""Prompt embeddings: every hidden layer of a `transformers` encoder, concatenated.
+
+The real model uses a Qwen2.5-VL-7B-class encoder (28 layers x 3584 = 100352 features per
+token); the tiny preset uses a MiniLM-L6 class encoder (6 x 384 = 2304). Weights load from a
+local directory only (`local_files_only`): nothing is fetched at run time. The embedding
+depends only on the instruction, so it is computed once per instruction and cached.
+"""
+from __future__ import annotations
+
+import importlib.util
+from collections import OrderedDict
+from pathlib import Path
+
+import torch
+
+
+def resolve_encoder_path(spec: str) -> Path:
+    """`pkg:<module>/<subdir>` (a model shipped inside an installed package) or a directory."""
+    if spec.startswith("pkg:"):
+        module, _, sub = spec[4:].partition("/")
+        found = importlib.util.find_spec(module)
+        if found is None or not found.submodule_search_locations:
+            raise FileNotFoundError(f"text encoder package {module!r} is not installed (spec {spec!r})")
+        path = Path(list(found.submodule_search_locations)[0]) / sub
+    else:
+        path = Path(spec).expanduser()
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"text encoder directory {str(path)!r} has no config.json (spec {spec!r})")
+    return path
+
+
+class TextEncoder:
+    """Instruction -> [1, max_tokens, layers * hidden] embedding (zero-padded), cached."""
+
+    def __init__(self, spec: str, max_tokens: int, expected_dim: int | None = None, cache_size: int = 64):
+        from transformers import AutoModel, AutoTokenizer
+
+        self.path = resolve_encoder_path(spec)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+        self.model = AutoModel.from_pretrained(self.path, local_files_only=True).eval()
+        cfg = self.model.config
+        self.dim = cfg.num_hidden_layers * cfg.hidden_size
+        if expected_dim is not None and self.dim != expected_dim:
+            raise ValueError(
+                f"text encoder at {str(self.path)!r} gives {cfg.num_hidden_layers} layers x {cfg.hidden_size} = "
+                f"{self.dim} features per token, but the preset expects dit.text_in_dim={expected_dim}"
+            )
+        self.max_tokens = max_tokens
+        self._cache: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._cache_size = cache_size
+        self.hits = 0
+        self.misses = 0
+
+    @torch.no_grad()
+    def encode(self, instruction: str) -> torch.Tensor:
+        if not isinstance(instruction, str) or not instruction.strip():
+            raise ValueError(f"instruction must be a non-empty string, got {instruction!r}")
+        if instruction in self._cache:
+            self.hits += 1
+            self._cache.move_to_end(instruction)
+            return self._cache[instruction]
+        self.misses += 1
+        enc = self.tokenizer(instruction, return_tensors="pt", truncation=True, max_length=self.max_tokens)
+        out = self.model(**enc, output_hidden_states=True)
+        hidden = torch.cat(out.hidden_states[1:], dim=-1)               # [1, L, layers*hidden] (embeddings excluded)
+        hidden = hidden * enc["attention_mask"][..., None]              # [1, L, F] padding zeroed
+        emb = torch.zeros(1, self.max_tokens, self.dim)                  # [1, max_tokens, F]
+        emb[:, : hidden.shape[1]] = hidden
+        self._cache[instruction] = emb
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return emb
