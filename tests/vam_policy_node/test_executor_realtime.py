@@ -1,0 +1,110 @@
+"""Chunk executor in realtime mode (threads, wall clock).
+
+Assertions are on invariants that hold however the OS schedules the threads (which action
+index runs at which tick, what is held), never on how fast anything ran.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from vam_policy_node.executor import ChunkExecutor, robot_config
+
+pytestmark = pytest.mark.unit
+
+RATE, CHUNK, EXECUTE, DIM = 100.0, 20, 10, 14
+
+
+class SlowPolicy:
+    """Action i of call c is 1000*c + i; sleeps `delay` s; optional failing or blocking calls."""
+
+    def __init__(self, delay: float, fail_on=(), block_from: int | None = None):
+        self.spec = SimpleNamespace(chunk=CHUNK, execute=EXECUTE, action_dim=DIM, rate_hz=RATE)
+        self.delay, self.fail_on, self.block_from = delay, fail_on, block_from
+        self.release = threading.Event()
+        self.calls = 0
+
+    def reset(self, instruction: str) -> None:
+        pass
+
+    def infer(self, obs: dict) -> dict:
+        c = self.calls
+        self.calls += 1
+        time.sleep(self.delay)
+        if self.block_from is not None and c >= self.block_from:
+            self.release.wait(30)
+        if c in self.fail_on:
+            raise RuntimeError(f"fake failure on call {c}")
+        return {"actions": (1000.0 * c + np.arange(CHUNK))[:, None].repeat(DIM, 1), "call": c}
+
+
+class Recorder:
+    def __init__(self):
+        self.ex = None
+        self.log: list[tuple[float, object]] = []
+
+    def __call__(self, target: np.ndarray) -> None:
+        self.log.append((float(target[0]), self.ex.last_info))
+
+
+def run(policy, until, timeout=30.0, **cfg):
+    rec = Recorder()
+    ex = ChunkExecutor(policy, robot_config(rate_hz=RATE, chunk=CHUNK, execute=EXECUTE, **cfg),
+                       obs_fn=lambda: {"proprio": np.zeros(14, np.float32)}, sink=rec,
+                       initial_target=np.full(DIM, -1.0))
+    rec.ex = ex
+    end = time.monotonic() + timeout
+    with ex:
+        while not until(ex) and time.monotonic() < end:
+            time.sleep(0.01)
+        if policy.block_from is not None:
+            policy.release.set()
+    assert until(ex), f"condition not reached in {timeout} s; stats {ex.stats()}"
+    return ex, rec.log
+
+
+def test_latency_compensation_with_known_delay():
+    ex, log = run(SlowPolicy(delay=0.05), until=lambda ex: ex.replans >= 4, blend_ticks=0)
+    assert ex.latency_estimate_s >= 0.05  # the fake sleeps 50 ms; sleep never returns early
+    installs = [info for _, info in log if info.replanned]
+    assert installs and all(info.skipped >= 1 for info in installs)
+    for value, info in log:
+        if info.index >= 0:
+            # the action executed at each tick is the one its chunk planned for that tick
+            assert value % 1000 == info.index
+        else:
+            assert info.held
+    firsts = [v for v, info in log if info.replanned]
+    assert [v % 1000 for v in firsts] == [i.skipped for i in installs]
+    st = ex.stats()
+    assert st["ticks"] >= 1 and {"p99_jitter_ms", "achieved_hz", "overhead_us", "missed_ticks"} <= set(st)
+
+
+def test_late_chunk_holds_last_target_until_it_arrives():
+    pol = SlowPolicy(delay=0.0, block_from=1)
+    ex, log = run(pol, until=lambda ex: ex.replans >= 1 and ex.tick >= ex.schedule.origin + CHUNK + 10,
+                  blend_ticks=0)
+    values = [v for v, _ in log]
+    first = next(i for i, (_, info) in enumerate(log) if info.chunk_id == 0)
+    assert all(v == -1.0 for v in values[:first])  # initial hold before the first chunk
+    chunk0 = [(v, info) for v, info in log if info.chunk_id == 0]
+    idx = [v for v, info in chunk0 if not info.held]
+    assert idx == sorted(idx) and idx[-1] == CHUNK - 1  # ran the old chunk to its end ...
+    held = [v for v, info in chunk0 if info.held]
+    assert held and set(held) == {CHUNK - 1.0}  # ... then held its last action, no extrapolation
+    assert all(info.reason == "late" for v, info in chunk0 if info.held)
+
+
+def test_inference_exception_holds_then_retries():
+    pol = SlowPolicy(delay=0.005, fail_on=(1,))
+    ex, log = run(pol, until=lambda ex: ex.replans >= 2 and ex.errors >= 1, retry_after_s=0.1, blend_ticks=0)
+    i_err = next(i for i, (_, info) in enumerate(log) if info.error)
+    assert "fake failure on call 1" in log[i_err][1].error
+    i_next = next(i for i in range(i_err, len(log)) if log[i][1].replanned)
+    hold = log[i_err - 1][0]
+    assert all(v == hold and info.held and info.reason == "error" for v, info in log[i_err:i_next])
+    assert log[i_next][0] // 1000 == 2  # the retry (call 2) took over
