@@ -1,0 +1,233 @@
+"""Driver configuration: two arms x (6 joints + gripper), ids, offsets, directions, limits, gains.
+
+Units the driver speaks ("driver units"): arm joints in radians; the gripper as an opening
+fraction, 0.0 = closed, 1.0 = fully open. The gripper fraction maps linearly onto the
+gripper joint angle between `gripper_closed` and `gripper_open` (radians), and every joint
+angle maps onto its motor as  motor_rad = direction * joint_rad + offset.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from vam_stack.config import ConfigError, check, from_yaml
+from vam_stack.paths import config_dir
+
+from . import damiao_protocol as dmp
+from . import dxl_protocol as dxl
+
+JOINTS_PER_ARM = 7  # 6 arm joints + the gripper (last)
+NUM_ARMS = 2
+NUM_JOINTS = JOINTS_PER_ARM * NUM_ARMS  # 14, the policy's action dimension
+BUSES = ("dynamixel", "damiao")
+FAULT_ACTIONS = ("hold", "torque_off")
+
+
+@dataclass
+class JointConfig:
+    name: str  # joint name within its arm, e.g. "joint1" or "gripper"; published as <arm>_<name>
+    id: int  # Dynamixel servo id (0..252) or Damiao CAN id (1..0x7FE) on the arm's port
+    lower: float  # lower limit in driver units (rad; gripper: opening fraction)
+    upper: float  # upper limit in driver units (rad; gripper: opening fraction)
+    direction: int = 1  # +1 or -1: sign between joint angle and motor angle
+    offset: float = 0.0  # rad: motor angle when the joint angle is zero
+    max_speed: float = 1.5  # driver units per second: slew limit of commands while running
+    kp: float = 0.0  # Damiao MIT stiffness Nm/rad; Dynamixel Position P gain register (0 = keep)
+    kd: float = 0.0  # Damiao MIT damping Nm s/rad; Dynamixel Position D gain register (0 = keep)
+    motor: str = ""  # Damiao: DM4340 | DM4310 (MIT ranges); Dynamixel: model checked at PING ("" = any)
+    feedback_id: int = 0  # Damiao master id the motor answers on (0 = id + 0x10, i2rt's convention)
+
+    def __post_init__(self) -> None:
+        check(bool(self.name), f"joint name must not be empty, got {self.name!r}")
+        check(0 <= self.id <= 0x7FE, f"joint {self.name!r}: id {self.id!r} outside 0..0x7FE")
+        check(self.direction in (1, -1), f"joint {self.name!r}: direction must be 1 or -1, got {self.direction!r}")
+        for key in ("lower", "upper", "offset", "max_speed", "kp", "kd"):
+            v = getattr(self, key)
+            check(math.isfinite(v), f"joint {self.name!r}: {key} must be finite, got {v!r}")
+        check(self.lower < self.upper, f"joint {self.name!r}: lower {self.lower!r} must be < upper {self.upper!r}")
+        check(self.max_speed > 0, f"joint {self.name!r}: max_speed must be > 0, got {self.max_speed!r}")
+        check(self.kp >= 0 and self.kd >= 0, f"joint {self.name!r}: kp/kd must be >= 0, got {self.kp!r}/{self.kd!r}")
+        check(0 <= self.feedback_id <= 0x7FE, f"joint {self.name!r}: feedback_id {self.feedback_id!r} out of range")
+
+
+@dataclass
+class ArmConfig:
+    name: str  # "left" or "right": prefix of the joint names
+    port: str  # Dynamixel: serial device (e.g. /dev/ttyUSB0); Damiao: CAN channel (e.g. can_left)
+    joints: list[JointConfig]  # exactly 7, in order joint1..joint6 then the gripper
+    gripper_closed: float = 0.0  # rad: gripper joint angle at opening fraction 0
+    gripper_open: float = 1.0  # rad: gripper joint angle at opening fraction 1
+
+    def __post_init__(self) -> None:
+        check(bool(self.name), f"arm name must not be empty, got {self.name!r}")
+        check(
+            len(self.joints) == JOINTS_PER_ARM,
+            f"arm {self.name!r}: expected {JOINTS_PER_ARM} joints (6 + gripper), got {len(self.joints)}: "
+            f"{[j.name for j in self.joints]}",
+        )
+        names = [j.name for j in self.joints]
+        check(len(set(names)) == len(names), f"arm {self.name!r}: duplicate joint names {names}")
+        check(self.gripper_closed != self.gripper_open,
+              f"arm {self.name!r}: gripper_closed and gripper_open are equal ({self.gripper_open!r})")
+        g = self.joints[-1]
+        check(0.0 <= g.lower < g.upper <= 1.0,
+              f"arm {self.name!r}: gripper limits are an opening fraction within [0, 1], got [{g.lower}, {g.upper}]")
+
+
+@dataclass
+class DriverConfig:
+    bus: str  # "dynamixel" (Protocol 2.0 servos) or "damiao" (DM43xx over CAN, what the YAM uses)
+    arms: list[ArmConfig]  # exactly 2: left then right (14 joints in that order)
+    rate_hz: float = 30.0  # control loop rate; the policy's chunks are 30 Hz
+    watchdog_s: float = 0.2  # targets older than this are stale -> hold (6 ticks at 30 Hz)
+    ramp_speed_scale: float = 0.25  # start-up/resume ramp speed as a fraction of each joint's max_speed
+    ramp_tolerance: float = 0.005  # driver units: ramp is done when every joint is this close
+    fault_after_failures: int = 3  # consecutive ticks without a valid reply that latch a joint fault
+    on_fault: str = "hold"  # "hold" (keep every healthy joint where it is) or "torque_off"
+    torque_off_on_exit: bool = True  # after the final hold, disable torque (the arm may sag)
+    io_budget_fraction: float = 0.7  # share of one period that read + write (with retries) may use
+    reply_timeout_ms: float = 4.0  # wait for one reply before retrying (USB-serial/CAN round trip)
+    connect_retries: int = 3  # attempts per motor when checking the bus at connect
+    baudrate: int = 1_000_000  # Dynamixel baud rate (the SDK accepts only its listed rates)
+    can_interface: str = "socketcan"  # python-can interface; tests use "virtual"
+    can_bitrate: int = 1_000_000  # CAN bit rate (YAM/i2rt: 1 Mbit/s)
+    log_every_s: float = 5.0  # how often the loop logs its achieved rate
+    stats_window: int = 1000  # ticks kept for p50/p99 timing statistics
+
+    def __post_init__(self) -> None:
+        check(self.bus in BUSES, f"bus must be one of {BUSES}, got {self.bus!r}")
+        check(len(self.arms) == NUM_ARMS,
+              f"expected {NUM_ARMS} arms (left, right), got {len(self.arms)}: {[a.name for a in self.arms]}")
+        check(len({a.name for a in self.arms}) == NUM_ARMS, f"arm names must differ, got {[a.name for a in self.arms]}")
+        check(self.rate_hz > 0 and math.isfinite(self.rate_hz), f"rate_hz must be > 0, got {self.rate_hz!r}")
+        check(self.watchdog_s > 0, f"watchdog_s must be > 0, got {self.watchdog_s!r}")
+        check(0 < self.ramp_speed_scale <= 1, f"ramp_speed_scale must be in (0, 1], got {self.ramp_speed_scale!r}")
+        check(self.ramp_tolerance > 0, f"ramp_tolerance must be > 0, got {self.ramp_tolerance!r}")
+        check(self.fault_after_failures >= 1, f"fault_after_failures must be >= 1, got {self.fault_after_failures!r}")
+        check(self.on_fault in FAULT_ACTIONS, f"on_fault must be one of {FAULT_ACTIONS}, got {self.on_fault!r}")
+        check(0 < self.io_budget_fraction <= 1, f"io_budget_fraction must be in (0, 1], got {self.io_budget_fraction!r}")
+        check(self.reply_timeout_ms > 0, f"reply_timeout_ms must be > 0, got {self.reply_timeout_ms!r}")
+        check(self.connect_retries >= 1, f"connect_retries must be >= 1, got {self.connect_retries!r}")
+        check(self.stats_window >= 10, f"stats_window must be >= 10, got {self.stats_window!r}")
+        self._check_ids()
+        if self.bus == "damiao":
+            self._check_damiao()
+        else:
+            self._check_dynamixel()
+
+    def _check_ids(self) -> None:
+        seen: dict[tuple[str, int], str] = {}
+        for arm in self.arms:
+            for j in arm.joints:
+                ids = [j.id] if self.bus == "dynamixel" else [j.id, self.feedback_id(j)]
+                for i in ids:
+                    key = (arm.port, i)
+                    check(key not in seen,
+                          f"id {i} used twice on port {arm.port!r}: {seen.get(key)} and {arm.name}_{j.name}")
+                    seen[key] = f"{arm.name}_{j.name}"
+
+    def _check_damiao(self) -> None:
+        for arm in self.arms:
+            for j in arm.joints:
+                where = f"{arm.name}_{j.name}"
+                check(j.motor in dmp.MOTOR_LIMITS,
+                      f"{where}: motor must be one of {sorted(dmp.MOTOR_LIMITS)}, got {j.motor!r}")
+                check(1 <= j.id <= 0x7FE and j.id != dmp.STATUS_REQUEST_ID,
+                      f"{where}: Damiao CAN id {j.id!r} out of range")
+                lim = dmp.MOTOR_LIMITS[j.motor].p_max
+                lo, hi = motor_range(arm, j)
+                check(-lim <= lo and hi <= lim,
+                      f"{where}: motor range [{lo:.3f}, {hi:.3f}] rad exceeds the MIT range +-{lim}")
+                check(j.kp <= dmp.KP_RANGE[1] and j.kd <= dmp.KD_RANGE[1],
+                      f"{where}: kp {j.kp!r} / kd {j.kd!r} exceed MIT ranges {dmp.KP_RANGE}/{dmp.KD_RANGE}")
+
+    def _check_dynamixel(self) -> None:
+        for arm in self.arms:
+            for j in arm.joints:
+                where = f"{arm.name}_{j.name}"
+                check(j.id <= 252, f"{where}: Dynamixel id {j.id!r} must be <= 252")
+                check(j.motor == "" or j.motor in dxl.MODEL_NUMBERS,
+                      f"{where}: unknown Dynamixel model {j.motor!r}; known: {sorted(dxl.MODEL_NUMBERS)}")
+                lo, hi = motor_range(arm, j)
+                check(-math.pi <= lo and hi < math.pi,
+                      f"{where}: motor range [{lo:.3f}, {hi:.3f}] rad leaves the single-turn range [-pi, pi)")
+
+    def feedback_id(self, joint: JointConfig) -> int:
+        return joint.feedback_id or joint.id + dmp.DEFAULT_MASTER_OFFSET
+
+    @property
+    def joint_names(self) -> list[str]:
+        return [f"{a.name}_{j.name}" for a in self.arms for j in a.joints]
+
+    @property
+    def joints(self) -> list[tuple[ArmConfig, JointConfig]]:
+        return [(a, j) for a in self.arms for j in a.joints]
+
+    @property
+    def period_s(self) -> float:
+        return 1.0 / self.rate_hz
+
+
+def is_gripper(arm: ArmConfig, joint: JointConfig) -> bool:
+    return joint is arm.joints[-1]
+
+
+def motor_range(arm: ArmConfig, joint: JointConfig) -> tuple[float, float]:
+    """Motor-angle interval (rad) that the joint's limits map onto."""
+    if is_gripper(arm, joint):
+        ends = [arm.gripper_closed + f * (arm.gripper_open - arm.gripper_closed) for f in (joint.lower, joint.upper)]
+    else:
+        ends = [joint.lower, joint.upper]
+    m = [joint.direction * e + joint.offset for e in ends]
+    return min(m), max(m)
+
+
+@dataclass
+class JointMap:
+    """Vectorised driver-unit <-> motor-radian conversion for all 14 joints."""
+
+    direction: np.ndarray = field(repr=False)  # (14,)
+    offset: np.ndarray = field(repr=False)  # (14,)
+    scale: np.ndarray = field(repr=False)  # (14,) joint rad per driver unit (1 except grippers)
+    base: np.ndarray = field(repr=False)  # (14,) joint rad at driver value 0 (0 except grippers)
+    lower: np.ndarray = field(repr=False)  # (14,) driver units
+    upper: np.ndarray = field(repr=False)  # (14,) driver units
+
+    @classmethod
+    def from_config(cls, cfg: DriverConfig) -> "JointMap":
+        rows = []
+        for arm, j in cfg.joints:
+            if is_gripper(arm, j):
+                scale, base = arm.gripper_open - arm.gripper_closed, arm.gripper_closed
+            else:
+                scale, base = 1.0, 0.0
+            rows.append((j.direction, j.offset, scale, base, j.lower, j.upper))
+        cols = np.asarray(rows, dtype=np.float64).T  # (6, 14)
+        return cls(*cols)
+
+    def to_motor(self, value: np.ndarray) -> np.ndarray:
+        return self.direction * (self.base + self.scale * value) + self.offset
+
+    def to_driver(self, motor_rad: np.ndarray) -> np.ndarray:
+        return ((motor_rad - self.offset) * self.direction - self.base) / self.scale
+
+    def velocity_to_driver(self, motor_rad_s: np.ndarray) -> np.ndarray:
+        return motor_rad_s * self.direction / self.scale
+
+    def clip(self, value: np.ndarray) -> np.ndarray:
+        return np.clip(value, self.lower, self.upper)
+
+
+def default_config_path(bus: str) -> Path:
+    """config/yam_driver_<bus>.yaml of the source checkout or install."""
+    if bus not in BUSES:
+        raise ConfigError(f"bus must be one of {BUSES}, got {bus!r}")
+    return config_dir() / f"yam_driver_{bus}.yaml"
+
+
+def load_config(path: str | Path | None = None, bus: str = "damiao") -> DriverConfig:
+    """Load the `yam_driver` section of `path` (default: the shipped file for `bus`)."""
+    return from_yaml(DriverConfig, path or default_config_path(bus), "yam_driver")

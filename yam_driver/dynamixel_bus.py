@@ -1,0 +1,282 @@
+"""Dynamixel Protocol 2.0 bus on the real `dynamixel_sdk`.
+
+Per port (one per arm, or one shared): GroupSyncWrite of Goal Position (address 116, 4
+bytes), GroupSyncRead of the 10-byte block Present Current/Velocity/Position (126..135, so
+Present Position is address 132, 4 bytes), Torque Enable (64) written per servo with a
+status reply. Missed sync-read replies are retried per servo with single READs while the
+tick budget lasts. A status packet with the alert bit set makes the bus read Hardware Error
+Status (70) to name the error.
+
+The SDK's stock PortHandler needs two adjustments, both made in `TimedPortHandler`:
+- Reply timeout. The SDK waits `2 * LATENCY_TIMER + 2` ms (34 ms) on top of the transfer
+  time, sized for an FTDI adapter at its default 16 ms latency timer. On a pseudo-terminal
+  (or an adapter set to 1 ms latency) a reply arrives in well under a millisecond, and a
+  34 ms wait for a missing reply would eat the whole 33 ms tick. The timeout here is
+  `reply_timeout_ms` from the config plus the transfer time at the configured baud rate.
+- Waiting. The SDK polls the port in a busy loop (the serial port is opened with
+  timeout=0). That spins a core and, in one process, starves the emulator thread of the
+  GIL. Here a read that finds nothing waiting blocks in select() for up to 0.5 ms.
+The baud rate must be one the SDK lists (1 Mbit/s default); a pty accepts any listed rate.
+Its clock is also switched from time.time() to time.monotonic().
+"""
+from __future__ import annotations
+
+import math
+import select
+import time
+
+import dynamixel_sdk as sdk
+import numpy as np
+
+from . import dxl_protocol as dxl
+from .bus import BusError, BusMismatchError, BusReading, JointBus, WriteResult
+from .config import DriverConfig
+
+RAD_PER_TICK = 2.0 * math.pi / dxl.TICKS_PER_REV
+
+
+class TimedPortHandler(sdk.PortHandler):
+    """PortHandler with a configurable reply timeout, a monotonic clock and no busy wait."""
+
+    def __init__(self, port_name: str, reply_timeout_ms: float, poll_s: float = 0.0005):
+        super().__init__(port_name)
+        self.reply_timeout_ms = reply_timeout_ms
+        self.poll_s = poll_s
+
+    def setPacketTimeout(self, packet_length):  # noqa: N802 (SDK name)
+        self.packet_start_time = self.getCurrentTime()
+        self.packet_timeout = self.tx_time_per_byte * packet_length + self.reply_timeout_ms
+
+    def getCurrentTime(self):  # noqa: N802
+        return time.monotonic() * 1000.0
+
+    def readPort(self, length):  # noqa: N802
+        if self.ser.in_waiting == 0:
+            select.select([self.ser.fileno()], [], [], self.poll_s)
+        return self.ser.read(length)
+
+
+class StatusSyncRead(sdk.GroupSyncRead):
+    """GroupSyncRead that keeps each servo's status error byte and which ids answered.
+
+    The stock class stops at the first missing reply and discards the error bytes; here
+    `status[id] = (comm_result, error_byte)` records every id it got to.
+    """
+
+    def rxPacket(self):  # noqa: N802
+        self.last_result = False
+        self.status: dict[int, tuple[int, int]] = {}
+        result = sdk.COMM_RX_FAIL
+        for dxl_id in self.data_dict:
+            data, result, error = self.ph.readRx(self.port, dxl_id, self.data_length)
+            self.status[dxl_id] = (result, error)
+            if result != sdk.COMM_SUCCESS:
+                return result
+            self.data_dict[dxl_id] = data
+        self.last_result = True
+        return result
+
+
+def rad_to_ticks(rad: np.ndarray) -> np.ndarray:
+    ticks = np.rint(rad / RAD_PER_TICK) + dxl.CENTER_TICKS
+    return np.clip(ticks, 0, dxl.TICKS_PER_REV - 1).astype(np.int64)
+
+
+def ticks_to_rad(ticks: np.ndarray) -> np.ndarray:
+    return (np.asarray(ticks, np.float64) - dxl.CENTER_TICKS) * RAD_PER_TICK
+
+
+def _signed(value: int, bits: int) -> int:
+    return value - (1 << bits) if value & (1 << (bits - 1)) else value
+
+
+class _Port:
+    """One serial port and the joints on it."""
+
+    def __init__(self, name: str, cfg: DriverConfig):
+        self.name = name
+        self.handler = TimedPortHandler(name, cfg.reply_timeout_ms)
+        self.packet = sdk.PacketHandler(2.0)
+        self.indices: list[int] = []  # joint indices (0..13)
+        self.ids: list[int] = []  # servo ids, same order
+        self.writer = sdk.GroupSyncWrite(self.handler, self.packet, dxl.ADDR_GOAL_POSITION, 4)
+        self.reader = StatusSyncRead(self.handler, self.packet, dxl.ADDR_PRESENT_CURRENT, dxl.STATE_BLOCK_LEN)
+
+
+class DynamixelBus(JointBus):
+    """All 14 joints on one or two Protocol 2.0 ports (see module docstring)."""
+
+    def __init__(self, config: DriverConfig):
+        if config.bus != "dynamixel":
+            raise ValueError(f"DynamixelBus needs bus: dynamixel, got {config.bus!r}")
+        super().__init__(config)
+        self.ports: dict[str, _Port] = {}
+        self._joint_cfg = [j for _, j in config.joints]
+        for idx, (arm, joint) in enumerate(config.joints):
+            port = self.ports.setdefault(arm.port, _Port(arm.port, config))
+            port.indices.append(idx)
+            port.ids.append(joint.id)
+        self._timeout_s = config.reply_timeout_ms / 1000.0
+
+    # --- connect / torque ------------------------------------------------------------
+    def connect(self) -> None:
+        opened: list[_Port] = []
+        try:
+            for port in self.ports.values():
+                try:
+                    ok = port.handler.openPort() and port.handler.setBaudRate(self.config.baudrate)
+                except Exception as e:  # serial.SerialException, OSError
+                    raise BusError(f"cannot open Dynamixel port {port.name!r}: {e}") from e
+                if not ok:
+                    raise BusError(f"cannot open Dynamixel port {port.name!r} at {self.config.baudrate} baud")
+                opened.append(port)
+                for idx, dxl_id in zip(port.indices, port.ids):
+                    self._check_servo(port, idx, dxl_id)
+            self.connected = True
+            self._write_gains()
+        except BaseException:
+            for port in opened:
+                port.handler.closePort()
+            self.connected = False
+            raise
+
+    def _check_servo(self, port: _Port, idx: int, dxl_id: int) -> None:
+        name = self.joint_names[idx]
+        result = sdk.COMM_RX_TIMEOUT
+        for _ in range(self.config.connect_retries):
+            model, result, _err = port.packet.ping(port.handler, dxl_id)
+            if result == sdk.COMM_SUCCESS:
+                break
+        if result != sdk.COMM_SUCCESS:
+            raise BusMismatchError(
+                f"joint {name!r}: Dynamixel id {dxl_id} on {port.name!r} did not answer PING "
+                f"({port.packet.getTxRxResult(result)}); check the id in the config and the wiring"
+            )
+        want = self._joint_cfg[idx].motor
+        if want and dxl.MODEL_NUMBERS[want] != model:
+            raise BusMismatchError(
+                f"joint {name!r}: Dynamixel id {dxl_id} on {port.name!r} is model number {model}, "
+                f"config says {want!r} ({dxl.MODEL_NUMBERS[want]})"
+            )
+
+    def _write_gains(self) -> None:
+        for port in self.ports.values():
+            for idx, dxl_id in zip(port.indices, port.ids):
+                j = self._joint_cfg[idx]
+                for addr, value in ((dxl.ADDR_POSITION_P_GAIN, j.kp), (dxl.ADDR_POSITION_D_GAIN, j.kd)):
+                    if value > 0:
+                        self._write_register(port, idx, dxl_id, addr, int(round(value)), 2)
+
+    def _write_register(self, port: _Port, idx: int, dxl_id: int, addr: int, value: int, size: int) -> None:
+        fn = port.packet.write1ByteTxRx if size == 1 else port.packet.write2ByteTxRx
+        result, err = sdk.COMM_TX_FAIL, 0
+        for _ in range(self.config.connect_retries):
+            result, err = fn(port.handler, dxl_id, addr, value)
+            if result == sdk.COMM_SUCCESS and not (err & 0x7F):
+                return
+        reason = port.packet.getTxRxResult(result) if result != sdk.COMM_SUCCESS else port.packet.getRxPacketError(err)
+        raise BusError(f"joint {self.joint_names[idx]!r} (id {dxl_id}): write of address {addr} failed: {reason}")
+
+    def _set_torque(self, on: int) -> dict[int, str]:
+        failures: dict[int, str] = {}
+        for port in self.ports.values():
+            for idx, dxl_id in zip(port.indices, port.ids):
+                try:
+                    self._write_register(port, idx, dxl_id, dxl.ADDR_TORQUE_ENABLE, on, 1)
+                except BusError as e:
+                    failures[idx] = str(e)
+        return failures
+
+    def enable(self) -> None:
+        failures = self._set_torque(1)
+        self.torque_enabled = True  # some joints may be on: treat as enabled for shutdown
+        if failures:
+            raise BusError("torque enable failed: " + "; ".join(failures.values()))
+
+    def disable(self) -> dict[int, str]:
+        failures = self._set_torque(0)
+        self.torque_enabled = False
+        return failures
+
+    def _close_ports(self) -> None:
+        for port in self.ports.values():
+            if port.handler.is_open:
+                port.handler.closePort()
+
+    # --- read ------------------------------------------------------------------------
+    def read_state(self, deadline: float | None = None) -> BusReading:
+        if not self.connected:
+            raise BusError("read_state called on a bus that is not connected")
+        deadline = self._deadline(deadline)
+        n = self.n
+        pos, vel, eff = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+        ok, hw = np.zeros(n, bool), np.zeros(n, bool)
+        errors: dict[int, str] = {}
+        retries = 0
+        for port in self.ports.values():
+            port.reader.clearParam()
+            for dxl_id in port.ids:
+                port.reader.addParam(dxl_id)
+            port.reader.status = {}
+            port.reader.txRxPacket()
+            status = getattr(port.reader, "status", {})
+            for idx, dxl_id in zip(port.indices, port.ids):
+                result, err = status.get(dxl_id, (sdk.COMM_RX_TIMEOUT, 0))
+                data = port.reader.data_dict.get(dxl_id) if result == sdk.COMM_SUCCESS else None
+                while data is None and time.monotonic() + self._timeout_s <= deadline:
+                    retries += 1
+                    data, result, err = port.packet.readTxRx(
+                        port.handler, dxl_id, dxl.ADDR_PRESENT_CURRENT, dxl.STATE_BLOCK_LEN)
+                    if result != sdk.COMM_SUCCESS:
+                        data = None
+                if data is None or len(data) != dxl.STATE_BLOCK_LEN:
+                    errors[idx] = f"no valid reply from id {dxl_id} ({port.packet.getTxRxResult(result)})"
+                    continue
+                self._decode(data, idx, pos, vel, eff)
+                ok[idx] = True
+                if err & dxl.ERR_ALERT:
+                    hw[idx] = True
+                    errors[idx] = "hardware error: " + self._hardware_error_text(port, dxl_id)
+        return self._reading_from_motor(pos, vel, eff, ok, hw, errors, retries)
+
+    @staticmethod
+    def _decode(data, idx: int, pos: np.ndarray, vel: np.ndarray, eff: np.ndarray) -> None:
+        b = bytes(data)
+        current = _signed(int.from_bytes(b[0:2], "little"), 16)
+        velocity = _signed(int.from_bytes(b[2:6], "little"), 32)
+        position = _signed(int.from_bytes(b[6:10], "little"), 32)
+        pos[idx] = ticks_to_rad(position)
+        vel[idx] = velocity * dxl.VELOCITY_UNIT_RAD_S
+        eff[idx] = current * dxl.CURRENT_UNIT_A
+
+    def _hardware_error_text(self, port: _Port, dxl_id: int) -> str:
+        bits, result, _ = port.packet.read1ByteTxRx(port.handler, dxl_id, dxl.ADDR_HARDWARE_ERROR)
+        if result != sdk.COMM_SUCCESS:
+            return "alert bit set (Hardware Error Status unreadable)"
+        return dxl.hardware_error_text(bits)
+
+    # --- write -----------------------------------------------------------------------
+    def _write(self, motor_rad: np.ndarray, mask: np.ndarray, deadline: float) -> WriteResult:
+        written = np.full(self.n, np.nan)
+        errors: dict[int, str] = {}
+        retries = 0
+        ticks = rad_to_ticks(motor_rad)
+        for port in self.ports.values():
+            port.writer.clearParam()
+            sent = [i for i in port.indices if mask[i]]
+            if not sent:
+                continue
+            for idx in sent:
+                dxl_id = port.ids[port.indices.index(idx)]
+                port.writer.addParam(dxl_id, int(ticks[idx]).to_bytes(4, "little", signed=True))
+            result = port.writer.txPacket()
+            while result != sdk.COMM_SUCCESS and time.monotonic() < deadline:
+                retries += 1
+                result = port.writer.txPacket()
+            if result != sdk.COMM_SUCCESS:
+                for idx in sent:
+                    errors[idx] = f"sync write failed ({port.packet.getTxRxResult(result)})"
+                continue
+            for idx in sent:
+                written[idx] = ticks_to_rad(ticks[idx])
+        return WriteResult(written, errors, retries)

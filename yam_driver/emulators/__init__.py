@@ -1,0 +1,113 @@
+"""Emulated YAM buses for tests, benchmarks and demos (no hardware needed).
+
+`EmulatedRig(config)` starts one emulator per port the config names (a pty with Dynamixel
+servos, or a virtual CAN channel with Damiao motors), and exposes `rig.config`: the same
+configuration with ports pointing at the emulators (and, for Damiao, python-can's
+"virtual" interface). Faults are injected by joint name.
+"""
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import numpy as np
+
+from ..config import DriverConfig, JointMap
+from .damiao_emulator import DamiaoEmulator, EmulatedMotor
+from .dynamixel_emulator import DynamixelEmulator
+from .faults import HARDWARE_ERRORS, FaultInjector
+
+__all__ = ["EmulatedRig", "DamiaoEmulator", "DynamixelEmulator", "EmulatedMotor", "FaultInjector",
+           "HARDWARE_ERRORS"]
+
+
+class EmulatedRig:
+    """Emulators for every port of `config`; a context manager that stops them on exit."""
+
+    def __init__(self, config: DriverConfig, initial: np.ndarray | None = None, tau_s: float = 0.02,
+                 skip_ids: dict[str, list[int]] | None = None):
+        """`initial`: (14,) start positions in driver units (default: mid-range of each joint).
+        `skip_ids`: arm name -> ids left off the emulated bus (to test config mismatches)."""
+        jm = JointMap.from_config(config)
+        if initial is None:
+            initial = (jm.lower + jm.upper) / 2.0
+        initial = np.asarray(initial, np.float64)
+        if initial.shape != (len(config.joint_names),):
+            raise ValueError(f"initial must have shape ({len(config.joint_names)},), got {initial.shape}")
+        motor0 = jm.to_motor(initial)
+        skip_ids = skip_ids or {}
+        self.emulators: dict[str, DynamixelEmulator | DamiaoEmulator] = {}  # by original port
+        self._where: dict[str, tuple[str, int]] = {}  # joint name -> (original port, motor id)
+        groups: dict[str, list[tuple[int, object, object]]] = {}
+        for idx, (arm, joint) in enumerate(config.joints):
+            groups.setdefault(arm.port, []).append((idx, arm, joint))
+            self._where[f"{arm.name}_{joint.name}"] = (arm.port, joint.id)
+        new_port: dict[str, str] = {}
+        try:
+            for port, members in groups.items():
+                keep = [(i, a, j) for i, a, j in members if j.id not in skip_ids.get(a.name, [])]
+                if config.bus == "dynamixel":
+                    from ..dynamixel_bus import rad_to_ticks
+
+                    ticks = {j.id: int(rad_to_ticks(np.array([motor0[i]]))[0]) for i, _, j in keep}
+                    emu = DynamixelEmulator([j.id for _, _, j in keep], tau_s=tau_s, initial_ticks=ticks)
+                    new_port[port] = emu.port_name
+                else:
+                    channel = f"vam-{uuid.uuid4().hex[:8]}-{port}"
+                    motors = [EmulatedMotor(j.id, config.feedback_id(j), j.motor, position=float(motor0[i]),
+                                            target=float(motor0[i])) for i, _, j in keep]
+                    emu = DamiaoEmulator(channel, motors, tau_s=tau_s)
+                    new_port[port] = channel
+                self.emulators[port] = emu.start()
+        except BaseException:
+            self.stop()
+            raise
+        arms = [dataclasses.replace(a, port=new_port[a.port]) for a in config.arms]
+        extra = {"can_interface": "virtual"} if config.bus == "damiao" else {}
+        self.config = dataclasses.replace(config, arms=arms, **extra)
+        self.joint_map = jm
+
+    def _locate(self, joint: str) -> tuple[DynamixelEmulator | DamiaoEmulator, int]:
+        if joint not in self._where:
+            raise KeyError(f"unknown joint {joint!r}; known: {sorted(self._where)}")
+        port, motor_id = self._where[joint]
+        return self.emulators[port], motor_id
+
+    def faults(self, joint: str) -> tuple[FaultInjector, int]:
+        """The fault injector holding `joint`'s motor, and that motor's id."""
+        emu, motor_id = self._locate(joint)
+        return emu.faults, motor_id
+
+    def set_hardware_error(self, joint: str, kind: str | None) -> None:
+        emu, motor_id = self._locate(joint)
+        emu.set_hardware_error(motor_id, kind)
+
+    def motor_position(self, joint: str) -> float:
+        """Present motor angle of `joint` in radians (emulator truth)."""
+        emu, motor_id = self._locate(joint)
+        if isinstance(emu, DynamixelEmulator):
+            from ..dynamixel_bus import ticks_to_rad
+
+            return float(ticks_to_rad(emu.present_ticks(motor_id)))
+        return emu.motor(motor_id).position
+
+    def positions(self) -> np.ndarray:
+        """Present positions of all 14 joints in driver units (emulator truth)."""
+        names = list(self._where)
+        return self.joint_map.to_driver(np.array([self.motor_position(n) for n in names]))
+
+    def torque_enabled(self, joint: str) -> bool:
+        emu, motor_id = self._locate(joint)
+        if isinstance(emu, DynamixelEmulator):
+            return emu.torque_enabled(motor_id)
+        return emu.motor(motor_id).enabled
+
+    def stop(self) -> None:
+        for emu in self.emulators.values():
+            emu.stop()
+
+    def __enter__(self) -> "EmulatedRig":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
