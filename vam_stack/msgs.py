@@ -85,7 +85,8 @@ def seconds_to_ns(seconds: float) -> int:
     s = float(seconds)
     if not math.isfinite(s) or s < 0 or s > _INT32_MAX:
         raise MessageError(f"time must be finite and in [0, {_INT32_MAX}] s, got {seconds!r}")
-    return int(round(s * 1e9))
+    whole = math.floor(s)  # split first: s * 1e9 alone loses nanoseconds beyond 2**53 ns
+    return whole * 1_000_000_000 + int(round((s - whole) * 1e9))
 
 
 def time_from_ns(ns: int) -> Any:
@@ -101,11 +102,18 @@ def time_to_ns(msg: Any) -> int:
     return msg.sec * 1_000_000_000 + msg.nanosec
 
 
-def header(stamp_s: float, frame_id: str = "") -> Any:
-    """std_msgs/Header with a stamp in seconds and a frame id."""
+def header(stamp_s: Any, frame_id: str = "") -> Any:
+    """std_msgs/Header from a stamp (seconds, or a builtin_interfaces/Time) and a frame id.
+
+    Every builder below that takes `stamp_s` accepts the same two forms; pass a Time built
+    with `time_from_ns` where nanosecond exactness matters (float seconds near 1.7e9 carry
+    ~0.2 us of rounding).
+    """
     if not isinstance(frame_id, str):
         raise MessageError(f"frame_id must be a string, got {frame_id!r}")
-    return msg_class("std_msgs/msg/Header")(stamp=time_msg(stamp_s), frame_id=frame_id)
+    time_cls = msg_class("builtin_interfaces/msg/Time")
+    stamp = stamp_s if isinstance(stamp_s, time_cls) else time_msg(stamp_s)
+    return msg_class("std_msgs/msg/Header")(stamp=stamp, frame_id=frame_id)
 
 
 # --- images -------------------------------------------------------------------------------

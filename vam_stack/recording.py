@@ -66,8 +66,8 @@ class McapRecorder:
                  compress: bool = True, overwrite: bool = False) -> None:
         self.path = Path(path)
         self.single_file = self.path.suffix == ".mcap"
-        self.origin_s = time.time() if origin_s is None else float(origin_s)
-        msgs.seconds_to_ns(self.origin_s)  # validates
+        self.origin_s = time.time() if origin_s is None else origin_s
+        self.origin_ns = msgs.seconds_to_ns(self.origin_s)  # validates
         self.compress = compress
         if self.path.exists():
             if not overwrite:
@@ -138,18 +138,22 @@ class McapRecorder:
             self._topics[t.name] = t
         return conn, t
 
-    def stamp(self, t_s: float) -> float:
-        """Absolute time (seconds) of a time `t_s` relative to the origin."""
+    def stamp_ns(self, t_s: float) -> int:
+        """Absolute time in nanoseconds of a time `t_s` (seconds) relative to the origin."""
         if isinstance(t_s, bool) or not isinstance(t_s, (int, float, np.floating, np.integer)):
             raise RecordingError(f"t_s must be seconds since the origin, got {t_s!r}")
         if not np.isfinite(t_s) or t_s < 0:
             raise RecordingError(f"t_s must be finite and >= 0, got {t_s!r}")
-        return self.origin_s + float(t_s)
+        return self.origin_ns + msgs.seconds_to_ns(t_s)
+
+    def stamp(self, t_s: float) -> Any:
+        """builtin_interfaces/Time of origin + `t_s`, for message headers."""
+        return msgs.time_from_ns(self.stamp_ns(t_s))
 
     def write(self, topic: str, msg: Any, t_s: float) -> None:
         """Write a ready message on `topic` (table key or name) at origin + `t_s`."""
         conn, _ = self._connection(topic, msgs.msgtype_of(msg))
-        stamp_ns = msgs.seconds_to_ns(self.stamp(t_s))
+        stamp_ns = self.stamp_ns(t_s)
         self._writer.write(conn, stamp_ns, msgs.serialize(msg))
         self.counts[conn.topic] += 1
 
@@ -184,17 +188,23 @@ class McapRecorder:
 
         `attention` (large) is left out of the JSON copy; `phase` goes on /vam/phase.
         """
-        for key in ("tr", "tr0", "s", "w_lang", "w_plan", "latency_ms"):
-            if key not in telemetry:
-                raise RecordingError(f"telemetry lacks {key!r}; has {sorted(telemetry)}")
-            self.write_float32(key, telemetry[key], t_s)
-        if telemetry.get("tr_steps") is not None and len(telemetry["tr_steps"]) > 0:
-            self.write("tr_steps", msgs.float32_array_msg(telemetry["tr_steps"], ["euler_step"]),
-                       t_s)
-        self.write_json("telemetry", {k: v for k, v in telemetry.items() if k != "attention"},
-                        t_s)
-        if phase is not None:
-            self.write_string("phase", phase, t_s)
+        keys = ("tr", "tr0", "s", "w_lang", "w_plan", "latency_ms")
+        missing = [k for k in keys if k not in telemetry]
+        if missing:  # checked before anything is written: no half-recorded replans
+            raise RecordingError(f"telemetry lacks {missing}; has {sorted(telemetry)}")
+        values = {k: msgs.float32_msg(telemetry[k]) for k in keys}
+        tr_steps = telemetry.get("tr_steps")
+        steps_msg = (msgs.float32_array_msg(tr_steps, ["euler_step"])
+                     if tr_steps is not None and len(tr_steps) > 0 else None)
+        json_msg = msgs.json_msg({k: v for k, v in telemetry.items() if k != "attention"})
+        phase_msg = msgs.string_msg(phase) if phase is not None else None
+        for k, m in values.items():
+            self.write(k, m, t_s)
+        if steps_msg is not None:
+            self.write("tr_steps", steps_msg, t_s)
+        self.write("telemetry", json_msg, t_s)
+        if phase_msg is not None:
+            self.write("phase", phase_msg, t_s)
 
 
 # -- reading (tests, tools) ------------------------------------------------------------------
