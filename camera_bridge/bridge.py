@@ -184,7 +184,7 @@ class CameraBridge:
                 gap_ms, before, after = self.ring.largest_gap(n, skip)
                 if gap_ms > cfg.max_gap_ms:
                     reasons.append(self._explain_gap(gap_ms, before, after))
-            if reasons and self._sync_reason and not self._problems:
+            if reasons and "tolerance" in self._sync_reason and not self._problems:
                 reasons.append(f"sync: {self._sync_reason}")
             if reasons:
                 return Window(False, None, None, None, tuple(reasons), age_ms)

@@ -49,6 +49,9 @@ class Synchroniser:
         missing = [n for n in self.names if not self._history[n]]
         if missing:
             return MatchResult(None, None, "no frames yet from " + ", ".join(repr(n) for n in missing))
+        waiting = [n for n in self.names if self._history[n][-1].stamp_s <= self._last_emitted[n]]
+        if waiting:
+            return MatchResult(None, None, "waiting for a new frame from " + ", ".join(repr(n) for n in waiting))
         ref_name = min(self.names, key=lambda n: self._history[n][-1].stamp_s)
         ref = self._history[ref_name][-1].stamp_s
         chosen = tuple(min(self._history[n], key=lambda f: abs(f.stamp_s - ref)) for n in self.names)
@@ -56,7 +59,8 @@ class Synchroniser:
         skew_ms = (max(stamps) - min(stamps)) * 1000.0
         old = [f.camera for f in chosen if f.stamp_s <= self._last_emitted[f.camera]]
         if old:
-            return MatchResult(None, skew_ms, "waiting for a new frame from " + ", ".join(repr(n) for n in old))
+            return MatchResult(None, skew_ms, "newest frames of " + ", ".join(repr(n) for n in old)
+                               + f" match only frames already used; waiting for {ref_name!r} to catch up")
         if skew_ms > self.tolerance_ms:
             worst = max(chosen, key=lambda f: abs(f.stamp_s - ref))
             return MatchResult(

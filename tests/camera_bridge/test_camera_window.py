@@ -1,0 +1,114 @@
+"""Frame-skip selection and order, geometry, colour order, buffer readiness."""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from camera_bridge.bridge import CameraBridge
+from camera_bridge.config import BridgeConfig, CameraConfig, load_bridge_config
+from camera_bridge.sources import PushSource, SyntheticSource, decode_counter
+from camera_bridge.window import FrameRing
+from vam_stack.paths import config_dir
+
+
+@pytest.mark.unit
+def test_ring_indices_are_oldest_first_with_skip():
+    ring = FrameRing(51, (2, 2, 3))
+    for k in range(60):  # wraps around the 51 slots
+        ring.next_slot()[...] = k % 256
+        ring.commit(stamp_s=k / 30.0, skew_ms=0.0)
+    idx = ring.indices(17, 3)
+    values = ring.frames[idx, 0, 0, 0].astype(int)
+    assert list(values) == list(range(59 - 48, 60, 3))  # 11, 14, ..., 59: newest last
+    assert np.all(np.diff(ring.stamps[idx]) > 0)
+    gap, _, _ = ring.largest_gap(17, 3)
+    assert gap == pytest.approx(1000 / 30.0)
+
+
+@pytest.mark.unit
+def test_window_has_17_frames_every_third_source_frame(clock, synthetic_config, run_ticks):
+    cfg = synthetic_config()
+    with CameraBridge(cfg, clock=clock) as bridge:
+        run_ticks(bridge, clock, 1.0)
+        early = bridge.window()
+        assert not early.ready and early.frames is None
+        assert any("buffer holds" in r for r in early.reasons)
+        run_ticks(bridge, clock, 1.5)
+        win = bridge.window()
+    assert win.ready, win.reasons
+    assert win.frames.shape == (17, 168, 672, 3) and win.frames.dtype == np.uint8
+    for view in range(3):
+        counters = [decode_counter(f[:, view * 224:(view + 1) * 224]) for f in win.frames]
+        assert np.all(np.diff(counters) == 3), counters
+    newest_source_frame = int(np.floor((clock.t - 1.0 / 60 - 1000.0) * 30 + 1e-9))
+    assert counters[-1] == newest_source_frame  # the newest frame is in the clip
+    assert np.allclose(np.diff(win.stamps_s), 0.1)  # 10 Hz clip
+    assert np.all(win.skew_ms == 0.0)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("interpolation", ["area", "linear"])
+def test_views_are_rgb_and_in_config_order(clock, interpolation):
+    cams = tuple(CameraConfig(n, kind="push") for n in ("top", "left_wrist", "right_wrist"))
+    cfg = BridgeConfig(cameras=cams, interpolation=interpolation, window_frames=2, frame_skip=1, buffer_frames=2)
+    sources = [PushSource(c, clock) for c in cams]
+    bgr = {"top": (255, 0, 0), "left_wrist": (0, 255, 0), "right_wrist": (0, 0, 255)}  # blue, green, red
+    with CameraBridge(cfg, sources=sources, clock=clock) as bridge:
+        for _ in range(2):
+            for s in sources:
+                s.push(np.full((480, 640, 3), bgr[s.name], np.uint8))
+            assert bridge.tick().appended
+            clock.advance(1 / 30)
+        clock.advance(-1 / 30)
+        win = bridge.window()
+    assert win.ready, win.reasons
+    frame = win.frames[-1]
+    assert tuple(frame[80, 100]) == (0, 0, 255)  # top was blue in BGR: RGB blue
+    assert tuple(frame[80, 224 + 100]) == (0, 255, 0)
+    assert tuple(frame[80, 448 + 100]) == (255, 0, 0)  # right_wrist was red
+
+
+@pytest.mark.unit
+def test_libero_geometry_two_views_224(clock):
+    cfg = load_bridge_config(config_dir() / "cameras_libero.yaml")
+    sources = [PushSource(c, clock) for c in cfg.cameras]
+    rng = np.random.default_rng(0)
+    with CameraBridge(cfg, sources=sources, clock=clock) as bridge:
+        last = None
+        for k in range(40):
+            last = [rng.integers(0, 256, (224, 224, 3), dtype=np.uint8) for _ in sources]
+            for s, img in zip(sources, last):
+                s.push(img)
+            assert bridge.tick().appended
+            clock.advance(1 / 20)
+        clock.advance(-1 / 20)
+        win = bridge.window()
+    assert win.ready, win.reasons
+    assert win.frames.shape == (17, 224, 448, 3)
+    assert np.array_equal(win.frames[-1, :, :224], last[0])  # rgb8 at view size: copied unchanged
+    assert np.array_equal(win.frames[-1, :, 224:], last[1])
+    assert np.allclose(np.diff(win.stamps_s), 0.1)
+
+
+@pytest.mark.unit
+def test_counter_survives_resize():
+    src = SyntheticSource(CameraConfig("top"), clock=lambda: 0.0)
+    for k in (0, 1, 1234, 65535):
+        img = src._renderer.render(k)
+        small = cv2.resize(img, (224, 168), interpolation=cv2.INTER_AREA)
+        assert decode_counter(img) == k and decode_counter(small) == k
+
+
+@pytest.mark.unit
+def test_window_frames_are_a_copy(clock, synthetic_config, run_ticks):
+    cfg = synthetic_config(window_frames=3, frame_skip=3, buffer_frames=9)
+    bridge = CameraBridge(cfg, clock=clock)
+    bridge.connect()
+    run_ticks(bridge, clock, 0.5)
+    win = bridge.window()
+    before = win.frames.copy()
+    run_ticks(bridge, clock, 0.5)
+    assert np.array_equal(win.frames, before)
+    bridge.close()
+    bridge.close()  # idempotent
