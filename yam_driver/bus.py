@@ -52,6 +52,7 @@ class WriteResult:
     written: np.ndarray
     errors: dict[int, str] = field(default_factory=dict)  # joint index -> reason
     retries: int = 0
+    hardware_error: np.ndarray | None = None  # bool (n,): a reply to the write carried an error flag
 
 
 class JointBus(abc.ABC):

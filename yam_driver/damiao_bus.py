@@ -208,7 +208,9 @@ class DamiaoBus(JointBus):
             written[idx] = dmp.quantize_position(float(motor_rad[idx]), lim)
         got, reasons, retries = self._transact(frames, deadline)
         errors = {i: f"command not acknowledged: {r}" for i, r in reasons.items()}
+        hw = np.zeros(self.n, bool)
         for idx, fb in got.items():
             if fb.error:
                 errors[idx] = f"hardware error: {fb.error}"
-        return WriteResult(written, errors, retries)
+                hw[idx] = True
+        return WriteResult(written, errors, retries, hw)

@@ -1,0 +1,384 @@
+"""The YAM driver core: 14-dim joint targets in, motor commands out, the arm kept safe.
+
+One tick (`step`): read every joint (the bus retries within the tick budget), update each
+joint's health, choose what to command, slew-limit it, write it, report. Modes:
+  ramping  after start (or after a hold/fault reset): commands leave the measured present
+           position at `ramp_speed_scale * max_speed` and reach the target without a jump;
+  running  following fresh targets at up to `max_speed`;
+  holding  the newest target is older than `watchdog_s` (or none came yet): hold the
+           position measured when the targets went stale; a fresh target resumes via ramping;
+  fault    a joint failed `fault_after_failures` ticks in a row or reported a hardware error:
+           latched with the joint's name and the reason; every healthy joint holds (or, with
+           on_fault: torque_off, torque goes off); `clear_faults()` is the operator's reset.
+A joint is written only when its state was read this tick and it is not faulted, and only
+finite targets within the limits are sent (out-of-range ones are clipped and flagged).
+`run()` paces ticks against absolute deadlines on the monotonic clock, measures the achieved
+rate, and shuts down on every exit path: normal end, exception, SIGINT/SIGTERM. Shutdown
+holds the measured position, then disables torque when `torque_off_on_exit`.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Callable
+
+import numpy as np
+
+from .bus import BusError, BusReading, JointBus, WriteResult, make_bus
+from .config import DriverConfig
+
+log = logging.getLogger(__name__)
+
+
+class Mode(str, Enum):
+    IDLE = "idle"
+    RAMPING = "ramping"
+    RUNNING = "running"
+    HOLDING = "holding"
+    FAULT = "fault"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class JointFault:
+    joint: str  # e.g. "left_joint3"
+    index: int  # 0..13
+    reason: str
+    stamp: float  # driver clock
+
+    def __str__(self) -> str:
+        return f"{self.joint}: {self.reason}"
+
+
+@dataclass
+class TickReport:
+    tick: int
+    mode: Mode
+    position: np.ndarray  # (14,) last valid present position, driver units
+    commanded: np.ndarray  # (14,) slew-limited command of this tick, driver units
+    written: np.ndarray  # (14,) what went on the wire (after clipping/quantisation); NaN = nothing
+    read_ok: np.ndarray  # (14,) bool
+    clipped: np.ndarray  # (14,) bool: the target was outside the limits and got clipped
+    errors: dict[str, str]  # joint name -> problem seen this tick (retried; not yet latched)
+    new_faults: list[JointFault]
+    target_age_s: float | None  # age of the target in use; None before the first target
+    read_s: float
+    write_s: float
+    retries: int
+
+
+@dataclass
+class LoopStats:
+    ticks: int = 0
+    achieved_rate_hz: float = 0.0  # over the whole run
+    overruns: int = 0  # ticks that ended after their deadline
+    io_p50_ms: float = float("nan")  # read + write of all joints per tick
+    io_p99_ms: float = float("nan")
+    stop_reason: str = ""
+
+
+class YamDriver:
+    """Bimanual YAM driver over a `JointBus`; a context manager that starts and shuts down."""
+
+    def __init__(self, config: DriverConfig, bus: JointBus | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.config = config
+        self.bus = bus if bus is not None else make_bus(config)
+        self.clock = clock
+        self.names = config.joint_names
+        self.n = len(self.names)
+        jm = self.bus.joint_map
+        self._lower, self._upper = jm.lower, jm.upper
+        self._max_speed = np.array([j.max_speed for _, j in config.joints])
+        self.mode = Mode.IDLE
+        self.faults: list[JointFault] = []
+        self.shutdown_errors: list[str] = []
+        self._faulted = np.zeros(self.n, bool)
+        self._fail_count = np.zeros(self.n, int)
+        self._present = np.full(self.n, np.nan)
+        self._command = np.full(self.n, np.nan)
+        self._hold = np.full(self.n, np.nan)
+        self._targets: np.ndarray | None = None
+        self._target_stamp = 0.0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._stop_reason = ""
+        self.tick = 0
+        self._io_ms: deque[float] = deque(maxlen=config.stats_window)
+
+    # --- inputs ----------------------------------------------------------------------
+    def set_targets(self, targets, stamp: float | None = None) -> None:
+        """New absolute targets: (14,) driver units (rad; grippers as opening fraction)."""
+        arr = np.asarray(targets, dtype=np.float64)
+        if arr.shape != (self.n,):
+            raise ValueError(f"targets must be {self.n} values (2 arms x (6 joints + gripper)), got shape {arr.shape}")
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            raise ValueError(f"non-finite targets: { {self.names[i]: float(arr[i]) for i in np.flatnonzero(bad)} }")
+        with self._lock:
+            self._targets = arr.copy()
+            self._target_stamp = self.clock() if stamp is None else float(stamp)
+
+    def request_stop(self, reason: str = "requested") -> None:
+        self._stop_reason = self._stop_reason or reason
+        self._stop.set()
+
+    # --- start / shutdown --------------------------------------------------------------
+    def start(self) -> np.ndarray:
+        """Connect, read the present position, hold it, enable torque; returns the position."""
+        if self.mode != Mode.IDLE:
+            raise RuntimeError(f"start() needs mode idle, driver is {self.mode.value}")
+        try:
+            self.bus.connect()
+            present = self._read_all_or_raise("start-up")
+            self._present = present.copy()
+            self._command = np.clip(present, self._lower, self._upper)
+            self._hold = self._command.copy()
+            self.bus.write_targets(self._command)  # goal = present before torque on: no jump
+            self.bus.enable()
+            self.mode = Mode.RAMPING
+            log.info("yam_driver started on %s at %.1f Hz", self.config.bus, self.config.rate_hz)
+            return present
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _read_all_or_raise(self, what: str) -> np.ndarray:
+        deadline = time.monotonic() + max(self.config.period_s, 0.1)
+        reading = self.bus.read_state(deadline)
+        problems = {self.names[i]: r for i, r in reading.errors.items()}
+        if problems or not reading.ok.all():
+            raise BusError(f"{what} read failed: {problems}")
+        margin = self.config.ramp_tolerance * 10 + 0.05
+        outside = (reading.position < self._lower - margin) | (reading.position > self._upper + margin)
+        if outside.any():
+            detail = {self.names[i]: (round(float(reading.position[i]), 4), (self._lower[i], self._upper[i]))
+                      for i in np.flatnonzero(outside)}
+            raise BusError(f"{what}: joints outside their limits (position, limits): {detail}; "
+                           f"move them inside by hand before starting")
+        return reading.position
+
+    def shutdown(self) -> None:
+        """Hold where the arm is, then torque off (as configured), then close. Idempotent."""
+        if self.mode == Mode.STOPPED:
+            return
+        errors: list[str] = []
+        try:
+            if self.bus.connected and self.bus.torque_enabled:
+                try:
+                    reading = self.bus.read_state()
+                    hold = np.where(reading.ok, reading.position, self._command)
+                    mask = np.isfinite(hold) & ~self._faulted
+                    self.bus.write_targets(np.where(mask, hold, 0.0), mask)
+                except Exception as e:  # keep going: torque off matters more
+                    errors.append(f"final hold failed: {e}")
+                if self.config.torque_off_on_exit:
+                    try:
+                        errors += [f"{self.names[i]}: torque off failed: {r}" for i, r in self.bus.disable().items()]
+                    except Exception as e:
+                        errors.append(f"torque off failed: {e}")
+        finally:
+            try:
+                self.bus.close(disable_torque=self.config.torque_off_on_exit)
+            except Exception as e:
+                errors.append(f"close failed: {e}")
+            self.mode = Mode.STOPPED
+            self.shutdown_errors = errors
+            if errors:
+                log.error("yam_driver shutdown problems: %s", "; ".join(errors))
+            else:
+                log.info("yam_driver shut down (torque %s)", "off" if self.config.torque_off_on_exit else "on")
+
+    def clear_faults(self) -> None:
+        """Operator reset after a fault: re-read every joint, hold it, torque on, ramp again."""
+        if self.mode != Mode.FAULT:
+            return
+        present = self._read_all_or_raise("fault reset")
+        self._present, self._command = present.copy(), np.clip(present, self._lower, self._upper)
+        self._hold = self._command.copy()
+        self.bus.write_targets(self._command)
+        if not self.bus.torque_enabled:
+            self.bus.enable()
+        self.faults.clear()
+        self._faulted[:] = False
+        self._fail_count[:] = 0
+        with self._lock:
+            self._targets = None  # a fresh target is needed after a reset
+        self.mode = Mode.RAMPING
+
+    def __enter__(self) -> "YamDriver":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    # --- one tick ----------------------------------------------------------------------
+    def step(self) -> TickReport:
+        if self.mode in (Mode.IDLE, Mode.STOPPED):
+            raise RuntimeError(f"step() needs a started driver, mode is {self.mode.value}")
+        now = self.clock()
+        budget = self.config.period_s * self.config.io_budget_fraction
+        t0 = time.monotonic()
+        try:
+            reading = self.bus.read_state(t0 + 0.5 * budget)
+        except BusError as e:
+            reading = BusReading.empty(self.n)
+            reading.errors = {i: f"bus error: {e}" for i in range(self.n)}
+        t1 = time.monotonic()
+        self._present = np.where(reading.ok, reading.position, self._present)
+        new_faults = self._latch_hardware(reading.hardware_error, reading.errors, now)
+
+        desired, speed, age, clipped = self._desired(now)
+        cmd = np.full(self.n, np.nan)
+        written = np.full(self.n, np.nan)
+        write_errors: dict[int, str] = {}
+        retries = reading.retries
+        if desired is not None:
+            base = np.where(np.isfinite(self._command), self._command, self._present)
+            step_lim = speed * self.config.period_s
+            cmd = base + np.clip(desired - base, -step_lim, step_lim)
+            mask = reading.ok & ~self._faulted & np.isfinite(cmd)
+            if mask.any():
+                try:
+                    result = self.bus.write_targets(np.where(mask, cmd, 0.0), mask, t0 + budget)
+                except BusError as e:
+                    result = WriteResult(np.full(self.n, np.nan), {i: f"bus error: {e}" for i in np.flatnonzero(mask)})
+                written, write_errors, retries = result.written, result.errors, retries + result.retries
+                self._command = np.where(mask, cmd, self._command)
+                if result.hardware_error is not None:
+                    new_faults += self._latch_hardware(result.hardware_error, write_errors, now)
+            if self.mode == Mode.RAMPING and age is not None and np.all(
+                    np.abs(desired - self._command)[~self._faulted] <= self.config.ramp_tolerance):
+                self.mode = Mode.RUNNING
+        failed = ~reading.ok
+        failed[list(write_errors)] = True
+        new_faults += self._count_failures(failed, {**reading.errors, **write_errors}, now)
+        t2 = time.monotonic()
+        self._io_ms.append((t2 - t0) * 1000.0)
+        self.tick += 1
+        errors = {self.names[i]: r for i, r in {**reading.errors, **write_errors}.items()}
+        return TickReport(self.tick, self.mode, self._present.copy(), cmd, written, reading.ok.copy(), clipped,
+                          errors, new_faults, age, t1 - t0, t2 - t1, retries)
+
+    def _latch_hardware(self, hw: np.ndarray, reasons: dict[int, str], now: float) -> list[JointFault]:
+        """A hardware error flag latches at once (the motor itself has stopped)."""
+        new = [self._latch(i, reasons.get(i, "hardware error"), now)
+               for i in np.flatnonzero(hw) if not self._faulted[i]]
+        if new:
+            self._enter_fault()
+        return new
+
+    def _count_failures(self, failed: np.ndarray, reasons: dict[int, str], now: float) -> list[JointFault]:
+        """Consecutive failed ticks per joint; `fault_after_failures` in a row latch a fault."""
+        self._fail_count[failed] += 1
+        self._fail_count[~failed] = 0
+        new = [self._latch(i, f"{self._fail_count[i]} ticks in a row without a valid exchange; "
+                              f"last: {reasons.get(i, 'no reply')}", now)
+               for i in np.flatnonzero(self._fail_count >= self.config.fault_after_failures)
+               if not self._faulted[i]]
+        if new:
+            self._enter_fault()
+        return new
+
+    def _latch(self, i: int, reason: str, now: float) -> JointFault:
+        self._faulted[i] = True
+        fault = JointFault(self.names[i], i, reason, now)
+        self.faults.append(fault)
+        log.error("yam_driver fault latched: %s", fault)
+        return fault
+
+    def _enter_fault(self) -> None:
+        if self.mode != Mode.FAULT:
+            self._hold = np.where(np.isfinite(self._command), self._command, self._present)
+            self.mode = Mode.FAULT
+        if self.config.on_fault == "torque_off" and self.bus.torque_enabled:
+            failures = self.bus.disable()
+            for i, r in failures.items():
+                log.error("yam_driver: torque off of %s failed: %s", self.names[i], r)
+
+    def _desired(self, now: float) -> tuple[np.ndarray | None, np.ndarray, float | None, np.ndarray]:
+        """(desired position or None for no write, speed limit, target age, clipped mask)."""
+        clipped = np.zeros(self.n, bool)
+        if self.mode == Mode.FAULT:
+            if self.config.on_fault == "torque_off":
+                return None, self._max_speed, None, clipped
+            return self._hold, self._max_speed, None, clipped
+        with self._lock:
+            targets, stamp = self._targets, self._target_stamp
+        age = None if targets is None else max(0.0, now - stamp)
+        ramp_speed = self._max_speed * self.config.ramp_speed_scale
+        if targets is None:
+            return self._hold, ramp_speed, None, clipped
+        if age > self.config.watchdog_s:
+            if self.mode != Mode.HOLDING:
+                self._hold = np.where(np.isfinite(self._present), self._present, self._command)
+                self._hold = np.clip(self._hold, self._lower, self._upper)
+                log.warning("yam_driver: targets stale (%.3f s > %.3f s), holding", age, self.config.watchdog_s)
+                self.mode = Mode.HOLDING
+            return self._hold, self._max_speed, age, clipped
+        if self.mode == Mode.HOLDING:
+            self.mode = Mode.RAMPING
+        clipped = (targets < self._lower) | (targets > self._upper)
+        speed = ramp_speed if self.mode == Mode.RAMPING else self._max_speed
+        return np.clip(targets, self._lower, self._upper), speed, age, clipped
+
+    # --- loop ------------------------------------------------------------------------
+    def run(self, duration_s: float | None = None, max_ticks: int | None = None,
+            handle_signals: bool = True) -> LoopStats:
+        """Deadline-paced loop at `rate_hz` until duration/ticks/stop/signal; always shuts down."""
+        previous: dict[int, object] = {}
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, lambda s, _f: self.request_stop(signal.Signals(s).name))
+        stats = LoopStats()
+        self._stop.clear()
+        self._stop_reason = ""
+        try:
+            if self.mode == Mode.IDLE:
+                self.start()
+            period = self.config.period_s
+            t_start = self.clock()
+            next_t, next_log = t_start, t_start + self.config.log_every_s
+            while not self._stop.is_set():
+                if max_ticks is not None and stats.ticks >= max_ticks:
+                    self._stop_reason = "max_ticks"
+                    break
+                if duration_s is not None and self.clock() - t_start >= duration_s:
+                    self._stop_reason = "duration"
+                    break
+                self.step()
+                stats.ticks += 1
+                next_t += period
+                now = self.clock()
+                if now > next_t:
+                    stats.overruns += 1
+                    next_t = now  # re-anchor: never try to catch up with a burst of ticks
+                else:
+                    self._stop.wait(next_t - now)
+                if now >= next_log:
+                    log.info("yam_driver: %.1f Hz achieved (%d ticks, %d overruns), mode %s",
+                             stats.ticks / max(now - t_start, 1e-9), stats.ticks, stats.overruns, self.mode.value)
+                    next_log = now + self.config.log_every_s
+            elapsed = self.clock() - t_start
+            stats.achieved_rate_hz = stats.ticks / elapsed if elapsed > 0 else 0.0
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.shutdown()
+            stats.stop_reason = self._stop_reason or "exception"
+            if self._io_ms:
+                stats.io_p50_ms, stats.io_p99_ms = (float(v) for v in np.percentile(list(self._io_ms), [50, 99]))
+        return stats
+
+    def io_percentiles_ms(self) -> tuple[float, float]:
+        """p50 and p99 of read + write time per tick over the last `stats_window` ticks."""
+        if not self._io_ms:
+            return float("nan"), float("nan")
+        p50, p99 = np.percentile(list(self._io_ms), [50, 99])
+        return float(p50), float(p99)
