@@ -10,11 +10,11 @@ validates and keeps them (bounded), and tracks the phase of every replan:
 - **Otherwise inferred from TR, with hysteresis.** With r = TR_i / TR_0, the inferred phase
   switches to "planning" when r >= `enter_planning_ratio` and back to "manipulation" when
   r <= `exit_planning_ratio` (enter > exit, so TR hovering near one threshold does not make
-  the phase flicker); between the two the phase is held. A switch also needs the current
-  phase to have lasted `min_dwell_replans` replans. The episode starts in `initial_phase`:
-  the first replan defines TR_0 (r = 1 exactly), so it carries no evidence of planning, and
-  s = 0 there — guidance is off, as in manipulation. TR_0 <= 0 (zero attention mass guarded
-  upstream) gives no ratio: the phase is held.
+  the phase flicker); between the two the phase is held. A switch also comes no sooner than
+  `min_dwell_replans` replans after the previous one (or the episode start). The episode
+  starts in `initial_phase`: the first replan defines TR_0 (r = 1 exactly), so it carries no
+  evidence of planning, and s = 0 there — guidance is off, as in manipulation. TR_0 <= 0
+  (zero attention mass guarded upstream) gives no ratio: the phase is held.
 
 The inferred phase is tracked even when labels exist, so `summary()` can report how well TR
 alone recovers the labels — the paper's claim that planning phases have high TR.
@@ -47,7 +47,8 @@ class TraceConfig:
     max_step_labels: int = 20000  # per-step phase labels kept (a live node runs for hours)
     enter_planning_ratio: float = 1.10  # TR/TR_0 at or above which inference says "planning"
     exit_planning_ratio: float = 1.02  # TR/TR_0 at or below which it says "manipulation" again
-    min_dwell_replans: int = 1  # replans a phase must last before an inferred switch (1 = none)
+    min_dwell_replans: int = 1  # an inferred switch comes no sooner than this many replans
+    #   after the previous switch (or the episode start); 1 = switch as soon as TR says so
     initial_phase: str = "manipulation"  # phase before any evidence (first replan: r = 1, s = 0)
     new_episode_on_step_rewind: bool = True  # step <= last step starts a new episode (the live
     #   node has no other episode signal); False makes a rewind an error

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
-from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness, QosReliability,
+                                QosTime)
 from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StoragePlugin, Writer
 
 from vam_stack import msgs
@@ -71,7 +72,8 @@ class McapRecorder:
         self.compress = compress
         if self.path.exists():
             if not overwrite:
-                raise RecordingError(f"{str(self.path)!r} exists; pass overwrite=True to replace it")
+                raise RecordingError(
+                    f"{str(self.path)!r} exists; pass overwrite=True to replace it")
             if self.path.is_dir():
                 shutil.rmtree(self.path)
             else:

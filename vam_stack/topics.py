@@ -51,53 +51,52 @@ class Topic:
         return QOS_PROFILES[self.qos]
 
 
-def _t(name, msgtype, qos, frame_id, publisher, description) -> Topic:
-    return Topic(name, msgtype, qos, frame_id, publisher, description)
-
-
 # Key -> topic. Keys are stable identifiers used in code; names are what ROS sees.
 TOPICS: dict[str, Topic] = {
-    "stacked_image": _t(
+    "stacked_image": Topic(
         "/camera/stacked/image_raw", "sensor_msgs/msg/Image", "sensor_data", "camera_stacked",
-        "camera_bridge, libero_bridge", "camera views stacked horizontally, rgb8 (real 672x168, LIBERO 448x224)"),
-    "joint_states": _t(
+        "camera_bridge, libero_bridge",
+        "camera views stacked horizontally, rgb8 (real 672x168, LIBERO 448x224)"),
+    "joint_states": Topic(
         "/joint_states", "sensor_msgs/msg/JointState", "reliable", "",
-        "yam_driver, libero_bridge", "measured state: 14 joint angles [rad] / LIBERO 8-dim proprio, named"),
-    "joint_targets": _t(
+        "yam_driver, libero_bridge",
+        "measured state: 14 joint angles [rad] / LIBERO 8-dim proprio, named"),
+    "joint_targets": Topic(
         "/vam/joint_targets", "sensor_msgs/msg/JointState", "reliable", "",
         "vam_policy_node", "commanded action at the control rate: 14 absolute joint targets "
         "[rad] (real) or the 7-dim end-effector delta (LIBERO); names say which"),
-    "tr": _t("/vam/tr", "std_msgs/msg/Float32", "reliable", "",
+    "tr": Topic("/vam/tr", "std_msgs/msg/Float32", "reliable", "",
              "tr_monitor_node", "Temporal Ratio TR_i of the latest replan (dimensionless)"),
-    "tr0": _t("/vam/tr0", "std_msgs/msg/Float32", "reliable", "",
+    "tr0": Topic("/vam/tr0", "std_msgs/msg/Float32", "reliable", "",
               "tr_monitor_node", "episode TR baseline TR_0, set at the first replan"),
-    "tr_steps": _t("/vam/tr_steps", "std_msgs/msg/Float32MultiArray", "reliable", "",
+    "tr_steps": Topic("/vam/tr_steps", "std_msgs/msg/Float32MultiArray", "reliable", "",
                    "tr_monitor_node", "TR at each Euler step of the latest replan"),
-    "s": _t("/vam/s", "std_msgs/msg/Float32", "reliable", "",
+    "s": Topic("/vam/s", "std_msgs/msg/Float32", "reliable", "",
             "tr_monitor_node", "guidance scale s_i = clip(TR_i/TR_0 - 1, 0, s_max)"),
-    "w_lang": _t("/vam/w_lang", "std_msgs/msg/Float32", "reliable", "",
+    "w_lang": Topic("/vam/w_lang", "std_msgs/msg/Float32", "reliable", "",
                  "tr_monitor_node", "language guidance weight of the latest replan"),
-    "w_plan": _t("/vam/w_plan", "std_msgs/msg/Float32", "reliable", "",
+    "w_plan": Topic("/vam/w_plan", "std_msgs/msg/Float32", "reliable", "",
                  "tr_monitor_node", "plan (video rollout) guidance weight of the latest replan"),
-    "latency_ms": _t("/vam/latency_ms", "std_msgs/msg/Float32", "reliable", "",
+    "latency_ms": Topic("/vam/latency_ms", "std_msgs/msg/Float32", "reliable", "",
                      "tr_monitor_node", "wall time of the latest replan [ms]"),
-    "phase": _t("/vam/phase", "std_msgs/msg/String", "latched", "",
+    "phase": Topic("/vam/phase", "std_msgs/msg/String", "latched", "",
                 "tr_monitor_node", "'planning' or 'manipulation' (labels, else inferred from TR)"),
-    "telemetry": _t("/vam/telemetry", "std_msgs/msg/String", "reliable", "",
+    "telemetry": Topic("/vam/telemetry", "std_msgs/msg/String", "reliable", "",
                     "vam_policy_node", "per-replan telemetry as JSON (attention left out)"),
-    "instruction": _t("/vam/instruction", "std_msgs/msg/String", "latched", "",
+    "instruction": Topic("/vam/instruction", "std_msgs/msg/String", "latched", "",
                       "operator", "language instruction; a new one starts an episode"),
-    "estop": _t("/vam/estop", "std_msgs/msg/Bool", "latched", "",
+    "estop": Topic("/vam/estop", "std_msgs/msg/Bool", "latched", "",
                 "operator", "true holds the arm and stops the policy until cleared"),
-    "trace_image": _t(
+    "trace_image": Topic(
         "/tr_monitor/trace_image", "sensor_msgs/msg/Image", "reliable", "tr_monitor",
         "tr_monitor_node", "rendered TR trace (TR, TR_0, s_i, weights, phase), rgb8"),
-    "attention_overlay": _t(
+    "attention_overlay": Topic(
         "/tr_monitor/attention_overlay", "sensor_msgs/msg/Image", "reliable", "camera_stacked",
-        "tr_monitor_node", "action-token attention over the current frame's video tokens on the stacked frame, rgb8"),
-    "diagnostics": _t("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", "reliable", "",
+        "tr_monitor_node",
+        "action-token attention over the current frame's video tokens on the stacked frame, rgb8"),
+    "diagnostics": Topic("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", "reliable", "",
                       "every node", "rates, ages, latencies and faults (rqt_runtime_monitor)"),
-    "episode_status": _t("/libero/episode_status", "std_msgs/msg/String", "latched", "",
+    "episode_status": Topic("/libero/episode_status", "std_msgs/msg/String", "latched", "",
                          "libero_bridge", "episode status as JSON: suite, task, step, success, "
                          "done, reason"),
 }
