@@ -136,6 +136,8 @@ class TRMonitor:
                                   "rejected": self.rejected,
                                   "replan_rate_hz": self.rate_hz(),
                                   "phase": self.trace.phase}
+        if self.last_error:
+            values["last_error"] = self.last_error
         if not self._arrivals:
             return {"name": "tr_monitor: telemetry", "level": "stale",
                     "message": "no TR telemetry received yet", "values": values}
@@ -149,8 +151,6 @@ class TRMonitor:
             sm = self.trace.summary()
             values.update(latency_ms_mean=sm["latency_ms_mean"],
                           latency_ms_max=sm["latency_ms_max"])
-        if self.last_error:
-            values["last_error"] = self.last_error
         level, message = "ok", "receiving TR telemetry"
         if age > self.cfg.stale_after_s:
             level, message = "stale", f"no TR telemetry for {age:.1f} s"
