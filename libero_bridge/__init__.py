@@ -1,1 +1,17 @@
-"""libero_bridge package."""
+"""Mocked LIBERO bridge: LIBERO's interface on a kinematic OpenCV tabletop (no ROS, no GPU).
+
+    from libero_bridge import make_env, expert_action, SUITES
+    env = make_env("spatial", task_id=0, episode=0, seed=0)
+    obs = env.reset()
+    obs, reward, done, info = env.step(expert_action(env))
+
+See `env.py` for the observation/action contract and `tasks.py` for the suites.
+"""
+from .config import LiberoMockConfig
+from .env import ACTION_DIM, PROPRIO_DIM, LiberoMockEnv, make_env, validate_action
+from .expert import PHASES, expert_action, expert_mode, expert_phase
+from .tasks import SUITES, TaskSpec, suite_tasks
+
+__all__ = ["ACTION_DIM", "PROPRIO_DIM", "PHASES", "SUITES", "LiberoMockConfig", "LiberoMockEnv",
+           "TaskSpec", "expert_action", "expert_mode", "expert_phase", "make_env", "suite_tasks",
+           "validate_action"]

@@ -69,22 +69,24 @@ def _spot_on(world: World, atom: Atom, excl: set[str]) -> tuple[float, float]:
 
 def _spot_next_to(world: World, atom: Atom, excl: set[str]) -> tuple[float, float]:
     ref, obj = world[atom.ref], world[atom.obj]
-    dist = obj.kind.radius + ref.kind.radius + 0.03
+    dist = obj.kind.radius + ref.kind.radius + 0.01
     others = [e for e in world.entities.values()
               if e.support is None and e.name not in excl and e.name != ref.name]
-    cands = []
-    for i in range(24):
-        a = 2 * math.pi * i / 24
+    best, best_key = None, None
+    for i in range(36):
+        a = 2 * math.pi * i / 36
         x, y = ref.pos[0] + dist * math.cos(a), ref.pos[1] + dist * math.sin(a)
         if abs(x) > EDGE[0] or abs(y) > EDGE[1]:
             continue
-        if all(math.hypot(x - e.pos[0], y - e.pos[1]) >= obj.kind.radius + e.kind.radius + 0.015
-               for e in others):
-            cands.append((math.hypot(x - obj.pos[0], y - obj.pos[1]), x, y))
-    if not cands:
-        raise RuntimeError(f"expert: no free spot next to {ref.name} for {obj.name}")
-    _, x, y = min(cands)
-    return float(x), float(y)
+        clear = min((math.hypot(x - e.pos[0], y - e.pos[1]) - obj.kind.radius - e.kind.radius
+                     for e in others), default=1.0)
+        # Free spots first (nearest to the object), else the least crowded one.
+        key = (0, math.hypot(x - obj.pos[0], y - obj.pos[1])) if clear >= 0.01 else (1, -clear)
+        if best_key is None or key < best_key:
+            best, best_key = (float(x), float(y)), key
+    if best is None:
+        raise RuntimeError(f"expert: no spot on the table next to {ref.name} for {obj.name}")
+    return best
 
 
 def place_spot(env, index: int, atom: Atom) -> tuple[float, float]:
