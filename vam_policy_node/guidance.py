@@ -1,0 +1,64 @@
+"""Guidance schedules and the per-episode TR baseline.
+
+    v = v_cond + w_lang,i (v_cond - v_null_text) + w_plan,i (v_plan - v_cond)
+
+Schedules:
+  none         w = 0: only the conditional branch is ever computed;
+  flat         w = base weights at every step of every replan;
+  tr_adaptive  w = base * s_i with s_i = clip(TR_i / TR_0 - 1, 0, s_max); TR_0 is the TR of
+               the first replan of the episode, held until `reset()`.
+TR-gated compute: a branch whose weight is 0 contributes nothing, so it is not computed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from vam_stack.config import check
+
+SCHEDULES = ("none", "flat", "tr_adaptive")
+
+
+@dataclass(frozen=True)
+class GuidanceConfig:
+    schedule: str = "tr_adaptive"     # none | flat | tr_adaptive
+    w_lang_base: float = 0.1          # null-text (language) guidance base weight (paper canonical 0.1)
+    w_plan_base: float = 0.3          # long-horizon plan guidance base weight (paper canonical 0.3)
+    s_max: float = 2.0                # upper clip of the adaptive scale
+    tr_every_step: bool = False       # re-read TR at every Euler step (default: once per replan, at step 0)
+
+    def __post_init__(self):
+        check(self.schedule in SCHEDULES, f"guidance.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        for name in ("w_lang_base", "w_plan_base", "s_max"):
+            v = getattr(self, name)
+            check(math.isfinite(v) and v >= 0, f"guidance.{name} must be finite and >= 0, got {v!r}")
+
+
+def adaptive_scale(tr: float, tr0: float, s_max: float) -> float:
+    """s = clip(TR / TR_0 - 1, 0, s_max); a non-finite or non-positive TR_0 gives 0."""
+    if not (math.isfinite(tr) and math.isfinite(tr0)) or tr0 <= 0:
+        return 0.0
+    return min(max(tr / tr0 - 1.0, 0.0), s_max)
+
+
+class GuidanceSchedule:
+    """Holds TR_0 for the episode and turns TR readings into (s, w_lang, w_plan)."""
+
+    def __init__(self, cfg: GuidanceConfig):
+        self.cfg = cfg
+        self.tr0: float | None = None
+
+    def reset(self) -> None:
+        self.tr0 = None
+
+    def weights(self, tr: float) -> tuple[float, float, float]:
+        """(s, w_lang, w_plan) for a TR reading; the first reading of an episode sets TR_0."""
+        c = self.cfg
+        if c.schedule == "none":
+            return 0.0, 0.0, 0.0
+        if c.schedule == "flat":
+            return 1.0, c.w_lang_base, c.w_plan_base
+        if self.tr0 is None:
+            self.tr0 = float(tr)
+        s = adaptive_scale(float(tr), self.tr0, c.s_max)
+        return s, c.w_lang_base * s, c.w_plan_base * s
