@@ -145,7 +145,8 @@ class TRMonitor:
         values["age_s"] = age
         if self.trace.replans:
             last = self.trace.replans[-1]
-            values.update(tr=last.tr, tr0=last.tr0, s=last.s, w_lang=last.w_lang,
+            values.update(tr=last.tr, tr0=last.tr0, tr0_source=last.tr0_source, s=last.s,
+                          w_lang=last.w_lang,
                           w_plan=last.w_plan, latency_ms=last.latency_ms,
                           branches=",".join(last.branches_computed))
             sm = self.trace.summary()

@@ -94,8 +94,9 @@ def render_trace(trace: TRTrace, cfg: PlotConfig | None = None, title: str = "TR
     ax_tr.fill_between(steps, a["tr_min"], a["tr_max"], color="C0", alpha=0.18, lw=0,
                        label="TR range over Euler steps")
     ax_tr.plot(steps, a["tr"], "-o", color="C0", ms=3.5, lw=1.8, label="TR$_i$ (replan)")
-    ax_tr.plot(steps, a["tr0"], "--", color="k", lw=1.5, drawstyle="steps-post",
-               label="TR$_0$ (episode baseline)")
+    own = any(r.tr0_source == "monitor" for r in trace.replans)
+    tr0_label = "TR$_0$ (first replan; policy set none)" if own else "TR$_0$ (episode baseline)"
+    ax_tr.plot(steps, a["tr0"], "--", color="k", lw=1.5, drawstyle="steps-post", label=tr0_label)
     ax_tr.set_ylabel("Temporal Ratio")
     top = float(max(a["tr_max"].max(), a["tr0"].max()))
     ax_tr.set_ylim(0, top * 1.15 if top > 0 else 1.0)

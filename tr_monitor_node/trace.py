@@ -16,6 +16,10 @@ validates and keeps them (bounded), and tracks the phase of every replan:
   evidence of planning, and s = 0 there — guidance is off, as in manipulation. TR_0 <= 0
   (zero attention mass guarded upstream) gives no ratio: the phase is held.
 
+TR_0 may be missing (None or NaN): the `none` and `flat` schedules never set a baseline. The
+monitor then uses its own: the TR of the episode's first replan, which is how the policy
+defines TR_0 under `tr_adaptive`. `Replan.tr0_source` says which one a replan used.
+
 The inferred phase is tracked even when labels exist, so `summary()` can report how well TR
 alone recovers the labels — the paper's claim that planning phases have high TR.
 """
@@ -76,7 +80,7 @@ class Replan:
     step: int  # env step index of the replan
     tr: float  # TR_i
     tr_steps: tuple[float, ...]  # TR at each Euler step
-    tr0: float  # episode baseline TR_0
+    tr0: float  # episode baseline TR_0 in use (the policy's, else the monitor's own)
     s: float  # guidance scale s_i
     w_lang: float
     w_plan: float
@@ -85,6 +89,7 @@ class Replan:
     phase: str  # phase used for display: label when available, else inferred
     inferred_phase: str  # phase from TR with hysteresis (always computed)
     phase_source: str  # "label" | "inferred"
+    tr0_source: str = "policy"  # "policy" | "monitor" (first TR of the episode)
 
 
 def _number(d: Mapping[str, Any], key: str, minimum: float | None = 0.0) -> float:
@@ -116,8 +121,11 @@ def validate_telemetry(d: Any) -> dict[str, Any]:
     if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)) or step < 0:
         raise TelemetryError(f"telemetry['step'] must be an integer >= 0, got {step!r}")
     out: dict[str, Any] = {"step": int(step)}
-    for key in ("tr", "tr0", "s", "w_lang", "w_plan", "latency_ms"):
+    for key in ("tr", "s", "w_lang", "w_plan", "latency_ms"):
         out[key] = _number(d, key)
+    tr0 = d["tr0"]
+    unset = tr0 is None or (isinstance(tr0, (float, np.floating)) and math.isnan(tr0))
+    out["tr0"] = None if unset else _number(d, "tr0")  # None: the schedule set no baseline
     tr_steps = d.get("tr_steps", ())
     if tr_steps is None:
         tr_steps = ()
@@ -159,6 +167,7 @@ class TRTrace:
         self.resets = 0  # reset() calls, explicit or by a step rewind
         self._inferred = self.cfg.initial_phase
         self._dwell = 0
+        self._own_tr0: float | None = None  # first TR of the episode (used if none reported)
 
     def reset(self) -> None:
         """Forget the episode (history, labels, attention, phase state)."""
@@ -167,6 +176,7 @@ class TRTrace:
         self.latest_attention = None
         self._inferred = self.cfg.initial_phase
         self._dwell = 0
+        self._own_tr0 = None
         self.resets += 1
 
     @property
@@ -222,13 +232,17 @@ class TRTrace:
             self.reset()
         if phase_label is not None:
             self.label_step(t["step"], phase_label)
-        inferred = self._infer(t["tr"], t["tr0"])
+        if self._own_tr0 is None:
+            self._own_tr0 = t["tr"]
+        tr0 = t["tr0"] if t["tr0"] is not None else self._own_tr0
+        inferred = self._infer(t["tr"], tr0)
         label = self.label_at(t["step"])
-        rp = Replan(step=t["step"], tr=t["tr"], tr_steps=t["tr_steps"], tr0=t["tr0"], s=t["s"],
+        rp = Replan(step=t["step"], tr=t["tr"], tr_steps=t["tr_steps"], tr0=tr0, s=t["s"],
                     w_lang=t["w_lang"], w_plan=t["w_plan"],
                     branches_computed=t["branches_computed"], latency_ms=t["latency_ms"],
                     phase=label or inferred, inferred_phase=inferred,
-                    phase_source="label" if label else "inferred")
+                    phase_source="label" if label else "inferred",
+                    tr0_source="policy" if t["tr0"] is not None else "monitor")
         self.replans.append(rp)
         if "attention" in t:
             self.latest_attention = t["attention"]

@@ -188,17 +188,21 @@ class McapRecorder:
                         phase: str | None = None) -> None:
         """One replan's telemetry: TR, TR_0, s, weights, latency, TR per Euler step, JSON.
 
-        `attention` (large) is left out of the JSON copy; `phase` goes on /vam/phase.
+        A value that is None or NaN is unknown (TR_0 under the `none`/`flat` schedules, which
+        set no baseline): nothing goes on its Float32 topic and the JSON holds null. The JSON
+        copy keeps the keys of `TELEMETRY_JSON_KEYS` (no attention map, no action chunk).
+        `phase` goes on /vam/phase. Everything is checked before anything is written.
         """
-        keys = ("tr", "tr0", "s", "w_lang", "w_plan", "latency_ms")
-        missing = [k for k in keys if k not in telemetry]
-        if missing:  # checked before anything is written: no half-recorded replans
+        missing = [k for k in TELEMETRY_SCALARS if k not in telemetry]
+        if missing:
             raise RecordingError(f"telemetry lacks {missing}; has {sorted(telemetry)}")
-        values = {k: msgs.float32_msg(telemetry[k]) for k in keys}
+        values = {k: msgs.float32_msg(telemetry[k]) for k in TELEMETRY_SCALARS
+                  if not _unknown(telemetry[k])}
         tr_steps = telemetry.get("tr_steps")
         steps_msg = (msgs.float32_array_msg(tr_steps, ["euler_step"])
                      if tr_steps is not None and len(tr_steps) > 0 else None)
-        json_msg = msgs.json_msg({k: v for k, v in telemetry.items() if k != "attention"})
+        json_msg = msgs.json_msg({k: _nan_to_none(telemetry[k]) for k in TELEMETRY_JSON_KEYS
+                                  if k in telemetry})
         phase_msg = msgs.string_msg(phase) if phase is not None else None
         for k, m in values.items():
             self.write(k, m, t_s)
@@ -207,6 +211,25 @@ class McapRecorder:
         self.write("telemetry", json_msg, t_s)
         if phase_msg is not None:
             self.write("phase", phase_msg, t_s)
+
+
+TELEMETRY_SCALARS = ("tr", "tr0", "s", "w_lang", "w_plan", "latency_ms")  # Float32 topics
+TELEMETRY_JSON_KEYS = ("step", "replan", "tr", "tr_steps", "tr0", "s", "s_steps", "w_lang",
+                       "w_plan", "branches_computed", "latency_ms", "timing_ms", "sigma_v")
+
+
+def _unknown(v: Any) -> bool:
+    return v is None or (isinstance(v, (float, np.floating)) and np.isnan(v))
+
+
+def _nan_to_none(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        v = v.tolist()
+    if isinstance(v, (list, tuple)):
+        return [_nan_to_none(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _nan_to_none(x) for k, x in v.items()}
+    return None if _unknown(v) else v
 
 
 # -- reading (tests, tools) ------------------------------------------------------------------

@@ -60,6 +60,19 @@ def test_zero_baseline_holds_the_phase():
     assert run(trace, [0.0, 0.5, 0.0], tr0=0.0) == ["planning"] * 3
 
 
+@pytest.mark.parametrize("unset", [None, float("nan")])
+def test_missing_baseline_falls_back_to_the_first_tr_of_the_episode(unset):
+    trace = TRTrace()
+    for i, tr in enumerate([2.0, 2.1, 2.5, 2.0]):  # flat/none schedules report no TR_0
+        trace.update({**tel(10 * i, tr), "tr0": unset, "s": 1.0})
+    assert [r.tr0 for r in trace.replans] == [2.0] * 4
+    assert {r.tr0_source for r in trace.replans} == {"monitor"}
+    assert [r.phase for r in trace.replans] == ["manipulation", "manipulation", "planning",
+                                                "manipulation"]
+    trace.update(tel(0, 3.0, tr0=3.0))  # new episode with a reported baseline
+    assert trace.replans[-1].tr0_source == "policy" and trace.replans[-1].tr0 == 3.0
+
+
 def test_labels_override_inference_and_agreement_is_reported():
     trace = TRTrace()
     for k in range(0, 20):
@@ -126,6 +139,8 @@ def test_history_is_bounded_and_attention_kept_for_the_latest_replan():
 @pytest.mark.parametrize("change, match", [
     ({"tr": float("nan")}, "'tr'.*finite"),
     ({"tr": "1.0"}, "'tr'.*number"),
+    ({"tr0": "1.0"}, "'tr0'.*number"),
+    ({"tr0": float("inf")}, "'tr0'.*finite"),
     ({"latency_ms": -1.0}, "'latency_ms'.*>= 0"),
     ({"step": -1}, "'step'"),
     ({"step": True}, "'step'"),

@@ -76,6 +76,20 @@ def test_recorded_content_and_header_stamps_match(tmp_path):
                                _telemetry(0)["tr_steps"], rtol=1e-6)
 
 
+def test_unknown_baseline_is_left_out_and_json_keeps_only_telemetry(tmp_path):
+    path = tmp_path / "recording.mcap"
+    with McapRecorder(path, origin_s=0.0) as rec:
+        rec.write_telemetry({**_telemetry(0), "tr0": float("nan"), "actions": np.zeros((17, 7)),
+                             "timing_ms": {"total": 12.5}}, 0.0)
+        rec.write_telemetry({**_telemetry(10), "tr0": None}, 0.5)
+    info = read_info(path)
+    assert "/vam/tr0" not in info.counts and info.counts["/vam/tr"] == 2
+    tel = [msgs.json_from_msg(m) for _, _, m in read_messages(path, ["/vam/telemetry"])]
+    assert tel[0]["tr0"] is None and tel[1]["tr0"] is None
+    assert tel[0]["timing_ms"] == {"total": 12.5}
+    assert "actions" not in tel[0] and "attention" not in tel[0]
+
+
 def test_qos_profiles_are_stored_per_topic(tmp_path):
     path = tmp_path / "recording.mcap"
     _record(path, steps=1)
@@ -115,7 +129,7 @@ def test_misuse_is_rejected(tmp_path):
             rec.write_telemetry({"tr": 1.0, "s": 0.0, "w_lang": 0.0, "w_plan": 0.0,
                                  "latency_ms": 1.0}, 0.0)
         with pytest.raises(msgs.MessageError, match="finite"):
-            rec.write_telemetry({**_telemetry(0), "s": float("nan")}, 0.0)
+            rec.write_telemetry({**_telemetry(0), "s": float("inf")}, 0.0)
         with pytest.raises(msgs.MessageError, match="uint8"):
             rec.write_image("stacked_image", np.zeros((4, 4, 3)), 0.0)
     assert sum(rec.counts.values()) == 0  # nothing half-written by the rejected calls
