@@ -15,7 +15,7 @@ from vam_stack.paths import config_dir
 
 SOURCE_KINDS = ("realsense", "opencv", "synthetic", "push")
 ENCODINGS = ("bgr8", "rgb8")  # 8-bit, three channel; anything else is rejected per frame
-INTERPOLATIONS = ("area", "linear", "cubic", "nearest")
+INTERPOLATIONS = ("pyramid", "area", "linear", "cubic", "nearest")
 
 
 @dataclass
@@ -72,7 +72,7 @@ class BridgeConfig:
     cameras: tuple[CameraConfig, ...] = field(default_factory=_default_cameras)  # stack order, left to right
     view_width: int = 224  # px; each view after resizing (paper: 224x168 real, 224x224 LIBERO)
     view_height: int = 168  # px
-    interpolation: str = "area"  # resize filter; "area" suppresses aliasing (see preprocess.py)
+    interpolation: str = "pyramid"  # resize filter: pyrDown halvings + bilinear, anti-aliased (preprocess.py)
     sync_tolerance_ms: float = 10.0  # ms; views further apart than this are not one instant (1/3 period)
     sync_history: int = 4  # frames kept per camera to find the best match (4 = 133 ms at 30 Hz)
     source_fps: float = 30.0  # Hz; rate of the stacked stream (the cameras' common rate)
