@@ -72,8 +72,10 @@ class JointBus(abc.ABC):
         """Open the ports and check every configured motor answers (BusMismatchError if not)."""
 
     @abc.abstractmethod
-    def read_state(self, deadline: float | None = None) -> BusReading:
-        """Read every joint, retrying missed replies until `deadline` (monotonic seconds)."""
+    def read_state(self, deadline: float | None = None, mask: np.ndarray | None = None) -> BusReading:
+        """Read the joints in `mask` (default all), retrying missed replies until `deadline`
+        (monotonic seconds) for at most `max_retries` extra rounds. Joints outside `mask`
+        come back with ok False and no error."""
 
     @abc.abstractmethod
     def _write(self, motor_rad: np.ndarray, mask: np.ndarray, deadline: float) -> WriteResult:

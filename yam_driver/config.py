@@ -90,6 +90,7 @@ class DriverConfig:
     torque_off_on_exit: bool = True  # after the final hold, disable torque (the arm may sag)
     io_budget_fraction: float = 0.7  # share of one period that read + write (with retries) may use
     reply_timeout_ms: float = 4.0  # wait for one reply before retrying (USB-serial/CAN round trip)
+    max_retries: int = 2  # extra request rounds per read/write for motors that did not answer
     connect_retries: int = 3  # attempts per motor when checking the bus at connect
     baudrate: int = 1_000_000  # Dynamixel baud rate (the SDK accepts only its listed rates)
     can_interface: str = "socketcan"  # python-can interface; tests use "virtual"
@@ -110,6 +111,7 @@ class DriverConfig:
         check(self.on_fault in FAULT_ACTIONS, f"on_fault must be one of {FAULT_ACTIONS}, got {self.on_fault!r}")
         check(0 < self.io_budget_fraction <= 1, f"io_budget_fraction must be in (0, 1], got {self.io_budget_fraction!r}")
         check(self.reply_timeout_ms > 0, f"reply_timeout_ms must be > 0, got {self.reply_timeout_ms!r}")
+        check(self.max_retries >= 0, f"max_retries must be >= 0, got {self.max_retries!r}")
         check(self.connect_retries >= 1, f"connect_retries must be >= 1, got {self.connect_retries!r}")
         check(self.stats_window >= 10, f"stats_window must be >= 10, got {self.stats_window!r}")
         self._check_ids()

@@ -104,7 +104,8 @@ class DamiaoBus(JointBus):
             if attempt:
                 if rounds is not None and attempt >= rounds:
                     break
-                if rounds is None and time.monotonic() + self._timeout_s > deadline:
+                if rounds is None and (attempt > self.config.max_retries
+                                       or time.monotonic() + self._timeout_s > deadline):
                     break
                 retries += len(pending)
             attempt += 1
@@ -191,10 +192,12 @@ class DamiaoBus(JointBus):
                 errors[idx] = f"hardware error: {fb.error}"
         return self._reading_from_motor(pos, vel, eff, ok, hw, errors, retries)
 
-    def read_state(self, deadline: float | None = None) -> BusReading:
+    def read_state(self, deadline: float | None = None, mask: np.ndarray | None = None) -> BusReading:
         if not self.connected:
             raise BusError("read_state called on a bus that is not connected")
-        frames = {i: (dmp.STATUS_REQUEST_ID, dmp.status_request(self.can_ids[i])) for i in range(self.n)}
+        mask = np.ones(self.n, bool) if mask is None else np.asarray(mask, bool)
+        frames = {i: (dmp.STATUS_REQUEST_ID, dmp.status_request(self.can_ids[i]))
+                  for i in range(self.n) if mask[i]}
         got, reasons, retries = self._transact(frames, self._deadline(deadline))
         return self._reading(got, reasons, retries)
 

@@ -226,7 +226,7 @@ class YamDriver:
         budget = self.config.period_s * self.config.io_budget_fraction
         t0 = time.monotonic()
         try:
-            reading = self.bus.read_state(t0 + 0.5 * budget)
+            reading = self.bus.read_state(t0 + 0.6 * budget, mask=~self._faulted)
         except BusError as e:
             reading = BusReading.empty(self.n)
             reading.errors = {i: f"bus error: {e}" for i in range(self.n)}
@@ -256,7 +256,7 @@ class YamDriver:
             if self.mode == Mode.RAMPING and age is not None and np.all(
                     np.abs(desired - self._command)[~self._faulted] <= self.config.ramp_tolerance):
                 self.mode = Mode.RUNNING
-        failed = ~reading.ok
+        failed = ~reading.ok & ~self._faulted
         failed[list(write_errors)] = True
         new_faults += self._count_failures(failed, {**reading.errors, **write_errors}, now)
         t2 = time.monotonic()

@@ -204,40 +204,74 @@ class DynamixelBus(JointBus):
                 port.handler.closePort()
 
     # --- read ------------------------------------------------------------------------
-    def read_state(self, deadline: float | None = None) -> BusReading:
+    def read_state(self, deadline: float | None = None, mask: np.ndarray | None = None) -> BusReading:
         if not self.connected:
             raise BusError("read_state called on a bus that is not connected")
         deadline = self._deadline(deadline)
+        mask = np.ones(self.n, bool) if mask is None else np.asarray(mask, bool)
         n = self.n
         pos, vel, eff = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         ok, hw = np.zeros(n, bool), np.zeros(n, bool)
         errors: dict[int, str] = {}
         retries = 0
         for port in self.ports.values():
-            port.reader.clearParam()
-            for dxl_id in port.ids:
-                port.reader.addParam(dxl_id)
-            port.reader.status = {}
-            port.reader.txRxPacket()
-            status = getattr(port.reader, "status", {})
-            for idx, dxl_id in zip(port.indices, port.ids):
-                result, err = status.get(dxl_id, (sdk.COMM_RX_TIMEOUT, 0))
-                data = port.reader.data_dict.get(dxl_id) if result == sdk.COMM_SUCCESS else None
-                while data is None and time.monotonic() + self._timeout_s <= deadline:
-                    retries += 1
-                    data, result, err = port.packet.readTxRx(
-                        port.handler, dxl_id, dxl.ADDR_PRESENT_CURRENT, dxl.STATE_BLOCK_LEN)
-                    if result != sdk.COMM_SUCCESS:
-                        data = None
-                if data is None or len(data) != dxl.STATE_BLOCK_LEN:
-                    errors[idx] = f"no valid reply from id {dxl_id} ({port.packet.getTxRxResult(result)})"
+            wanted = {dxl_id: idx for idx, dxl_id in zip(port.indices, port.ids) if mask[idx]}
+            got, reasons, r = self._read_port(port, list(wanted), deadline)
+            retries += r
+            for dxl_id, idx in wanted.items():
+                if dxl_id not in got:
+                    errors[idx] = f"no valid reply from id {dxl_id} ({reasons.get(dxl_id, 'not tried')})"
                     continue
+                data, err = got[dxl_id]
                 self._decode(data, idx, pos, vel, eff)
                 ok[idx] = True
                 if err & dxl.ERR_ALERT:
                     hw[idx] = True
                     errors[idx] = "hardware error: " + self._hardware_error_text(port, dxl_id)
         return self._reading_from_motor(pos, vel, eff, ok, hw, errors, retries)
+
+    def _read_port(self, port: _Port, ids: list[int], deadline: float):
+        """Sync-read `ids`; re-read the ones that failed in rounds while the deadline allows.
+
+        A sync read stops at the first servo that fails (the SDK consumes the later replies
+        while waiting for it), so each retry round sync-reads the servos not yet heard from
+        with the suspect moved to the end: one silent servo costs one timeout per round and
+        never starves the healthy servos behind it. Returns ({id: (data, error byte)},
+        {id: last failure text}, number of retry rounds).
+        """
+        todo = list(ids)
+        got: dict[int, tuple[bytes, int]] = {}
+        reasons: dict[int, str] = {}
+        rounds = 0
+        while todo:
+            if rounds:
+                if rounds > self.config.max_retries or time.monotonic() + self._timeout_s > deadline:
+                    break
+            rounds += 1
+            if len(todo) == 1:
+                data, result, err = port.packet.readTxRx(
+                    port.handler, todo[0], dxl.ADDR_PRESENT_CURRENT, dxl.STATE_BLOCK_LEN)
+                status = {todo[0]: (result, err)}
+                if result == sdk.COMM_SUCCESS:
+                    port.reader.data_dict[todo[0]] = data
+            else:
+                port.reader.clearParam()
+                for dxl_id in todo:
+                    port.reader.addParam(dxl_id)
+                port.reader.status = {}
+                port.reader.txRxPacket()
+                status = port.reader.status
+            suspects = []
+            for dxl_id in list(todo):
+                result, err = status.get(dxl_id, (None, 0))
+                if result == sdk.COMM_SUCCESS and len(port.reader.data_dict.get(dxl_id) or ()) == dxl.STATE_BLOCK_LEN:
+                    got[dxl_id] = (bytes(port.reader.data_dict[dxl_id]), err)
+                    todo.remove(dxl_id)
+                elif result is not None:
+                    reasons[dxl_id] = port.packet.getTxRxResult(result)
+                    suspects.append(dxl_id)
+            todo = [i for i in todo if i not in suspects] + suspects
+        return got, reasons, max(0, rounds - 1)
 
     @staticmethod
     def _decode(data, idx: int, pos: np.ndarray, vel: np.ndarray, eff: np.ndarray) -> None:

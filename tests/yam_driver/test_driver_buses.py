@@ -101,6 +101,23 @@ def test_silent_motor_is_reported_by_joint_others_still_read(rig, bus):
     assert "reply" in reading.errors[13]
 
 
+def test_one_silent_servo_does_not_starve_the_others_on_its_port(rig, bus):
+    faults, motor_id = rig.faults("left_joint2")
+    faults.silence(motor_id)
+    reading = _read(bus, 0.03)
+    assert not reading.ok[1]
+    assert reading.ok[np.arange(14) != 1].all(), reading.errors
+
+
+def test_masked_joints_are_not_requested(rig, bus):
+    mask = np.ones(14, bool)
+    mask[5] = False
+    faults, motor_id = rig.faults("left_joint6")
+    faults.silence(motor_id)
+    reading = bus.read_state(time.monotonic() + 0.1, mask=mask)
+    assert reading.ok[mask].all() and not reading.ok[5] and 5 not in reading.errors
+
+
 def test_delayed_reply_inside_the_timeout_is_accepted(rig, bus):
     faults, motor_id = rig.faults("left_joint1")
     faults.delay(motor_id, 0.002)
