@@ -84,6 +84,10 @@ def _prism_points(shape, dx, dy, z0, z1, hx, hy) -> np.ndarray:
                            np.column_stack([ring, np.full(n, z1)])])
 
 
+# One finger as a box in the tool frame (tool z points from the hand to the fingertips).
+_FINGER = np.stack([_prism_points("box", 0.0, 0.0, 0.0, 0.05, 0.006, 0.01)] * 2) * np.array([1.0, 1.0, -1.0])
+
+
 class _Model:
     """Local-frame points of one entity's prisms, and how to draw them."""
 
@@ -139,11 +143,13 @@ class Renderer:
 
     def __init__(self, cfg: LiberoMockConfig):
         self.size = cfg.image_size
-        self.agent = Camera(self.size, 50.0).look_at((0.0, -0.72, 0.60), (0.0, 0.05, 0.0))
+        self.agent = Camera(self.size, 55.0).look_at((0.0, -0.50, 0.80), (0.0, 0.05, 0.0))
         self.wrist = Camera(self.size, 75.0)
         self._models: dict[str, _Model] = {}
         self._names: list[str] = []
         self._background = self._draw_background()
+        self._floor = np.empty((self.size, self.size, 3), np.uint8)
+        self._floor[:] = FLOOR
         corners = np.array([[TABLE_HALF_X * sx, TABLE_HALF_Y * sy, 0.0] for sx, sy in _SQUARE])
         self._table = corners
         xs = np.linspace(-TABLE_HALF_X, TABLE_HALF_X, 9)[1:-1]
@@ -194,14 +200,9 @@ class Renderer:
     def _draw_entities(self, img, world, cam: Camera, pts: np.ndarray, near: float | None) -> None:
         uv, depth = cam.project(pts)
         pix = np.round(uv).astype(np.int32)
-        order = []
-        for i, n in enumerate(self._names):
-            e = world[n]
-            ref = np.array([[e.pos[0], e.pos[1], e.pos[2]]])
-            d = float(((ref - cam.pos) @ cam.rot[2])[0])
-            order.append((-d, i))
-        order.sort()
-        for _, i in order:
+        refs = np.array([world[n].pos for n in self._names])
+        dist = (refs - cam.pos) @ cam.rot[2]
+        for i in np.argsort(-dist, kind="stable"):
             m = self._models[self._names[i]]
             base = self._offsets[i]
             for part, (start, count) in zip(m.parts, m.spans):
@@ -218,14 +219,12 @@ class Renderer:
     def _gripper_points(self, world: World) -> tuple[np.ndarray, np.ndarray]:
         """World points of the two fingers (2 x 8 box corners) and the wrist above them."""
         g = world.gripper
-        w = g.width / 2.0 + 0.006
-        fingers = []
-        for side in (-1.0, 1.0):
-            local = _prism_points("box", side * w, 0.0, 0.0, 0.05, 0.006, 0.01)
-            local[:, 2] *= -1.0  # tool z points from the hand to the fingertips
-            fingers.append(local @ g.rot.T + g.pos)
+        local = _FINGER.copy()  # (2, 8, 3): left and right finger boxes in the tool frame
+        local[0, :, 0] -= g.width / 2.0 + 0.006
+        local[1, :, 0] += g.width / 2.0 + 0.006
+        fingers = local @ g.rot.T + g.pos
         wrist = g.pos + g.rot @ np.array([0.0, 0.0, -0.1])
-        return np.stack(fingers), wrist
+        return fingers, wrist
 
     def _draw_agent(self, world: World, pts: np.ndarray) -> np.ndarray:
         img = self._background.copy()
@@ -260,8 +259,7 @@ class Renderer:
         cam = self.wrist
         cam.pos = g.pos + g.rot @ np.array([0.0, 0.0, -0.12])
         cam.rot = np.stack([g.rot[:, 0], g.rot[:, 1], g.rot[:, 2]])
-        img = np.empty((self.size, self.size, 3), np.uint8)
-        img[:] = FLOOR
+        img = self._floor.copy()
         table = _clip_polygon(self._table, cam, self.NEAR)
         if len(table) >= 3:
             uv, _ = cam.project(table)
