@@ -154,9 +154,18 @@ def _decide(env) -> tuple[str, np.ndarray | None, float]:
     return "release", target, -1.0
 
 
-def expert_action(env) -> np.ndarray:
-    """The expert's 7-dim action in [-1, 1] for the current state (float32)."""
+def expert_action(env, noise: float = 0.0, rng: np.random.Generator | None = None) -> np.ndarray:
+    """The expert's 7-dim action in [-1, 1] for the current state (float32).
+
+    `noise` > 0 adds Gaussian noise of that standard deviation (in action units) to the
+    translation, drawn from `rng`, for varied demonstrations; the expert's feedback corrects
+    it on the next steps.
+    """
     env._require_reset()
+    if noise < 0 or not math.isfinite(noise):
+        raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
+    if noise > 0 and rng is None:
+        raise ValueError("noise > 0 needs an explicit rng (np.random.Generator) for reproducible demos")
     mode, target, grip = _decide(env)
     world, cfg = env.world, env.cfg
     a = np.zeros(7, dtype=np.float64)
@@ -171,7 +180,8 @@ def expert_action(env) -> np.ndarray:
     rv, _ = cv2.Rodrigues(R_DOWN @ world.gripper.rot.T)
     a[3:6] = np.clip(rv.reshape(3) * 0.5 / cfg.max_rotation, -1.0, 1.0)
     a[6] = grip
-    env._expert_cache["mode"] = mode
+    if noise > 0:
+        a[:3] += rng.normal(0.0, noise, 3)
     return np.clip(a, -1.0, 1.0).astype(np.float32)
 
 

@@ -40,3 +40,25 @@ def test_expert_recovers_from_a_perturbed_state():
     while not done:
         _, _, done, info = env.step(expert_action(env))
     assert info["success"]
+
+
+def test_noisy_expert_still_succeeds_and_is_reproducible():
+    def run(seed):
+        env = make_env("spatial", 4, 0, 0, render=False)
+        env.reset()
+        rng, done, path = np.random.default_rng(seed), False, []
+        while not done:
+            _, _, done, info = env.step(expert_action(env, noise=0.3, rng=rng))
+            path.append(env.world.gripper.pos.copy())
+        return info["success"], np.array(path)
+
+    ok_a, a = run(1)
+    ok_b, b = run(1)
+    ok_c, c = run(2)
+    assert ok_a and ok_c
+    np.testing.assert_array_equal(a, b)
+    assert len(a) != len(c) or not np.array_equal(a, c)
+    with pytest.raises(ValueError, match="rng"):
+        env = make_env("spatial", 0, 0, 0, render=False)
+        env.reset()
+        expert_action(env, noise=0.1)
