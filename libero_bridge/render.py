@@ -5,8 +5,9 @@ filled convex hull of its projected corners in its side colour, then its top fac
 optional inner face (bowl interiors, basket floors). Pinhole projection of all corners of
 all objects is one matrix product per camera; objects are painted far to near. Height cues
 in the agent view: perspective, the gripper's shadow on the surface below it, and the arm
-drawn from a fixed shoulder. The wrist camera rides 12 cm behind the fingertips along the
-tool axis, so objects grow as the gripper descends and the fingers frame the bottom.
+drawn from a fixed shoulder. The wrist camera rides 12 cm up the tool axis, slightly off it,
+looking past the fingertips: objects grow as the gripper descends and the fingers frame the
+bottom of the image.
 """
 from __future__ import annotations
 
@@ -83,6 +84,23 @@ def _prism_points(shape, dx, dy, z0, z1, hx, hy) -> np.ndarray:
     return np.concatenate([np.column_stack([ring, np.full(n, z0)]),
                            np.column_stack([ring, np.full(n, z1)])])
 
+
+# Eye-in-hand camera in the tool frame (x, y, z = tool axes; z from hand to fingertips, -y
+# towards the robot): 12 cm up the tool axis and 4 cm away from the robot, looking at the
+# axis 8 cm beyond the fingertips, so the fingers frame the bottom of the image.
+WRIST_POS = np.array([0.0, 0.04, -0.12])
+
+
+def _wrist_rot() -> np.ndarray:
+    fwd = np.array([0.0, 0.0, 0.08]) - WRIST_POS
+    fwd /= np.linalg.norm(fwd)
+    down = np.array([0.0, -1.0, 0.0])
+    down -= fwd * (down @ fwd)
+    down /= np.linalg.norm(down)
+    return np.stack([np.cross(down, fwd), down, fwd])  # rows: right, down, forward
+
+
+WRIST_ROT = _wrist_rot()
 
 # One finger as a box in the tool frame (tool z points from the hand to the fingertips).
 _FINGER = np.stack([_prism_points("box", 0.0, 0.0, 0.0, 0.05, 0.006, 0.01)] * 2) * np.array([1.0, 1.0, -1.0])
@@ -257,8 +275,8 @@ class Renderer:
     def _draw_wrist(self, world: World, pts: np.ndarray) -> np.ndarray:
         g = world.gripper
         cam = self.wrist
-        cam.pos = g.pos + g.rot @ np.array([0.0, 0.0, -0.12])
-        cam.rot = np.stack([g.rot[:, 0], g.rot[:, 1], g.rot[:, 2]])
+        cam.pos = g.pos + g.rot @ WRIST_POS
+        cam.rot = WRIST_ROT @ g.rot.T
         img = self._floor.copy()
         table = _clip_polygon(self._table, cam, self.NEAR)
         if len(table) >= 3:
