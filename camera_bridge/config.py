@@ -25,7 +25,8 @@ class CameraConfig:
     name: str  # view name used in every report, e.g. "top", "left_wrist"
     kind: str = "synthetic"  # one of SOURCE_KINDS: driver behind the view
     serial: str = ""  # RealSense serial number (kind=realsense); must match the device label
-    device: str = ""  # OpenCV: camera index ("0"), device path (/dev/video2) or video file
+    device: str = ""  # OpenCV: index ("0"), path (/dev/video2) or video file; RealSense: recording to play
+    record_to: str = ""  # RealSense: record the stream to this SDK file (.db3 in SDK 2.59, .bag before)
     width: int = 640  # px; native width the source must deliver (checked on every frame)
     height: int = 480  # px; native height (640x480 is 4:3 like 224x168, so no distortion)
     fps: float = 30.0  # Hz; requested stream rate (RealSense colour runs at 30 Hz)
@@ -33,8 +34,8 @@ class CameraConfig:
     max_age_ms: float = 100.0  # ms; a frame older than this is stale (3 periods at 30 Hz)
     reconnect_after_ms: float = 1000.0  # ms without a new frame before the source is reopened
     reconnect_interval_s: float = 1.0  # s between reopen attempts of a lost camera
-    realtime: bool = True  # video file: replay at its own frame rate (false: one frame per read)
-    loop: bool = False  # video file: start again at the end instead of reporting end-of-file
+    realtime: bool = True  # file replay at its recorded rate (false: OpenCV one frame per read, SDK as fast as read)
+    loop: bool = False  # file replay: start again at the end instead of reporting end-of-file
     stamp_offset_ms: float = 0.0  # synthetic: timestamp offset, to test the synchroniser
 
     def __post_init__(self) -> None:
@@ -43,6 +44,10 @@ class CameraConfig:
         check(self.kind in SOURCE_KINDS, f"camera {self.name!r}: kind must be one of {SOURCE_KINDS}, got {self.kind!r}")
         if self.kind == "realsense":
             check(self.serial.strip() != "", f"camera {self.name!r}: kind 'realsense' needs a serial, got {self.serial!r}")
+        check(not (self.kind == "realsense" and self.device and not self.realtime),
+              f"camera {self.name!r}: RealSense recordings play at their recorded rate; realtime must be true, got {self.realtime!r}")
+        check(self.record_to == "" or self.kind == "realsense",
+              f"camera {self.name!r}: record_to works with kind 'realsense' only, got kind {self.kind!r}")
         if self.kind == "opencv":
             check(self.device.strip() != "", f"camera {self.name!r}: kind 'opencv' needs a device (index, path or file), got {self.device!r}")
         check(16 <= self.width <= 8192, f"camera {self.name!r}: width must be in [16, 8192] px, got {self.width!r}")
@@ -57,7 +62,9 @@ class CameraConfig:
 
     @property
     def is_file(self) -> bool:
-        """True when an OpenCV device names a file on disk (replay) rather than a live camera."""
+        """True when `device` names a recording or video file (replay) rather than a live camera."""
+        if self.kind == "realsense":
+            return self.device != ""
         return self.kind == "opencv" and not self.device.isdigit() and not self.device.startswith("/dev/")
 
 

@@ -10,16 +10,25 @@ Going through a sensor rather than `rs.pipeline` is what lets `rs.software_devic
 for the camera in tests: a pipeline cannot see a software device, a sensor with a syncer can,
 so the tests run this exact code with injected frames. pyrealsense2 needs Debian's
 `libusb-1.0-0` at import time; `import_pyrealsense2()` raises an error saying so.
+
+The SDK's own file format works both ways: `record_to` wraps the device in `rs.recorder`
+(everything streamed is written; a reopened camera writes `<stem>_<n><ext>`), and a
+`device` path plays a recording back through the same sensor code (`rs.context().load_device`),
+checking that the recording's serial number is the configured one. SDK 2.59 writes
+rosbag2 `.db3` files; earlier versions wrote ROS 1 `.bag`.
 """
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from camera_bridge.config import CameraConfig
-from camera_bridge.sources.base import CameraDisconnected, CameraError, CameraSource, Clock, ClockMapper, Frame
+from camera_bridge.sources.base import (CameraDisconnected, CameraError, CameraSource, Clock, ClockMapper,
+                                        EndOfStream, Frame)
 
 DeviceFinder = Callable[[str], Any]  # serial -> rs.device (raises CameraError when absent)
 
@@ -57,6 +66,10 @@ class RealSenseSource(CameraSource):
         self._find = find_device or find_device_by_serial
         self._sensor = None
         self._syncer = None
+        self._recorder = None  # rs.recorder while recording (destroying it closes the file)
+        self._playback = None  # rs.playback while replaying a recording
+        self._playing = False  # the playback has been seen running since it was opened
+        self.recordings: list[str] = []  # files written by this source
         self._mapper = ClockMapper()
         self.timestamp_domain = ""  # e.g. "hardware_clock"; "system_time" means no kernel metadata
 
@@ -65,10 +78,14 @@ class RealSenseSource(CameraSource):
 
     def _open(self) -> None:
         rs, cfg = self.rs, self.cfg
-        try:
-            device = self._find(cfg.serial)
-        except CameraError as e:
-            raise CameraDisconnected(self.name, e.detail) from None
+        device = self._open_playback() if cfg.is_file else self._find_live()
+        if cfg.record_to:
+            path = Path(cfg.record_to)
+            if self.recordings:  # reopened: never overwrite the earlier part
+                path = path.with_name(f"{path.stem}_{len(self.recordings)}{path.suffix}")
+            self._recorder = rs.recorder(str(path), device)
+            self.recordings.append(str(path))
+            device = self._recorder
         want = (cfg.width, cfg.height, int(round(cfg.fps)), self._rs_format())
         available = []
         for sensor in device.query_sensors():
@@ -85,12 +102,31 @@ class RealSenseSource(CameraSource):
                                      f"{cfg.width}x{cfg.height}@{int(round(cfg.fps))} {cfg.encoding}; "
                                      f"available: {sorted(set(available))[:12]}")
 
+    def _find_live(self):
+        try:
+            return self._find(self.cfg.serial)
+        except CameraError as e:
+            raise CameraDisconnected(self.name, e.detail) from None
+
+    def _open_playback(self):
+        rs, cfg = self.rs, self.cfg
+        if not os.path.isfile(cfg.device):
+            raise CameraDisconnected(self.name, f"recording not found: {cfg.device!r}")
+        device = rs.context().load_device(cfg.device)
+        recorded = device.get_info(rs.camera_info.serial_number)
+        if recorded != cfg.serial:
+            raise CameraError(self.name, f"recording {cfg.device!r} is of serial {recorded!r}, config says {cfg.serial!r}")
+        self._playback = device.as_playback()
+        self._playing = False
+        self._playback.set_real_time(cfg.realtime)
+        return device
+
     def _start(self, sensor, profile) -> None:
         rs = self.rs
-        if sensor.supports(rs.option.global_time_enabled):
-            sensor.set_option(rs.option.global_time_enabled, 0)  # raw device clock; mapped by ClockMapper
-        if sensor.supports(rs.option.frames_queue_size):
-            sensor.set_option(rs.option.frames_queue_size, 2)
+        for option, value in ((rs.option.global_time_enabled, 0),  # raw device clock; ClockMapper maps it
+                              (rs.option.frames_queue_size, 2)):  # SDK-side queue: newest frames only
+            if sensor.supports(option) and not sensor.is_option_read_only(option):  # playback: read-only
+                sensor.set_option(option, value)
         syncer = rs.syncer(1)  # keeps the newest frame only
         sensor.open(profile)
         try:
@@ -103,13 +139,14 @@ class RealSenseSource(CameraSource):
 
     def _release(self) -> None:
         sensor, self._sensor, self._syncer = self._sensor, None, None
-        if sensor is None:
-            return
-        for step in (sensor.stop, sensor.close):
-            try:
-                step()
-            except RuntimeError:  # already stopped or device gone: nothing left to release
-                continue
+        if sensor is not None:
+            for step in (sensor.stop, sensor.close):
+                try:
+                    step()
+                except RuntimeError:  # already stopped or device gone: nothing left to release
+                    continue
+        self._recorder = None  # the recorder writes its file out when destroyed
+        self._playback = None
 
     def _poll(self) -> Frame | None:
         if self._syncer is None:
@@ -120,7 +157,16 @@ class RealSenseSource(CameraSource):
             if not frames:
                 break
             newest = frames
+        if self._playback is not None and not self._playing:
+            # Right after start() the status can still read "stopped": only a playback seen
+            # running (status or a frame) can have ended.
+            self._playing = newest is not None or self._playback.current_status() == self.rs.playback_status.playing
         if newest is None:
+            if self._playing and self._playback.current_status() == self.rs.playback_status.stopped:
+                if not self.cfg.loop:
+                    raise EndOfStream(self.name, f"end of recording {self.cfg.device!r}")
+                self._release()
+                self._open()  # replay from the start; the clock mapper resets on the jump back
             return None
         now = self.clock()
         color = newest.get_color_frame() if newest.size() else None
