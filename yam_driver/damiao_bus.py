@@ -23,6 +23,8 @@ from . import damiao_protocol as dmp
 from .bus import BusError, BusMismatchError, BusReading, JointBus, WriteResult
 from .config import DriverConfig
 
+MIN_ROUND_S = 0.001  # a retry round needs at least this much of the budget left
+
 
 @dataclass
 class _Channel:
@@ -105,7 +107,7 @@ class DamiaoBus(JointBus):
                 if rounds is not None and attempt >= rounds:
                     break
                 if rounds is None and (attempt > self.config.max_retries
-                                       or time.monotonic() + self._timeout_s > deadline):
+                                       or time.monotonic() + MIN_ROUND_S > deadline):
                     break
                 retries += len(pending)
             attempt += 1

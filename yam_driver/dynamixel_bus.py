@@ -33,6 +33,7 @@ from .bus import BusError, BusMismatchError, BusReading, JointBus, WriteResult
 from .config import DriverConfig
 
 RAD_PER_TICK = 2.0 * math.pi / dxl.TICKS_PER_REV
+MIN_ROUND_MS = 1.0  # a retry round needs at least this much of the budget left
 
 
 class TimedPortHandler(sdk.PortHandler):
@@ -116,7 +117,6 @@ class DynamixelBus(JointBus):
             port = self.ports.setdefault(arm.port, _Port(arm.port, config))
             port.indices.append(idx)
             port.ids.append(joint.id)
-        self._timeout_s = config.reply_timeout_ms / 1000.0
 
     # --- connect / torque ------------------------------------------------------------
     def connect(self) -> None:
@@ -237,17 +237,20 @@ class DynamixelBus(JointBus):
         while waiting for it), so each retry round sync-reads the servos not yet heard from
         with the suspect moved to the end: one silent servo costs one timeout per round and
         never starves the healthy servos behind it. Returns ({id: (data, error byte)},
-        {id: last failure text}, number of retry rounds).
+        {id: last failure text}, number of retry rounds). A round that starts late gets a
+        shorter reply timeout, so the read ends by the deadline.
         """
         todo = list(ids)
         got: dict[int, tuple[bytes, int]] = {}
         reasons: dict[int, str] = {}
         rounds = 0
         while todo:
-            if rounds:
-                if rounds > self.config.max_retries or time.monotonic() + self._timeout_s > deadline:
-                    break
+            left_ms = (deadline - time.monotonic()) * 1000.0
+            if rounds and (rounds > self.config.max_retries or left_ms < MIN_ROUND_MS):
+                break
             rounds += 1
+            # never wait past the deadline: a late round gets a shorter reply timeout
+            port.handler.reply_timeout_ms = max(MIN_ROUND_MS, min(self.config.reply_timeout_ms, left_ms))
             if len(todo) == 1:
                 data, result, err = port.packet.readTxRx(
                     port.handler, todo[0], dxl.ADDR_PRESENT_CURRENT, dxl.STATE_BLOCK_LEN)
@@ -271,6 +274,7 @@ class DynamixelBus(JointBus):
                     reasons[dxl_id] = port.packet.getTxRxResult(result)
                     suspects.append(dxl_id)
             todo = [i for i in todo if i not in suspects] + suspects
+        port.handler.reply_timeout_ms = self.config.reply_timeout_ms
         return got, reasons, max(0, rounds - 1)
 
     @staticmethod
@@ -304,7 +308,9 @@ class DynamixelBus(JointBus):
                 dxl_id = port.ids[port.indices.index(idx)]
                 port.writer.addParam(dxl_id, int(ticks[idx]).to_bytes(4, "little", signed=True))
             result = port.writer.txPacket()
-            while result != sdk.COMM_SUCCESS and time.monotonic() < deadline:
+            for _ in range(self.config.max_retries):
+                if result == sdk.COMM_SUCCESS or time.monotonic() >= deadline:
+                    break
                 retries += 1
                 result = port.writer.txPacket()
             if result != sdk.COMM_SUCCESS:

@@ -14,7 +14,7 @@ BUSES = ["dynamixel", "damiao"]
 
 
 def _cfg(bus: str, **kw):
-    return dataclasses.replace(load_config(bus=bus), reply_timeout_ms=8.0, rate_hz=20.0, **kw)
+    return dataclasses.replace(load_config(bus=bus), reply_timeout_ms=20.0, rate_hz=10.0, **kw)
 
 
 @pytest.fixture(params=BUSES)
@@ -104,7 +104,7 @@ def test_silent_motor_is_reported_by_joint_others_still_read(rig, bus):
 def test_one_silent_servo_does_not_starve_the_others_on_its_port(rig, bus):
     faults, motor_id = rig.faults("left_joint2")
     faults.silence(motor_id)
-    reading = _read(bus, 0.03)
+    reading = _read(bus, 0.1)
     assert not reading.ok[1]
     assert reading.ok[np.arange(14) != 1].all(), reading.errors
 
@@ -127,8 +127,8 @@ def test_delayed_reply_inside_the_timeout_is_accepted(rig, bus):
 
 def test_reply_delayed_past_the_budget_is_reported(rig, bus):
     faults, motor_id = rig.faults("left_joint2")
-    faults.delay(motor_id, 0.06)
-    reading = _read(bus, 0.03)
+    faults.delay(motor_id, 0.08)
+    reading = _read(bus, 0.04)
     assert not reading.ok[1]
     faults.delay(motor_id, 0.0)
 
