@@ -50,7 +50,9 @@ class LiberoMockConfig:
                   f"{name} must be in [0, 0.05] m, got {v!r}")
         check(isinstance(self.yaw_jitter, (int, float)) and 0 <= self.yaw_jitter <= math.pi,
               f"yaw_jitter must be in [0, pi] rad, got {self.yaw_jitter!r}")
-        check(self.object_jitter <= 0.02, f"object_jitter above 0.02 m breaks the layouts' spacing: {self.object_jitter!r}")
+        check(self.object_jitter <= 0.02 and self.fixture_jitter <= 0.015,
+              f"object_jitter above 0.02 m or fixture_jitter above 0.015 m breaks the task layouts: "
+              f"{self.object_jitter!r}, {self.fixture_jitter!r}")
         check(self.max_tilt < math.pi / 2, f"max_tilt must be below pi/2, got {self.max_tilt!r}")
         check(self.gripper_max_width <= 0.2, f"gripper_max_width too large: {self.gripper_max_width!r}")
         for name in ("workspace_low", "workspace_high", "home"):

@@ -137,6 +137,17 @@ class LiberoMockEnv:
         self._require_reset()
         return self.task.predicate.satisfied(self.world, self.cfg.next_to_gap)
 
+    def close(self) -> None:
+        """Drop the renderer and the world (LIBERO's env.close()); reset() is needed again."""
+        self.world = None
+        self.done = True
+
+    def __enter__(self) -> "LiberoMockEnv":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def _require_reset(self) -> None:
         if self.world is None:
             raise RuntimeError("call reset() before using the environment")

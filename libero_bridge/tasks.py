@@ -141,8 +141,8 @@ GOAL_SCENE = (
     _P("wine_rack_1", "xy", -0.04, 0.23), _P("flat_stove_1", "xy", 0.27, 0.18),
     _P("basket_1", "xy", 0.29, -0.19), _P("plate_1", "xy", 0.03, -0.17),
     _P("black_bowl_1", "xy", -0.13, 0.01), _P("wine_bottle_1", "xy", 0.10, 0.09),
-    _P("cream_cheese_1", "xy", -0.30, -0.16), _P("orange_juice_1", "xy", -0.14, -0.19),
-    _P("bbq_sauce_1", "xy", 0.12, -0.03), _P("tomato_sauce_1", "xy", -0.32, -0.04),
+    _P("cream_cheese_1", "xy", -0.27, -0.19), _P("orange_juice_1", "xy", -0.14, -0.19),
+    _P("bbq_sauce_1", "xy", 0.12, -0.03), _P("tomato_sauce_1", "xy", -0.33, -0.06),
 )
 _GOAL_ID = [  # (name words, goal atoms); LIBERO's articulated goals are noted
     ("put the black bowl in the top drawer of the cabinet", [("in", "black_bowl_1", "top_drawer_1")]),  # LIBERO: open the top drawer and put the bowl inside

@@ -137,3 +137,13 @@ def test_config_file_loads_and_bad_values_name_themselves():
         LiberoMockConfig(max_translation=-0.5)
     with pytest.raises(ConfigError, match="home"):
         LiberoMockConfig(home=(0.0, 0.0, 2.0))
+
+
+def test_close_and_context_manager():
+    with make_env("spatial", 0, 0, 0, render=False) as env:
+        env.reset()
+        env.step(np.zeros(7, np.float32))
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(np.zeros(7, np.float32))
+    env.reset()
+    assert env.steps == 0 and not env.done

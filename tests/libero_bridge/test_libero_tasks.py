@@ -76,3 +76,14 @@ def test_spatial_ood_new_targets_and_new_destinations():
 
 def test_long_tasks_have_two_steps():
     assert all(len(t.predicate.atoms) == 2 for t in suite_tasks("long"))
+
+
+def test_layouts_hold_at_the_largest_allowed_jitter():
+    from libero_bridge import LiberoMockConfig
+
+    cfg = LiberoMockConfig(object_jitter=0.02, fixture_jitter=0.015)
+    for suite in SUITES:
+        for t in range(10):
+            env = make_env(suite, t, 0, 0, render=False, cfg=cfg)
+            env.reset()
+            assert not env.success()
