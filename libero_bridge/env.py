@@ -138,7 +138,7 @@ class LiberoMockEnv:
         return self.task.predicate.satisfied(self.world, self.cfg.next_to_gap)
 
     def close(self) -> None:
-        """Drop the renderer and the world (LIBERO's env.close()); reset() is needed again."""
+        """End the episode and drop its state (as LIBERO's env.close()); reset() starts again."""
         self.world = None
         self.done = True
 

@@ -26,7 +26,9 @@ class Kind:
     side: RGB  # colour of the body's side faces
     top: RGB  # colour of the top face
     accent: RGB  # colour of the detail (rim interior, label band, cap, burner)
-    style: str = "plain"  # render style: plain, bowl, plate, bottle, can, carton, mug, stove, basket, cabinet, drawer, rack, caddy, microwave, book, pot
+    # render style: plain, bowl, plate, bottle, can, carton, mug, pot, stove, cabinet, rack;
+    # containers without a special style draw as a rim around a darker inside
+    style: str = "plain"
     movable: bool = True  # graspable by the gripper
     support: bool = False  # things released over it rest on its top
     container: bool = False  # things released over it rest on its inner floor (`in`)

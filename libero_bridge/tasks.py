@@ -145,16 +145,20 @@ GOAL_SCENE = (
     _P("bbq_sauce_1", "xy", 0.12, -0.03), _P("tomato_sauce_1", "xy", -0.33, -0.06),
 )
 _GOAL_ID = [  # (name words, goal atoms); LIBERO's articulated goals are noted
-    ("put the black bowl in the top drawer of the cabinet", [("in", "black_bowl_1", "top_drawer_1")]),  # LIBERO: open the top drawer and put the bowl inside
+    # LIBERO: open the top drawer and put the bowl inside
+    ("put the black bowl in the top drawer of the cabinet", [("in", "black_bowl_1", "top_drawer_1")]),
     ("put the black bowl on the stove", [("on", "black_bowl_1", "flat_stove_1")]),
     ("put the wine bottle on top of the cabinet", [("on", "wine_bottle_1", "wooden_cabinet_1")]),
     ("put the black bowl on top of the cabinet", [("on", "black_bowl_1", "wooden_cabinet_1")]),
-    ("put the plate next to the stove", [("next_to", "plate_1", "flat_stove_1")]),  # LIBERO: push the plate to the front of the stove
+    # LIBERO: push the plate to the front of the stove
+    ("put the plate next to the stove", [("next_to", "plate_1", "flat_stove_1")]),
     ("put the cream cheese in the bowl", [("in", "cream_cheese_1", "black_bowl_1")]),
     ("put the black bowl on the plate", [("on", "black_bowl_1", "plate_1")]),
     ("put the wine bottle on the rack", [("on", "wine_bottle_1", "wine_rack_1")]),
-    ("put the orange juice in the basket", [("in", "orange_juice_1", "basket_1")]),  # LIBERO: open the middle drawer
-    ("put the tomato sauce on the plate", [("on", "tomato_sauce_1", "plate_1")]),  # LIBERO: turn on the stove
+    # LIBERO: open the middle drawer of the cabinet
+    ("put the orange juice in the basket", [("in", "orange_juice_1", "basket_1")]),
+    # LIBERO: turn on the stove
+    ("put the tomato sauce on the plate", [("on", "tomato_sauce_1", "plate_1")]),
 ]
 _GOAL_OOD = [  # object -> destination pairs never seen together in _GOAL_ID
     ("put the wine bottle on the stove", [("on", "wine_bottle_1", "flat_stove_1")]),
@@ -186,21 +190,25 @@ _LONG = [  # (instruction, scene, atoms, layout key); LIBERO's articulated parts
      [("in", "alphabet_soup_1", "basket_1"), ("in", "tomato_sauce_1", "basket_1")], "living2"),
     ("put both the cream cheese box and the butter in the basket", _LIVING2,
      [("in", "cream_cheese_1", "basket_1"), ("in", "butter_1", "basket_1")], "living2"),
-    ("put the moka pot on the stove and the white mug next to the stove",  # LIBERO: turn on the stove and put the moka pot on it
+    # LIBERO: turn on the stove and put the moka pot on it
+    ("put the moka pot on the stove and the white mug next to the stove",
      (_P("flat_stove_1", "xy", 0.2, 0.15), _P("moka_pot_1", "free"), _P("white_mug_1", "free"), _P("plate_1", "free")),
      [("on", "moka_pot_1", "flat_stove_1"), ("next_to", "white_mug_1", "flat_stove_1")], "kitchen3"),
-    ("put the black bowl in the bottom drawer of the cabinet and the wine bottle on top of the cabinet",  # LIBERO: ...and close it
+    # LIBERO: put the black bowl in the bottom drawer of the cabinet and close it
+    ("put the black bowl in the bottom drawer of the cabinet and the wine bottle on top of the cabinet",
      _CABINET_LOW + (_P("black_bowl_1", "free"), _P("wine_bottle_1", "free"), _P("plate_1", "free")),
      [("in", "black_bowl_1", "bottom_drawer_1"), ("on", "wine_bottle_1", "wooden_cabinet_1")], "kitchen4"),
     ("put the white mug on the left plate and put the yellow and white mug on the right plate",
      (_P("plate_1", "xy", -0.17, -0.12), _P("plate_2", "xy", 0.17, -0.12), _P("white_mug_1", "free"),
       _P("yellow_and_white_mug_1", "free"), _P("chocolate_pudding_1", "free")),
      [("on", "white_mug_1", "plate_1"), ("on", "yellow_and_white_mug_1", "plate_2")], "living5"),
-    ("put the book in the back compartment of the caddy and the white mug in the front compartment",  # LIBERO: the book only
+    # LIBERO: pick up the book and place it in the back compartment of the caddy
+    ("put the book in the back compartment of the caddy and the white mug in the front compartment",
      (_P("caddy_back_1", "xy", 0.2, 0.17), _P("caddy_front_1", "front_of", "caddy_back_1", 0.0), _P("book_1", "free"),
       _P("white_mug_1", "free"), _P("ketchup_1", "free")),
      [("in", "book_1", "caddy_back_1"), ("in", "white_mug_1", "caddy_front_1")], "study1"),
-    ("put the white mug on the plate and put the chocolate pudding next to the plate",  # LIBERO: to the right of the plate
+    # LIBERO: ... put the chocolate pudding to the right of the plate
+    ("put the white mug on the plate and put the chocolate pudding next to the plate",
      (_P("plate_1", "xy", 0.0, -0.15), _P("white_mug_1", "free"), _P("chocolate_pudding_1", "free"),
       _P("ketchup_1", "free")),
      [("on", "white_mug_1", "plate_1"), ("next_to", "chocolate_pudding_1", "plate_1")], "living6"),
@@ -209,9 +217,11 @@ _LONG = [  # (instruction, scene, atoms, layout key); LIBERO's articulated parts
       _P("tomato_sauce_1", "free"), _P("ketchup_1", "free"), _P("orange_juice_1", "free"), _P("milk_1", "free")),
      [("in", "alphabet_soup_1", "basket_1"), ("in", "cream_cheese_1", "basket_1")], "living1"),
     ("put both moka pots on the stove",
-     (_P("flat_stove_1", "xy", 0.0, 0.17), _P("moka_pot_1", "free"), _P("moka_pot_2", "free"), _P("black_bowl_1", "free")),
+     (_P("flat_stove_1", "xy", 0.0, 0.17), _P("moka_pot_1", "free"), _P("moka_pot_2", "free"),
+      _P("black_bowl_1", "free")),
      [("on", "moka_pot_1", "flat_stove_1"), ("on", "moka_pot_2", "flat_stove_1")], "kitchen8"),
-    ("put the yellow and white mug in the microwave and the white mug on the plate",  # LIBERO: ...and close it
+    # LIBERO: put the yellow and white mug in the microwave and close it
+    ("put the yellow and white mug in the microwave and the white mug on the plate",
      (_P("microwave_1", "xy", -0.24, 0.17), _P("plate_1", "free"), _P("yellow_and_white_mug_1", "free"),
       _P("white_mug_1", "free")),
      [("in", "yellow_and_white_mug_1", "microwave_1"), ("on", "white_mug_1", "plate_1")], "kitchen6"),

@@ -100,7 +100,8 @@ class World:
                     frontier.append(e.name)
         return out
 
-    def surface_under(self, x: float, y: float, exclude: set[str] | frozenset = frozenset()) -> tuple[float, str | None]:
+    def surface_under(self, x: float, y: float,
+                      exclude: set[str] | frozenset = frozenset()) -> tuple[float, str | None]:
         """Highest resting height over (x, y) and the entity providing it (None = table)."""
         best_z, best = 0.0, None
         for e in self.entities.values():
@@ -145,7 +146,6 @@ class World:
         old = g.pos.copy()
         new = np.clip(old + action[:3] * cfg.max_translation, self.lo, self.hi)
         if g.held is not None:
-            held = self.entities[g.held]
             excl = set(self.chain(g.held))
             floor, _ = self.surface_under(new[0] + g.offset[0], new[1] + g.offset[1], excl)
             new[2] = max(new[2], floor - g.offset[2])
