@@ -146,8 +146,7 @@ class TRMonitor:
         if self.trace.replans:
             last = self.trace.replans[-1]
             values.update(tr=last.tr, tr0=last.tr0, tr0_source=last.tr0_source, s=last.s,
-                          w_lang=last.w_lang,
-                          w_plan=last.w_plan, latency_ms=last.latency_ms,
+                          w_lang=last.w_lang, w_plan=last.w_plan, latency_ms=last.latency_ms,
                           branches=",".join(last.branches_computed))
             sm = self.trace.summary()
             values.update(latency_ms_mean=sm["latency_ms_mean"],

@@ -87,6 +87,10 @@ def render_trace(trace: TRTrace, cfg: PlotConfig | None = None, title: str = "TR
 
     steps = a["step"]
     spans = trace.phase_spans(end_step)
+    x_end = max(float(steps[-1]), float(spans[-1][1]))
+    # Held values (TR_0, s, weights) last until the next replan: extend the last one to x_end.
+    xs = np.append(steps, x_end)
+    held = lambda k: np.append(a[k], a[k][-1])  # noqa: E731
     for ax in (ax_tr, ax_s):
         _shade(ax, spans, cfg.phase_alpha)
         ax.grid(True, alpha=0.3)
@@ -96,26 +100,25 @@ def render_trace(trace: TRTrace, cfg: PlotConfig | None = None, title: str = "TR
     ax_tr.plot(steps, a["tr"], "-o", color="C0", ms=3.5, lw=1.8, label="TR$_i$ (replan)")
     own = any(r.tr0_source == "monitor" for r in trace.replans)
     tr0_label = "TR$_0$ (first replan; policy set none)" if own else "TR$_0$ (episode baseline)"
-    ax_tr.plot(steps, a["tr0"], "--", color="k", lw=1.5, drawstyle="steps-post", label=tr0_label)
+    ax_tr.plot(xs, held("tr0"), "--", color="k", lw=1.5, drawstyle="steps-post", label=tr0_label)
     ax_tr.set_ylabel("Temporal Ratio")
     top = float(max(a["tr_max"].max(), a["tr0"].max()))
     ax_tr.set_ylim(0, top * 1.15 if top > 0 else 1.0)
 
     # s_i and the weights are proportional under tr_adaptive: give them different headroom
     # (s fills ~60 % of the panel, weights ~85 %) so neither curve hides the other.
-    ax_s.fill_between(steps, 0, a["s"], step="post", color="C3", alpha=0.25, lw=0)
-    ax_s.plot(steps, a["s"], "-", color="C3", lw=2.0, drawstyle="steps-post", label="s$_i$")
+    ax_s.fill_between(xs, 0, held("s"), step="post", color="C3", alpha=0.25, lw=0)
+    ax_s.plot(xs, held("s"), "-", color="C3", lw=2.0, drawstyle="steps-post", label="s$_i$")
     ax_s.set_ylabel("scale s$_i$", color="C3")
     ax_s.set_ylim(0, max(0.1, float(a["s"].max())) * 1.65)
-    ax_w.plot(steps, a["w_lang"], "-^", color="C2", ms=3.5, lw=1.2, drawstyle="steps-post",
-              label="w$_{lang}$")
-    ax_w.plot(steps, a["w_plan"], "-s", color="C4", ms=3.5, lw=1.2, drawstyle="steps-post",
-              label="w$_{plan}$")
+    for key, marker, color, name in (("w_lang", "^", "C2", "w$_{lang}$"),
+                                     ("w_plan", "s", "C4", "w$_{plan}$")):
+        ax_w.plot(xs, held(key), "-" + marker, color=color, lw=1.2, ms=4, drawstyle="steps-post",
+                  markevery=list(range(len(steps))), label=name)  # no marker on the extension
     ax_w.set_ylabel("guidance weight")
     ax_w.set_ylim(0, max(0.05, float(max(a["w_lang"].max(), a["w_plan"].max()))) * 1.18)
     ax_s.set_xlabel("env step")
-    x_end = max(float(steps[-1]), float(spans[-1][1]) if spans else 0.0)
-    ax_s.set_xlim(float(steps[0]) if len(steps) else 0.0, max(x_end, float(steps[0]) + 1))
+    ax_s.set_xlim(float(steps[0]), max(x_end, float(steps[0]) + 1))
 
     phase_handles = [Patch(color=PHASE_COLORS[p], alpha=min(1.0, cfg.phase_alpha * 3), label=p)
                      for p in PHASE_COLORS if any(sp[2] == p for sp in spans)]
@@ -196,7 +199,9 @@ def render_attention_overlay(attention: np.ndarray, frame: np.ndarray, grid: tup
     """Heat map of `attention_heatmap(...)` blended over the stacked RGB `frame` [H, W, 3].
 
     Opacity grows with attention (`overlay_alpha` at the peak, a quarter of it at zero), so
-    the scene stays visible where the action tokens do not look. Returns RGB uint8 [H, W, 3].
+    the scene stays visible where the action tokens do not look. The map is scaled to its
+    peak, so near-uniform attention looks uniformly hot: the label's "peak/mean" says how
+    concentrated it really is (1 = uniform). Returns RGB uint8 [H, W, 3].
     """
     cfg = cfg or PlotConfig()
     if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.ndim != 3 \
@@ -205,6 +210,7 @@ def render_attention_overlay(attention: np.ndarray, frame: np.ndarray, grid: tup
                          f"{getattr(frame, 'dtype', type(frame).__name__)} "
                          f"{getattr(frame, 'shape', '')}")
     heat = attention_heatmap(attention, grid, frame_index)  # [rows, cols] in [0, 1]
+    contrast = 1.0 / heat.mean() if heat.max() > 0 else 0.0  # peak / mean: 1 = uniform
     h, w = frame.shape[:2]
     up = cv2.resize(heat.astype(np.float32), (w, h),
                     interpolation=_INTERP[cfg.overlay_interpolation])
@@ -213,7 +219,8 @@ def render_attention_overlay(attention: np.ndarray, frame: np.ndarray, grid: tup
     alpha = (cfg.overlay_alpha * (0.25 + 0.75 * up))[:, :, None]  # [H, W, 1]
     out = (frame.astype(np.float32) * (1.0 - alpha) + colors * alpha).round().astype(np.uint8)
     if label:
-        text = f"action attention, latent frame {frame_index}, grid {grid[0]}x{grid[1]}"
+        text = (f"action attention, latent frame {frame_index}, grid {grid[0]}x{grid[1]}, "
+                f"peak/mean {contrast:.1f}")
         scale = max(0.35, min(0.6, w / 900))
         (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
         cv2.rectangle(out, (0, 0), (min(w, tw + 8), th + base + 6), (0, 0, 0), thickness=-1)
