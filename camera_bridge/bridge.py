@@ -13,6 +13,7 @@ in `loop_hz`. Everything takes an injectable clock, so tests run on simulated ti
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from camera_bridge.sources import CameraError, CameraSource, SourceStats, make_s
 from camera_bridge.sources.base import Clock
 from camera_bridge.sync import Synchroniser
 from camera_bridge.window import FrameRing, Window
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -162,8 +165,10 @@ class CameraBridge:
             for name, msg in problems.items():
                 if name not in self._problems or kind(self._problems[name]) != kind(msg):
                     self._events.append((now, f"camera {name!r}: {msg}"))
+                    log.warning("camera %r: %s", name, msg)
             for name in set(self._problems) - set(problems):
                 self._events.append((now, f"camera {name!r}: recovered"))
+                log.info("camera %r: recovered", name)
             self._problems = dict(problems)
 
     # ---- the clip -------------------------------------------------------------------------
@@ -225,7 +230,14 @@ class CameraBridge:
                 self._tick_starts.popleft()
             if len(self._tick_starts) >= 2:
                 self.loop_hz = (len(self._tick_starts) - 1) / max(self._tick_starts[-1] - self._tick_starts[0], 1e-9)
-            self.tick()
+            try:
+                self.tick()
+            except Exception as e:  # keep the loop alive; the window reports the failure
+                msg = f"tick failed: {type(e).__name__}: {e}"
+                with self._lock:
+                    if self._problems.get("bridge") != msg:
+                        log.exception("camera bridge %s", msg)
+                    self._problems["bridge"] = msg
             deadline += period
             now = self.clock()
             if now - deadline > period:  # fell a whole period behind: resynchronise, count it

@@ -158,6 +158,11 @@ class CameraSource(abc.ABC):
         except CameraDisconnected as e:
             self._lose(now, e.detail, retry=not isinstance(e, EndOfStream))
             raise
+        except CameraError:
+            raise
+        except Exception as e:  # SDK/driver error while reading (e.g. device unplugged): reopen
+            self._lose(now, f"read failed: {type(e).__name__}: {e}")
+            raise CameraDisconnected(self.name, self.stats.last_error) from e
         if frame is not None:
             self._accept(frame, now)
         elif (now - self._last_new_at) * 1000.0 > self.cfg.reconnect_after_ms:

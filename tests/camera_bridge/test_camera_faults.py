@@ -143,3 +143,48 @@ def test_clock_mapper_removes_latency_jitter():
     assert np.all(stamps <= arrival + 1e-12)
     mapper.map(10.0, 200.0)  # device restarted: clock went backwards, estimate resets
     assert mapper.map(10.0 + 1000 / 30, 200.0 + 1 / 30 + 0.001) == pytest.approx(200.0 + 1 / 30)
+
+
+class _FlakySource(SyntheticSource):
+    """Synthetic camera whose driver throws once, like an SDK call on an unplugged device."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.throw = False
+
+    def _poll(self):
+        if self.throw:
+            self.throw = False
+            raise RuntimeError("Frame didn't arrive within 5000")
+        return super()._poll()
+
+
+@pytest.mark.unit
+def test_driver_exception_becomes_a_reopen(clock):
+    src = _FlakySource(CameraConfig("top"), clock)
+    with src:
+        clock.advance(0.01)
+        assert src.read_latest().seq == 0
+        src.throw = True
+        with pytest.raises(CameraDisconnected, match="read failed: RuntimeError: Frame didn't arrive"):
+            src.read_latest()
+        assert not src.is_connected
+        clock.advance(1 / 30)
+        assert src.read_latest().seq == 1 and src.stats.reconnects == 1
+
+
+@pytest.mark.adapter
+def test_paced_loop_on_the_wall_clock(synthetic_config):
+    import time
+
+    cfg = synthetic_config(window_frames=3, frame_skip=1, buffer_frames=3)
+    bridge = CameraBridge(cfg)  # real clock and a real thread
+    with bridge:
+        bridge.start()
+        end = time.monotonic() + 10.0
+        while not bridge.window().ready and time.monotonic() < end:
+            time.sleep(0.01)
+        win = bridge.window()
+        assert win.ready, win.reasons
+        assert bridge.loop_hz > 0
+    assert bridge._thread is None and not any(s.is_connected for s in bridge.sources)

@@ -1,5 +1,7 @@
-"""OpenCV source: video files written with cv2.VideoWriter replayed through VideoCapture."""
+"""OpenCV source: video files written with cv2.VideoWriter, and a live camera behind a fake capture."""
 from __future__ import annotations
+
+import time
 
 import cv2
 import numpy as np
@@ -7,7 +9,7 @@ import pytest
 
 from camera_bridge.bridge import CameraBridge
 from camera_bridge.config import BridgeConfig, CameraConfig
-from camera_bridge.sources import CameraDisconnected, EndOfStream, OpenCVSource, decode_counter
+from camera_bridge.sources import CameraDisconnected, CameraError, EndOfStream, OpenCVSource, decode_counter
 from camera_bridge.sources.synthetic import PatternRenderer
 
 pytestmark = pytest.mark.adapter
@@ -89,3 +91,73 @@ def test_bridge_replays_three_files_into_a_window(clock, video_file):
 def test_opencv_rejects_rgb_config():
     with pytest.raises(Exception, match="OpenCV delivers bgr8"):
         OpenCVSource(CameraConfig("top", kind="opencv", device="0", encoding="rgb8"))
+
+
+class FakeCapture:
+    """Stands in for a USB camera behind cv2.VideoCapture: read() blocks ~5 ms per frame;
+    `FakeCapture.unplugged` makes reads fail and opening impossible."""
+
+    unplugged = False
+    opened: list = []
+
+    def __init__(self, target):
+        self.target, self.k, self.props = target, 0, {}
+        self.renderer = PatternRenderer(640, 480, seed=3)
+        FakeCapture.opened.append(self)
+
+    def isOpened(self):
+        return not FakeCapture.unplugged
+
+    def set(self, prop, value):
+        self.props[prop] = value
+        return True
+
+    def read(self):
+        time.sleep(0.005)
+        if FakeCapture.unplugged:
+            return False, None
+        self.k += 1
+        return True, self.renderer.render(self.k)
+
+    def release(self):
+        self.released = True
+
+
+def _wait_for(src, predicate, timeout_s=5.0):
+    """Read until `predicate(frame)` holds (wall-clock wait for the reader thread)."""
+    end = time.monotonic() + timeout_s
+    last_error = None
+    while time.monotonic() < end:
+        try:
+            frame = src.read_latest(max_age_ms=1e6)
+            if predicate(frame):
+                return frame
+        except CameraError as e:
+            last_error = e
+        time.sleep(0.002)
+    raise AssertionError(f"condition never met on {src.name!r}; last error {last_error}")
+
+
+def test_live_camera_thread_unplug_and_return(monkeypatch):
+    monkeypatch.setattr(cv2, "VideoCapture", FakeCapture)
+    FakeCapture.unplugged, FakeCapture.opened = False, []
+    cfg = CameraConfig("left_wrist", kind="opencv", device="2", reconnect_interval_s=0.05)
+    src = OpenCVSource(cfg)  # wall clock: the reader thread stamps frames when read() returns
+    with src:
+        first = _wait_for(src, lambda f: True)
+        later = _wait_for(src, lambda f: f.seq >= first.seq + 3)
+        assert later.stamp_s > first.stamp_s and decode_counter(later.image) == later.seq + 1
+        cap = FakeCapture.opened[0]
+        assert cap.target == 2 and cap.props[cv2.CAP_PROP_BUFFERSIZE] == 1
+        assert cap.props[cv2.CAP_PROP_FRAME_WIDTH] == 640
+        FakeCapture.unplugged = True
+        with pytest.raises(CameraDisconnected, match="read\\(\\) failed on '2'"):
+            end = time.monotonic() + 5.0
+            while time.monotonic() < end:
+                src.read_latest(max_age_ms=1e6)
+                time.sleep(0.002)
+        assert getattr(cap, "released", False)  # the reader thread released its capture
+        FakeCapture.unplugged = False
+        back = _wait_for(src, lambda f: True)
+        assert src.stats.reconnects == 1 and len(FakeCapture.opened) >= 2
+        assert back.stamp_s > later.stamp_s
