@@ -62,3 +62,20 @@ def test_noisy_expert_still_succeeds_and_is_reproducible():
         env = make_env("spatial", 0, 0, 0, render=False)
         env.reset()
         expert_action(env, noise=0.1)
+
+
+def test_rollout_expert_records_aligned_arrays():
+    from libero_bridge import rollout_expert
+
+    demo = rollout_expert("object", 2, 0, 0, render=True)
+    t = len(demo)
+    assert demo.success and demo.termination == "success"
+    assert demo.stacked.shape == (t, 224, 448, 3) and demo.stacked.dtype == np.uint8
+    assert demo.proprio.shape == (t, 8) and demo.actions.shape == (t, 7) and len(demo.phases) == t
+    blind = rollout_expert("object", 2, 0, 0, render=False)
+    assert blind.stacked is None
+    np.testing.assert_array_equal(blind.actions, demo.actions)  # rendering does not change the run
+    noisy_a = rollout_expert("object", 2, 0, 0, render=False, noise=0.2)
+    noisy_b = rollout_expert("object", 2, 0, 0, render=False, noise=0.2)
+    np.testing.assert_array_equal(noisy_a.actions, noisy_b.actions)
+    assert noisy_a.success and not np.array_equal(noisy_a.actions[:5], blind.actions[:5])
