@@ -140,3 +140,30 @@ def test_misuse_is_rejected(tmp_path):
     with McapRecorder(path, origin_s=0.0, overwrite=True) as rec2:
         rec2.write_float32("s", 0.5, 0.0)
     assert read_info(path).counts == {"/vam/s": 1}
+
+
+def test_foxglove_mcap_reader_decodes_the_file_independently(tmp_path):
+    """The MCAP ecosystem's own reader (what Foxglove uses) opens and decodes the recording."""
+    pytest.importorskip("mcap", reason="the `mcap` package (independent MCAP reader) is not installed")
+    decoder = pytest.importorskip(
+        "mcap_ros2.decoder", reason="`mcap-ros2-support` (independent CDR decoder) is not installed")
+    from mcap.reader import make_reader
+
+    path = tmp_path / "recording.mcap"
+    _, frames = _record(path, steps=3, replan_every=2)
+    with path.open("rb") as f:
+        reader = make_reader(f, validate_crcs=True, decoder_factories=[decoder.DecoderFactory()])
+        assert reader.get_header().profile == "ros2"
+        summary = reader.get_summary()
+        for ch in summary.channels.values():
+            assert ch.message_encoding == "cdr"
+            assert summary.schemas[ch.schema_id].encoding == "ros2msg"
+        images, trs = [], []
+        for _, ch, _, decoded in reader.iter_decoded_messages(
+                topics=["/camera/stacked/image_raw", "/vam/tr"]):
+            (images if ch.topic.startswith("/camera") else trs).append(decoded)
+    assert len(images) == 3 and trs[0].data == 1.25
+    img = images[2]
+    assert (img.height, img.width, img.encoding) == (224, 448, "rgb8")
+    np.testing.assert_array_equal(np.frombuffer(bytes(img.data), np.uint8).reshape(224, 448, 3),
+                                  frames[2])
