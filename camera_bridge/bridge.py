@@ -178,7 +178,8 @@ class CameraBridge:
         n, skip, span = cfg.window_frames, cfg.frame_skip, cfg.span_frames
         now = self.clock()
         with self._lock:
-            reasons = [f"camera {name!r}: {msg}" for name, msg in self._problems.items()]
+            reasons = [f"{'bridge' if name == 'bridge' else f'camera {name!r}'}: {msg}"
+                       for name, msg in self._problems.items()]
             newest = self.ring.newest_stamp()
             age_ms = None if newest is None else (now - newest) * 1000.0
             if self.ring.count < span:

@@ -65,7 +65,8 @@ class CameraConfig:
         """True when `device` names a recording or video file (replay) rather than a live camera."""
         if self.kind == "realsense":
             return self.device != ""
-        return self.kind == "opencv" and not self.device.isdigit() and not self.device.startswith("/dev/")
+        live = self.device.isdigit() or self.device.startswith("/dev/") or "://" in self.device  # index, node, URL
+        return self.kind == "opencv" and not live
 
 
 def _default_cameras() -> tuple[CameraConfig, ...]:
