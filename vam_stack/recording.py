@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -60,7 +61,9 @@ class McapRecorder:
     ...     rec.write_telemetry(replan_telemetry, t_s=0.05)
 
     The file is finalised on every exit path (an exception inside the `with` block still
-    leaves a readable recording of what was written before it).
+    leaves a readable recording of what was written before it). `overwrite=True` removes an
+    existing file or bag directory at `path` when the recorder is created. Writes are
+    serialised by a lock, so callbacks on several threads may share one recorder.
     """
 
     def __init__(self, path: str | Path, *, origin_s: float | None = None,
@@ -84,6 +87,7 @@ class McapRecorder:
         self._topics: dict[str, Topic] = {}
         self.counts: Counter[str] = Counter()  # topic name -> messages written
         self.closed = False
+        self._lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def open(self) -> "McapRecorder":
@@ -105,12 +109,13 @@ class McapRecorder:
 
     def close(self) -> None:
         """Finalise the file (idempotent)."""
-        if self.closed or self._writer is None:
+        with self._lock:
+            if self.closed or self._writer is None:
+                self.closed = True
+                return
+            writer, self._writer = self._writer, None
             self.closed = True
-            return
-        writer, self._writer = self._writer, None
-        self.closed = True
-        writer.close()
+            writer.close()
         if self._staging is not None:
             produced = self._staging / self.path.stem / f"{self.path.stem}.mcap"
             produced.replace(self.path)
@@ -154,10 +159,12 @@ class McapRecorder:
 
     def write(self, topic: str, msg: Any, t_s: float) -> None:
         """Write a ready message on `topic` (table key or name) at origin + `t_s`."""
-        conn, _ = self._connection(topic, msgs.msgtype_of(msg))
         stamp_ns = self.stamp_ns(t_s)
-        self._writer.write(conn, stamp_ns, msgs.serialize(msg))
-        self.counts[conn.topic] += 1
+        data = msgs.serialize(msg)
+        with self._lock:
+            conn, _ = self._connection(topic, msgs.msgtype_of(msg))
+            self._writer.write(conn, stamp_ns, data)
+            self.counts[conn.topic] += 1
 
     def frame_id(self, topic: str) -> str:
         return resolve(topic).frame_id

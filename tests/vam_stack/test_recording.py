@@ -167,3 +167,20 @@ def test_foxglove_mcap_reader_decodes_the_file_independently(tmp_path):
     assert (img.height, img.width, img.encoding) == (224, 448, "rgb8")
     np.testing.assert_array_equal(np.frombuffer(bytes(img.data), np.uint8).reshape(224, 448, 3),
                                   frames[2])
+
+
+def test_concurrent_writers_share_one_recorder(tmp_path):
+    import threading
+
+    path = tmp_path / "recording.mcap"
+    with McapRecorder(path, origin_s=0.0) as rec:
+        def worker(k):
+            for i in range(50):
+                rec.write_float32(("tr", "s", "w_lang", "w_plan")[k], float(i), i * 0.01)
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    assert read_info(path).counts == {"/vam/tr": 50, "/vam/s": 50, "/vam/w_lang": 50,
+                                      "/vam/w_plan": 50}
