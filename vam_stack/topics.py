@@ -101,6 +101,14 @@ TOPICS: dict[str, Topic] = {
                          "done, reason"),
 }
 
+# JointState names on the LIBERO topics (the real arm's names come from yam_driver's config).
+LIBERO_PROPRIO_NAMES = ("eef_pos_x", "eef_pos_y", "eef_pos_z",  # end-effector position [m]
+                        "eef_rot_x", "eef_rot_y", "eef_rot_z",  # axis-angle orientation [rad]
+                        "gripper_finger_left", "gripper_finger_right")  # finger positions [m]
+LIBERO_ACTION_NAMES = ("delta_x", "delta_y", "delta_z",  # end-effector translation command
+                       "delta_rot_x", "delta_rot_y", "delta_rot_z",  # rotation command
+                       "gripper")  # -1 open .. +1 close
+
 _VIEW_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 

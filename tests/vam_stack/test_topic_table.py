@@ -58,3 +58,9 @@ def test_markdown_table_lists_every_topic():
     for t in topics.TOPICS.values():
         assert f"`{t.name}`" in table
     assert "/camera/<view>/image_raw" in table
+
+
+def test_libero_joint_names_fit_the_proprio_and_action_sizes():
+    assert len(topics.LIBERO_PROPRIO_NAMES) == 8 and len(set(topics.LIBERO_PROPRIO_NAMES)) == 8
+    assert len(topics.LIBERO_ACTION_NAMES) == 7 and len(set(topics.LIBERO_ACTION_NAMES)) == 7
+    msgs.joint_state_msg(topics.LIBERO_PROPRIO_NAMES, [0.0] * 8)  # valid JointState names
