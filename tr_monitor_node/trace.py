@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from vam_stack.config import ConfigError, check
+from vam_stack.config import check
 
 PHASES = ("planning", "manipulation")
 BRANCHES = ("cond", "null_text", "plan")
