@@ -172,10 +172,22 @@ class CameraBridge:
             self._problems = dict(problems)
 
     # ---- the clip -------------------------------------------------------------------------
-    def window(self) -> Window:
-        """The clip for the policy, or a not-ready result with reasons naming the cameras."""
+    def latest(self) -> Window:
+        """Only the newest stacked frame ([1, H, W, 3]), with the same freshness and camera
+        checks as `window()`: for a policy whose anchor is the current observation alone."""
+        return self.window(frames=1, skip=1)
+
+    def window(self, frames: int | None = None, skip: int | None = None) -> Window:
+        """The clip for the policy, or a not-ready result with reasons naming the cameras.
+
+        `frames` / `skip` default to the config's window_frames / frame_skip."""
         cfg = self.cfg
-        n, skip, span = cfg.window_frames, cfg.frame_skip, cfg.span_frames
+        n = cfg.window_frames if frames is None else int(frames)
+        skip = cfg.frame_skip if skip is None else int(skip)
+        span = (n - 1) * skip + 1
+        if n < 1 or skip < 1 or span > cfg.buffer_frames:
+            raise ValueError(f"window of {frames!r} frames with skip {skip!r} does not fit the "
+                             f"{cfg.buffer_frames}-frame buffer")
         now = self.clock()
         with self._lock:
             reasons = [f"{'bridge' if name == 'bridge' else f'camera {name!r}'}: {msg}"

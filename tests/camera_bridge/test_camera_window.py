@@ -134,3 +134,18 @@ def test_default_resize_filter_suppresses_aliasing():
     assert _alias("pyramid") < 0.10
     assert _alias("area") < 0.10
     assert _alias("linear") > 0.5  # the unfiltered resize really aliases: the probe works
+
+
+@pytest.mark.unit
+def test_latest_is_the_newest_frame_of_the_window(clock, synthetic_config, run_ticks):
+    with CameraBridge(synthetic_config(), clock=clock) as bridge:
+        run_ticks(bridge, clock, 0.2)
+        clock.advance(-1 / 60)
+        now = bridge.latest()
+        assert now.ready and now.frames.shape == (1, 168, 672, 3)
+        assert not bridge.window().ready  # 17 frames need 1.6 s of history, one frame does not
+        run_ticks(bridge, clock, 2.0)
+        clock.advance(-1 / 60)
+        assert np.array_equal(bridge.latest().frames[0], bridge.window().frames[-1])
+        with pytest.raises(ValueError, match="does not fit the 51-frame buffer"):
+            bridge.window(frames=18, skip=3)
