@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import threading
 import time
@@ -81,6 +82,7 @@ class ExecutorConfig:
     retry_after_s: float = 0.5  # wait after an inference exception before the next request
     spin_s: float = 0.0005  # the last part of each wait polls the clock instead of sleeping
     switch_interval_s: float = 0.0005  # realtime: sys.setswitchinterval while running (GIL hand-off)
+    rt_priority: int = 0  # realtime: SCHED_FIFO priority of the tick thread (1-99; 0 = normal scheduling)
     max_samples: int = 200_000  # timing samples kept (1.8 h at 30 Hz)
 
     def __post_init__(self) -> None:
@@ -99,6 +101,7 @@ class ExecutorConfig:
             v = getattr(self, name)
             check(math.isfinite(v) and v >= 0, f"{name} must be >= 0, got {v!r}")
         check(0 < self.switch_interval_s <= 0.1, f"switch_interval_s must be in (0, 0.1], got {self.switch_interval_s!r}")
+        check(0 <= self.rt_priority <= 99, f"rt_priority must be in [0, 99], got {self.rt_priority!r}")
         check(self.max_samples >= 100, f"max_samples must be >= 100, got {self.max_samples!r}")
 
     @classmethod
@@ -111,9 +114,10 @@ class ExecutorConfig:
 
 
 def robot_config(**overrides: Any) -> ExecutorConfig:
-    """Real YAM: 14 absolute joint targets, 30 Hz, chunk 50, execute 30, realtime, blended."""
+    """Real YAM: 14 absolute joint targets, 30 Hz, chunk 50, execute 30, realtime, blended,
+    tick thread at SCHED_FIFO 50 when the process may (a warning and normal scheduling if not)."""
     return ExecutorConfig(**{**dict(rate_hz=30.0, chunk=50, execute=30, action_dim=14, mode="realtime",
-                                    action_kind="absolute", blend_ticks=5), **overrides})
+                                    action_kind="absolute", blend_ticks=5, rt_priority=50), **overrides})
 
 
 def libero_config(**overrides: Any) -> ExecutorConfig:
@@ -466,6 +470,8 @@ class ChunkExecutor:
                 self._pending = res
 
     def _tick_loop(self) -> None:
+        if self.cfg.rt_priority:
+            _set_fifo(self.cfg.rt_priority)
         period = 1.0 / self.cfg.rate_hz
         t0 = self.clock() + period  # first deadline one period out: threads are up by then
         k = 0
@@ -516,6 +522,16 @@ class ChunkExecutor:
                 return
             if rem > self.cfg.spin_s:
                 time.sleep(rem - self.cfg.spin_s)
+
+
+def _set_fifo(priority: int) -> bool:
+    """Give the calling thread SCHED_FIFO `priority` (Linux; needs CAP_SYS_NICE). Warns if refused."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # pid 0: this thread
+        return True
+    except (AttributeError, PermissionError, OSError) as e:
+        log.warning("could not set SCHED_FIFO priority %d for the tick thread (%s); normal scheduling", priority, e)
+        return False
 
 
 def _describe(obs: Any) -> str:

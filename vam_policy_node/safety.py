@@ -176,7 +176,7 @@ class SafetyFilter:
             self.counts["commands"] += 1
             if self._estop_reason is not None:
                 return self._hold("estop", now)
-            if not np.all(np.isfinite(t)):
+            if not np.isfinite(t).all():
                 bad = np.flatnonzero(~np.isfinite(t)).tolist()
                 log.error("safety: non-finite target rejected (dims %s); holding", bad)
                 return self._hold("nonfinite", now)
@@ -184,17 +184,18 @@ class SafetyFilter:
                 log.warning("safety: stale command rejected (age %.3f s > %.3f s); holding",
                             now - stamp, self.cfg.stale_after_s)
                 return self._hold("stale", now)
+            pos = t.clip(self._lo, self._hi)
+            sent = pos.clip(self._last - self._step, self._last + self._step)
             clipped: dict[str, tuple[int, ...]] = {}
-            pos = np.clip(t, self._lo, self._hi)
-            changed = pos != t
-            if np.any(changed & ~self._gripper):
-                clipped["position"] = tuple(np.flatnonzero(changed & ~self._gripper).tolist())
-            if np.any(changed & self._gripper):
-                clipped["gripper"] = tuple(np.flatnonzero(changed & self._gripper).tolist())
-            sent = np.clip(pos, self._last - self._step, self._last + self._step)
-            rate = sent != pos
-            if np.any(rate):
-                clipped["velocity"] = tuple(np.flatnonzero(rate).tolist())
+            if (sent != t).any():  # slow path only when something was clipped: name the limits
+                changed = pos != t
+                if (changed & ~self._gripper).any():
+                    clipped["position"] = tuple(np.flatnonzero(changed & ~self._gripper).tolist())
+                if (changed & self._gripper).any():
+                    clipped["gripper"] = tuple(np.flatnonzero(changed & self._gripper).tolist())
+                rate = sent != pos
+                if rate.any():
+                    clipped["velocity"] = tuple(np.flatnonzero(rate).tolist())
             for name in clipped:
                 self.counts[name] += 1
             self.counts["sent"] += 1

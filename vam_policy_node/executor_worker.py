@@ -1,0 +1,135 @@
+"""Run a policy in a child process behind the same `reset` / `infer` / `spec` contract.
+
+In one Python process the executor's tick thread and the inference thread share the GIL: a
+policy that spends much of its replan in Python (many small torch ops, pre/post-processing)
+delays the tick thread's wake-ups by up to the switch interval each time. `ProcessPolicy`
+builds the policy in a separate process (spawn start method: no forked torch thread pools)
+and forwards calls over a pipe; the executor's worker thread blocks in `recv` with the GIL
+released, so the tick thread's timing no longer depends on the policy's Python code.
+
+    policy = ProcessPolicy(functools.partial(build_policy, preset="tiny"), torch_threads=1)
+    executor = ChunkExecutor(policy, cfg, obs_fn=..., sink=...)
+
+The factory must be picklable (a module-level function or a functools.partial of one).
+Observations are pickled per replan (17 x 224 x 448 x 3 uint8 frames = 5.1 MB, a few ms).
+Errors raised by the child's policy come back as `PolicyProcessError` with the child's
+traceback text; the executor logs them and holds like any other inference exception.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import traceback
+from types import SimpleNamespace
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+SPEC_FIELDS = ("chunk", "execute", "action_dim", "rate_hz")
+
+
+class PolicyProcessError(RuntimeError):
+    """The policy in the child process raised, or the child died."""
+
+
+def _plain(value: Any) -> Any:
+    """Tensors become numpy arrays before crossing the pipe (no shared-memory handles)."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        return value.detach().cpu().numpy()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _serve(conn, factory: Callable[[], Any], torch_threads: int | None) -> None:
+    """Child process main loop: build the policy, then answer reset/infer until 'close'."""
+    try:
+        if torch_threads:
+            import torch
+
+            torch.set_num_threads(torch_threads)
+        policy = factory()
+        spec = policy.spec
+        conn.send(("ready", {k: getattr(spec, k) for k in SPEC_FIELDS if hasattr(spec, k)}))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+        return
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg[0] == "close":
+            return
+        try:
+            if msg[0] == "reset":
+                policy.reset(msg[1])
+                conn.send(("ok", None))
+            elif msg[0] == "infer":
+                conn.send(("ok", _plain(policy.infer(msg[1]))))
+            else:
+                conn.send(("error", f"unknown request {msg[0]!r}"))
+        except Exception:
+            conn.send(("error", traceback.format_exc()))
+
+
+class ProcessPolicy:
+    """A policy living in a child process; `infer` blocks (GIL released) until it answers."""
+
+    def __init__(self, factory: Callable[[], Any], *, torch_threads: int | None = None,
+                 start_timeout_s: float = 600.0) -> None:
+        if not callable(factory):
+            raise TypeError(f"factory must be callable, got {factory!r}")
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child, factory, torch_threads), name="policy", daemon=True)
+        self._proc.start()
+        child.close()
+        kind, payload = self._recv(start_timeout_s, "start-up")
+        if kind != "ready":
+            self.close()
+            raise PolicyProcessError(f"policy process failed to start:\n{payload}")
+        self.spec = SimpleNamespace(**payload)
+
+    def _recv(self, timeout_s: float | None, what: str) -> tuple[str, Any]:
+        if timeout_s is not None and not self._conn.poll(timeout_s):
+            raise PolicyProcessError(f"policy process gave no answer to {what} within {timeout_s:g} s")
+        try:
+            return self._conn.recv()
+        except EOFError:
+            raise PolicyProcessError(f"policy process exited during {what} (exit code {self._proc.exitcode})") from None
+
+    def _call(self, request: tuple, what: str) -> Any:
+        if not self._proc.is_alive():
+            raise PolicyProcessError(f"policy process is not running (exit code {self._proc.exitcode})")
+        self._conn.send(request)
+        kind, payload = self._recv(None, what)
+        if kind == "error":
+            raise PolicyProcessError(f"policy {what} raised in the child process:\n{payload}")
+        return payload
+
+    def reset(self, instruction: str) -> None:
+        self._call(("reset", instruction), "reset")
+
+    def infer(self, obs: dict) -> dict:
+        return self._call(("infer", obs), "infer")
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Ask the child to exit; terminate it if it does not within `timeout_s`."""
+        if self._proc.is_alive():
+            try:
+                self._conn.send(("close",))
+            except (BrokenPipeError, OSError) as e:
+                log.debug("policy process pipe already closed (%s)", e)
+            self._proc.join(timeout_s)
+            if self._proc.is_alive():
+                log.warning("policy process did not exit in %.1f s; terminating", timeout_s)
+                self._proc.terminate()
+                self._proc.join(timeout_s)
+        self._conn.close()
+
+    def __enter__(self) -> "ProcessPolicy":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
