@@ -48,7 +48,7 @@ setup(
         "sim": ["mujoco>=3.1"],
         "export": ["onnx>=1.15", "onnxruntime>=1.17"],
         "gpu": ["tensorrt>=10"],
-        "test": ["pytest>=7"],
+        "test": ["pytest>=7", "mcap>=1.1", "mcap-ros2-support>=0.5"],
     },
     zip_safe=True,
     maintainer="vam_stack developers",

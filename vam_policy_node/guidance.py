@@ -54,11 +54,11 @@ class GuidanceSchedule:
     def weights(self, tr: float) -> tuple[float, float, float]:
         """(s, w_lang, w_plan) for a TR reading; the first reading of an episode sets TR_0."""
         c = self.cfg
+        if self.tr0 is None:              # the baseline is tracked under every schedule (for monitoring)
+            self.tr0 = float(tr)
         if c.schedule == "none":
             return 0.0, 0.0, 0.0
         if c.schedule == "flat":
             return 1.0, c.w_lang_base, c.w_plan_base
-        if self.tr0 is None:
-            self.tr0 = float(tr)
         s = adaptive_scale(float(tr), self.tr0, c.s_max)
         return s, c.w_lang_base * s, c.w_plan_base * s

@@ -19,6 +19,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "executor": ("vam_policy_node.executor_bench", "30 Hz executor jitter with the tiny policy inferring"),
     "camera": ("camera_bridge.bench", "per-tick cost of read + sync + resize + stack, 3 cameras"),
     "driver": ("yam_driver.bench", "read + write of 14 motors per tick on each emulator"),
+    "libero": ("libero_bridge.bench", "mocked LIBERO: physics step, each camera, full env step"),
 }
 
 
