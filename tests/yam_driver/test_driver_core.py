@@ -64,9 +64,10 @@ def test_start_holds_present_position_then_ramps_without_a_jump(rig):
             report = driver.step()
             if first is None:
                 first = report
-            step = np.abs(report.written - previous)
-            assert np.all(step <= ramp_step + 2e-3), step  # never more than one ramp step
-            previous = report.written
+            sent = np.isfinite(report.written)  # a joint whose read failed this tick is not written
+            step = np.abs(report.written - previous)[sent]
+            assert np.all(step <= ramp_step[sent] + 2e-3), step  # never more than one ramp step
+            previous = np.where(sent, report.written, previous)
             if report.mode == Mode.RUNNING:
                 break
         assert first.mode == Mode.RAMPING
