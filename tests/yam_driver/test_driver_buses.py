@@ -168,3 +168,38 @@ def test_dynamixel_model_mismatch_fails_at_connect():
     with EmulatedRig(cfg) as rig:
         with pytest.raises(BusMismatchError, match=r"right_joint1.*model number 1020.*XL330-M288"):
             make_bus(rig.config).connect()
+
+
+@pytest.mark.parametrize("bus_kind", BUSES)
+def test_both_arms_on_one_shared_port(bus_kind):
+    cfg = _cfg(bus_kind)
+    left, right = cfg.arms
+    right = dataclasses.replace(right, port=left.port,
+                                joints=[dataclasses.replace(j, id=j.id + 7) for j in right.joints])
+    cfg = dataclasses.replace(cfg, arms=[left, right])
+    with EmulatedRig(cfg, tau_s=0.003) as rig:
+        assert len(rig.emulators) == 1
+        with make_bus(rig.config) as b:
+            reading = _read(b)
+            assert reading.ok.all(), reading.errors
+            np.testing.assert_allclose(reading.position, rig.positions(), atol=2e-3)
+
+
+def test_sdk_and_emulator_agree_on_byte_stuffing():
+    """A value containing FF FF FD is stuffed by the SDK on write and by the emulator on reply."""
+    import dynamixel_sdk as sdk
+
+    from yam_driver.dynamixel_bus import TimedPortHandler
+    from yam_driver.emulators import DynamixelEmulator
+
+    with DynamixelEmulator([5]) as emu:
+        port = TimedPortHandler(emu.port_name, reply_timeout_ms=20.0)
+        assert port.openPort()
+        ph = sdk.PacketHandler(2.0)
+        try:
+            value = int.from_bytes(b"\x00\xff\xff\xfd", "little")
+            assert ph.write4ByteTxRx(port, 5, 200, value) == (sdk.COMM_SUCCESS, 0)
+            assert emu.servos[5].table[200:204] == b"\x00\xff\xff\xfd"
+            assert ph.read4ByteTxRx(port, 5, 200) == (value, sdk.COMM_SUCCESS, 0)
+        finally:
+            port.closePort()
