@@ -93,14 +93,10 @@ def _build(args: argparse.Namespace, home: np.ndarray) -> tuple[Any, dict, str]:
         obs: dict = {"proprio": np.zeros(14, np.float32)}
         what = f"fake policy burning {args.fake_policy_ms:g} ms of Python CPU"
     else:
-        from vam_policy_node.networks.config import load_config
         from vam_policy_node.policy import build_policy
 
-        robot = load_config(args.preset).robot
         factory = functools.partial(build_policy, preset=args.preset)
-        rng = np.random.default_rng(0)
-        obs = {"frames": rng.integers(0, 256, (robot.frames, robot.image_height, robot.image_width, 3), dtype=np.uint8),
-               "proprio": np.zeros(robot.proprio_dim, np.float32)}
+        obs = {}  # built from the policy's spec once it exists (frames, height, width, proprio_dim)
         what = f"{args.preset} policy, {args.policy_threads} torch thread(s)"
     if args.worker == "process":
         return ProcessPolicy(factory, torch_threads=args.policy_threads), obs, what + ", child process"
@@ -130,6 +126,10 @@ def _home(scfg, arms: int) -> np.ndarray:
 
 def _measure(args: argparse.Namespace, policy: Any, obs: dict, what: str, scfg) -> int:
     spec = policy.spec
+    if not obs:
+        rng = np.random.default_rng(0)
+        obs = {"frames": rng.integers(0, 256, (spec.frames, spec.height, spec.width, 3), dtype=np.uint8),
+               "proprio": np.zeros(spec.proprio_dim, np.float32)}
     policy.reset("pick up the black bowl and place it on the plate")
     t0 = time.perf_counter()
     policy.infer(obs)  # warm-up outside the measured run (first call allocates and compiles)

@@ -17,6 +17,7 @@ traceback text; the executor logs them and holds like any other inference except
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import multiprocessing as mp
 import traceback
@@ -41,6 +42,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _spec_fields(spec: Any) -> dict:
+    """Every field of the policy's spec (dataclass or namespace); at least SPEC_FIELDS."""
+    if dataclasses.is_dataclass(spec):
+        fields = dataclasses.asdict(spec)
+    else:
+        fields = dict(getattr(spec, "__dict__", {}))
+    missing = [k for k in SPEC_FIELDS if k not in fields and not hasattr(spec, k)]
+    if missing:
+        raise TypeError(f"policy.spec lacks {missing}; has {sorted(fields)}")
+    fields.update({k: getattr(spec, k) for k in SPEC_FIELDS})
+    return fields
+
+
 def _serve(conn, factory: Callable[[], Any], torch_threads: int | None) -> None:
     """Child process main loop: build the policy, then answer reset/infer until 'close'."""
     try:
@@ -49,8 +63,7 @@ def _serve(conn, factory: Callable[[], Any], torch_threads: int | None) -> None:
 
             torch.set_num_threads(torch_threads)
         policy = factory()
-        spec = policy.spec
-        conn.send(("ready", {k: getattr(spec, k) for k in SPEC_FIELDS if hasattr(spec, k)}))
+        conn.send(("ready", _spec_fields(policy.spec)))
     except Exception:
         conn.send(("error", traceback.format_exc()))
         return
