@@ -60,6 +60,8 @@ class TickReport:
     tick: int
     mode: Mode
     position: np.ndarray  # (14,) last valid present position, driver units
+    velocity: np.ndarray  # (14,) last valid velocity, driver units per second
+    effort: np.ndarray  # (14,) last valid effort (Dynamixel: current A; Damiao: torque Nm)
     commanded: np.ndarray  # (14,) slew-limited command of this tick, driver units
     written: np.ndarray  # (14,) what went on the wire (after clipping/quantisation); NaN = nothing
     read_ok: np.ndarray  # (14,) bool
@@ -101,6 +103,8 @@ class YamDriver:
         self._faulted = np.zeros(self.n, bool)
         self._fail_count = np.zeros(self.n, int)
         self._present = np.full(self.n, np.nan)
+        self._velocity = np.full(self.n, np.nan)
+        self._effort = np.full(self.n, np.nan)
         self._command = np.full(self.n, np.nan)
         self._hold = np.full(self.n, np.nan)
         self._targets: np.ndarray | None = None
@@ -232,6 +236,8 @@ class YamDriver:
             reading.errors = {i: f"bus error: {e}" for i in range(self.n)}
         t1 = time.monotonic()
         self._present = np.where(reading.ok, reading.position, self._present)
+        self._velocity = np.where(reading.ok, reading.velocity, self._velocity)
+        self._effort = np.where(reading.ok, reading.effort, self._effort)
         new_faults = self._latch_hardware(reading.hardware_error, reading.errors, now)
 
         desired, speed, age, clipped = self._desired(now)
@@ -263,8 +269,9 @@ class YamDriver:
         self._io_ms.append((t2 - t0) * 1000.0)
         self.tick += 1
         errors = {self.names[i]: r for i, r in {**reading.errors, **write_errors}.items()}
-        return TickReport(self.tick, self.mode, self._present.copy(), cmd, written, reading.ok.copy(), clipped,
-                          errors, new_faults, age, t1 - t0, t2 - t1, retries)
+        return TickReport(self.tick, self.mode, self._present.copy(), self._velocity.copy(), self._effort.copy(),
+                          cmd, written, reading.ok.copy(), clipped, errors, new_faults, age, t1 - t0, t2 - t1,
+                          retries)
 
     def _latch_hardware(self, hw: np.ndarray, reasons: dict[int, str], now: float) -> list[JointFault]:
         """A hardware error flag latches at once (the motor itself has stopped)."""

@@ -289,3 +289,13 @@ def test_run_is_deadline_paced_and_reports_rate_and_io_times(rig):
     assert stats.ticks == 4 and stats.stop_reason == "max_ticks"
     assert stats.achieved_rate_hz > 0
     assert 0 < stats.io_p50_ms <= stats.io_p99_ms
+
+
+def test_report_carries_velocity_while_moving(bus_kind):
+    with EmulatedRig(_cfg(bus_kind), tau_s=0.3) as rig, YamDriver(rig.config) as driver:
+        target = driver._present.copy()
+        target[1] += 0.5
+        driver.set_targets(target)
+        speeds = [driver.step().velocity[1] for _ in range(4)]
+        assert np.nanmax(speeds) > 0.0  # joint2 lags behind the ramp, moving in + direction
+        assert np.isfinite(driver.step().effort).all()
