@@ -15,7 +15,10 @@ chunk takes over. Two modes share one schedule (`ChunkSchedule`):
   skipped (latency compensation). If it is late, the old chunk keeps running to its last
   action and then the last target is held; nothing is extrapolated. An inference exception
   is logged with its tick/chunk/observation context, the arm holds the last target at once,
-  and the request is retried after `retry_after_s`.
+  and the request is retried after `retry_after_s`. Pacing and jitter statistics live in
+  `executor_timing.DeadlinePacer`; the tick thread may ask for SCHED_FIFO (`rt_priority`).
+  To keep the policy's Python work off the tick thread's GIL, wrap the policy in
+  `executor_worker.ProcessPolicy` (same contract, runs in a child process).
 
 Seam blending: a cross-fade over `blend_ticks` ticks. At the switch tick the old trajectory's
 next W targets (including any blend still in progress) are frozen, and target j of the window
@@ -47,7 +50,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import sys
 import threading
 import time
@@ -57,6 +59,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from vam_stack.config import ConfigError, check
+
+from .executor_timing import DeadlinePacer, set_fifo_priority
 
 log = logging.getLogger(__name__)
 
@@ -253,44 +257,6 @@ class ChunkSchedule:
         return h
 
 
-class TickTimer:
-    """Records wake lateness (jitter), achieved period, missed ticks and per-tick overhead."""
-
-    def __init__(self, max_samples: int) -> None:
-        self.max_samples = max_samples
-        self.reset()
-
-    def reset(self) -> None:
-        self.wakes: list[float] = []
-        self.lateness: list[float] = []
-        self.overhead: list[float] = []
-        self.missed = 0
-        self.ticks = 0
-
-    def record(self, wake: float, late: float, overhead: float) -> None:
-        self.ticks += 1
-        if len(self.wakes) < self.max_samples:
-            self.wakes.append(wake)
-            self.lateness.append(late)
-            self.overhead.append(overhead)
-
-    def summary(self) -> dict[str, float]:
-        out: dict[str, float] = {"ticks": float(self.ticks), "missed_ticks": float(self.missed)}
-        if len(self.wakes) >= 2:
-            w = np.asarray(self.wakes)
-            out["achieved_hz"] = (len(w) - 1) / (w[-1] - w[0]) if w[-1] > w[0] else float("nan")
-            periods = np.diff(w) * 1e3
-            out["mean_period_ms"] = float(periods.mean())
-            out["max_period_ms"] = float(periods.max())
-        if self.lateness:
-            lat = np.asarray(self.lateness) * 1e3
-            out.update(p50_jitter_ms=float(np.percentile(lat, 50)), p99_jitter_ms=float(np.percentile(lat, 99)),
-                       max_jitter_ms=float(lat.max()))
-            ov = np.asarray(self.overhead) * 1e6
-            out.update(overhead_us=float(ov.mean()), p99_overhead_us=float(np.percentile(ov, 99)))
-        return out
-
-
 class ChunkExecutor:
     """Runs a policy's chunks: `next_action(obs)` in lockstep, `start()`/`stop()` in realtime.
 
@@ -313,7 +279,7 @@ class ChunkExecutor:
             raise ValueError("realtime mode needs obs_fn and sink callables")
         self.policy, self.cfg = policy, cfg
         self.obs_fn, self.sink, self.on_result, self.clock = obs_fn, sink, on_result, clock
-        self.timer = TickTimer(cfg.max_samples)
+        self.pacer = DeadlinePacer(cfg.rate_hz, cfg.spin_s, cfg.max_samples, clock)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._stop = threading.Event()
@@ -328,7 +294,8 @@ class ChunkExecutor:
         if instruction is not None:
             self.policy.reset(instruction)
         self.schedule = ChunkSchedule(self.cfg, initial_target)
-        self.timer.reset()
+        self.pacer.reset()
+        self._fresh = True
         self.tick = 0
         self.latency_estimate_s = self.cfg.latency_init_s
         self.last_latency_s: float | None = None
@@ -379,7 +346,7 @@ class ChunkExecutor:
 
     def stats(self) -> dict[str, float]:
         """Timing summary plus latency estimate and counters."""
-        out = self.timer.summary()
+        out = self.pacer.summary()
         out.update(latency_estimate_ms=self.latency_estimate_s * 1e3,
                    last_latency_ms=float("nan") if self.last_latency_s is None else self.last_latency_s * 1e3,
                    replans=float(self.replans), errors=float(self.errors), dropped=float(self.dropped),
@@ -418,6 +385,9 @@ class ChunkExecutor:
             raise RuntimeError(f"start() is for realtime mode; this executor is {self.cfg.mode!r}")
         if self.running:
             raise RuntimeError("executor already running")
+        if not self._fresh:
+            raise RuntimeError("call reset() before starting the executor again")
+        self._fresh = False
         self._stop.clear()
         self._old_switch = sys.getswitchinterval()
         sys.setswitchinterval(self.cfg.switch_interval_s)
@@ -471,19 +441,12 @@ class ChunkExecutor:
 
     def _tick_loop(self) -> None:
         if self.cfg.rt_priority:
-            _set_fifo(self.cfg.rt_priority)
-        period = 1.0 / self.cfg.rate_hz
-        t0 = self.clock() + period  # first deadline one period out: threads are up by then
-        k = 0
-        while not self._stop.is_set():
-            deadline = t0 + k * period
-            self._wait_until(deadline)
-            now = self.clock()
-            late = now - deadline
-            if late >= period:  # whole periods slipped: those ticks are gone, stay on the wall clock
-                missed = int(late // period)
-                self.timer.missed += missed
-                k += missed
+            set_fifo_priority(self.cfg.rt_priority)
+        self.pacer.start()  # tick 0 one period out: the worker thread is up by then
+        while True:
+            k, now = self.pacer.wait(self._stop)
+            if self._stop.is_set():
+                return
             c0 = time.perf_counter()
             target = self._realtime_step(k, now)
             if target is not None:
@@ -492,8 +455,7 @@ class ChunkExecutor:
                 except Exception:
                     self.sink_errors += 1
                     log.exception("sink failed at tick %d", k)
-            self.timer.record(now, late, time.perf_counter() - c0)
-            k += 1
+            self.pacer.record_overhead(time.perf_counter() - c0)
 
     def _realtime_step(self, k: int, now: float) -> np.ndarray | None:
         with self._lock:
@@ -514,24 +476,6 @@ class ChunkExecutor:
         self.tick = k
         self.last_info = info
         return target
-
-    def _wait_until(self, deadline: float) -> None:
-        while True:
-            rem = deadline - self.clock()
-            if rem <= 0 or self._stop.is_set():
-                return
-            if rem > self.cfg.spin_s:
-                time.sleep(rem - self.cfg.spin_s)
-
-
-def _set_fifo(priority: int) -> bool:
-    """Give the calling thread SCHED_FIFO `priority` (Linux; needs CAP_SYS_NICE). Warns if refused."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # pid 0: this thread
-        return True
-    except (AttributeError, PermissionError, OSError) as e:
-        log.warning("could not set SCHED_FIFO priority %d for the tick thread (%s); normal scheduling", priority, e)
-        return False
 
 
 def _describe(obs: Any) -> str:

@@ -210,3 +210,22 @@ def test_first_inference_failure_without_hold_target_raises_for_absolute():
                        initial_target=np.full(14, 0.3))
     a, info = ex.next_action(obs())
     assert info.held and info.error and np.all(a == 0.3)
+
+
+def test_deadline_pacer_counts_missed_ticks_and_stays_on_the_wall_clock():
+    from vam_policy_node.executor_timing import DeadlinePacer
+
+    now = {"t": 0.0}
+    pacer = DeadlinePacer(10.0, clock=lambda: now["t"])
+    pacer.start()  # tick 0 due at 0.1
+    now["t"] = 0.1005
+    assert pacer.wait() == (0, 0.1005)
+    now["t"] = 0.45  # tick 1 was due at 0.2: 0.25 s late, ticks 1 and 2 are gone
+    assert pacer.wait() == (3, 0.45)
+    now["t"] = 0.5
+    assert pacer.wait() == (4, 0.5)
+    pacer.record_overhead(100e-6)
+    st = pacer.summary()
+    assert st["missed_ticks"] == 2 and st["ticks"] == 3
+    assert st["max_jitter_ms"] == pytest.approx(250.0) and st["p50_jitter_ms"] == pytest.approx(0.5)
+    assert st["achieved_hz"] == pytest.approx(2 / 0.3995) and st["overhead_us"] == pytest.approx(100.0)

@@ -80,6 +80,8 @@ def test_latency_compensation_with_known_delay():
             assert info.held
     firsts = [v for v, info in log if info.replanned]
     assert [v % 1000 for v in firsts] == [i.skipped for i in installs]
+    with pytest.raises(RuntimeError, match="reset"):
+        ex.start()  # a second run must start from a fresh schedule
     st = ex.stats()
     assert st["ticks"] >= 1 and {"p99_jitter_ms", "achieved_hz", "overhead_us", "missed_ticks"} <= set(st)
 
