@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import multiprocessing as mp
+import threading
 import traceback
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -98,6 +99,7 @@ class ProcessPolicy:
         self._proc = ctx.Process(target=_serve, args=(child, factory, torch_threads), name="policy", daemon=True)
         self._proc.start()
         child.close()
+        self._lock = threading.Lock()  # one request/answer pair on the pipe at a time
         kind, payload = self._recv(start_timeout_s, "start-up")
         if kind != "ready":
             self.close()
@@ -113,10 +115,11 @@ class ProcessPolicy:
             raise PolicyProcessError(f"policy process exited during {what} (exit code {self._proc.exitcode})") from None
 
     def _call(self, request: tuple, what: str) -> Any:
-        if not self._proc.is_alive():
-            raise PolicyProcessError(f"policy process is not running (exit code {self._proc.exitcode})")
-        self._conn.send(request)
-        kind, payload = self._recv(None, what)
+        with self._lock:
+            if not self._proc.is_alive():
+                raise PolicyProcessError(f"policy process is not running (exit code {self._proc.exitcode})")
+            self._conn.send(request)
+            kind, payload = self._recv(None, what)
         if kind == "error":
             raise PolicyProcessError(f"policy {what} raised in the child process:\n{payload}")
         return payload
@@ -130,10 +133,15 @@ class ProcessPolicy:
     def close(self, timeout_s: float = 5.0) -> None:
         """Ask the child to exit; terminate it if it does not within `timeout_s`."""
         if self._proc.is_alive():
+            idle = self._lock.acquire(timeout=timeout_s)  # let an infer in flight finish first
             try:
-                self._conn.send(("close",))
+                if idle:
+                    self._conn.send(("close",))
             except (BrokenPipeError, OSError) as e:
                 log.debug("policy process pipe already closed (%s)", e)
+            finally:
+                if idle:
+                    self._lock.release()
             self._proc.join(timeout_s)
             if self._proc.is_alive():
                 log.warning("policy process did not exit in %.1f s; terminating", timeout_s)
