@@ -299,3 +299,29 @@ def test_report_carries_velocity_while_moving(bus_kind):
         speeds = [driver.step().velocity[1] for _ in range(4)]
         assert np.nanmax(speeds) > 0.0  # joint2 lags behind the ramp, moving in + direction
         assert np.isfinite(driver.step().effort).all()
+
+
+def test_hardware_error_before_start_refuses_to_start(bus_kind):
+    with EmulatedRig(_cfg(bus_kind), tau_s=0.003) as rig:
+        rig.set_hardware_error("right_joint1", "overheat")
+        driver = YamDriver(rig.config)
+        with pytest.raises(BusError, match="right_joint1.*hardware error"):
+            driver.start()
+        assert not any(_all_torque(rig)) and driver.mode == Mode.STOPPED
+
+
+def test_holding_keeps_damiao_motors_alive_and_a_stalled_driver_faults():
+    """The motors' own CAN timeout (i2rt: 400 ms) needs a command every tick, also when holding."""
+    with EmulatedRig(_cfg("damiao"), tau_s=0.003, can_timeout_s=0.3) as rig:
+        driver = YamDriver(rig.config)
+        driver.start()
+        t_end = time.monotonic() + 0.4
+        while time.monotonic() < t_end:  # no targets at all: the driver holds, every tick
+            driver.step()
+            time.sleep(0.01)
+        assert not driver.faults and all(_all_torque(rig))
+        time.sleep(0.45)  # the driver stalls longer than the motors' timeout
+        report = driver.step()
+        assert report.mode == Mode.FAULT
+        assert len(driver.faults) == 14 and "communication loss" in driver.faults[0].reason
+        driver.shutdown()

@@ -25,9 +25,10 @@ class EmulatedRig:
     """Emulators for every port of `config`; a context manager that stops them on exit."""
 
     def __init__(self, config: DriverConfig, initial: np.ndarray | None = None, tau_s: float = 0.02,
-                 skip_ids: dict[str, list[int]] | None = None):
+                 skip_ids: dict[str, list[int]] | None = None, can_timeout_s: float | None = None):
         """`initial`: (14,) start positions in driver units (default: mid-range of each joint).
-        `skip_ids`: arm name -> ids left off the emulated bus (to test config mismatches)."""
+        `skip_ids`: arm name -> ids left off the emulated bus (to test config mismatches).
+        `can_timeout_s`: Damiao only, the motors' own command timeout (None = off)."""
         jm = JointMap.from_config(config)
         if initial is None:
             initial = (jm.lower + jm.upper) / 2.0
@@ -56,7 +57,7 @@ class EmulatedRig:
                     channel = f"vam-{uuid.uuid4().hex[:8]}-{port}"
                     motors = [EmulatedMotor(j.id, config.feedback_id(j), j.motor, position=float(motor0[i]),
                                             target=float(motor0[i])) for i, _, j in keep]
-                    emu = DamiaoEmulator(channel, motors, tau_s=tau_s)
+                    emu = DamiaoEmulator(channel, motors, tau_s=tau_s, can_timeout_s=can_timeout_s)
                     new_port[port] = channel
                 self.emulators[port] = emu.start()
         except BaseException:

@@ -7,7 +7,8 @@ follows the commanded position with a first-order lag (`tau_s`). Faults come fro
 `FaultInjector` keyed by CAN id; a "corrupt" reply is sent as a truncated 4-byte frame (a
 real controller would drop a bad-CRC frame; a malformed one is the visible equivalent). A
 hardware error disables the motor and reports its code in every feedback until a
-clear-error frame arrives.
+clear-error frame arrives. With `can_timeout_s`, a motor left without commands disables
+itself and reports communication loss, as the real motor's CAN-timeout register does.
 """
 from __future__ import annotations
 
@@ -37,12 +38,17 @@ class EmulatedMotor:
     enabled: bool = False
     error: int = 0  # 0 or a Damiao error code
     last: float = 0.0  # monotonic time of the last update
+    last_command: float = 0.0  # monotonic time of the last frame on this motor's CAN id
 
 
 class DamiaoEmulator:
     """Motors on one virtual CAN channel; use as a context manager or start()/stop()."""
 
-    def __init__(self, channel: str, motors: list[EmulatedMotor], tau_s: float = 0.02):
+    def __init__(self, channel: str, motors: list[EmulatedMotor], tau_s: float = 0.02,
+                 can_timeout_s: float | None = None):
+        """`can_timeout_s`: like the motor's CAN-timeout register (i2rt sets 400 ms), an enabled
+        motor that gets no frame on its CAN id for this long disables itself and reports
+        communication loss (0xD). Status requests to 0x7FF do not count (assumption)."""
         if not motors or len({m.can_id for m in motors}) != len(motors):
             raise ValueError(f"motor CAN ids must be unique and non-empty, got {[m.can_id for m in motors]}")
         if tau_s <= 0:
@@ -50,7 +56,10 @@ class DamiaoEmulator:
         for m in motors:
             if m.motor not in dmp.MOTOR_LIMITS:
                 raise ValueError(f"motor type must be one of {sorted(dmp.MOTOR_LIMITS)}, got {m.motor!r}")
-            m.last = time.monotonic()
+            m.last = m.last_command = time.monotonic()
+        if can_timeout_s is not None and can_timeout_s <= 0:
+            raise ValueError(f"can_timeout_s must be > 0 or None, got {can_timeout_s!r}")
+        self.can_timeout_s = can_timeout_s
         self.channel = channel
         self.motors = {m.can_id: m for m in motors}
         self.tau_s = tau_s
@@ -97,6 +106,8 @@ class DamiaoEmulator:
 
     # --- physics ---------------------------------------------------------------------
     def _update(self, m: EmulatedMotor, now: float) -> None:
+        if m.enabled and self.can_timeout_s is not None and now - m.last_command > self.can_timeout_s:
+            m.enabled, m.error = False, 0xD  # communication loss
         dt = max(0.0, now - m.last)
         m.last = now
         if m.enabled and m.kp > 0 and dt > 0:
@@ -136,7 +147,9 @@ class DamiaoEmulator:
             m = self.motors.get(arb)
             if m is None or len(data) != 8:
                 return None
-            self._update(m, time.monotonic())
+            now = time.monotonic()
+            self._update(m, now)
+            m.last_command = now
             if data == dmp.CMD_ENABLE:
                 m.enabled = m.error == 0
                 m.target = m.position  # a freshly enabled motor holds where it is
