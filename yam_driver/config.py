@@ -24,6 +24,8 @@ NUM_ARMS = 2
 NUM_JOINTS = JOINTS_PER_ARM * NUM_ARMS  # 14, the policy's action dimension
 BUSES = ("dynamixel", "damiao")
 FAULT_ACTIONS = ("hold", "torque_off")
+DYNAMIXEL_BAUDRATES = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 500000, 576000, 921600, 1000000,
+                       1152000, 2000000, 2500000, 3000000, 3500000, 4000000)  # dynamixel_sdk's list
 
 
 @dataclass
@@ -113,6 +115,8 @@ class DriverConfig:
         check(self.reply_timeout_ms > 0, f"reply_timeout_ms must be > 0, got {self.reply_timeout_ms!r}")
         check(self.max_retries >= 0, f"max_retries must be >= 0, got {self.max_retries!r}")
         check(self.connect_retries >= 1, f"connect_retries must be >= 1, got {self.connect_retries!r}")
+        check(self.baudrate in DYNAMIXEL_BAUDRATES,
+              f"baudrate must be one the Dynamixel SDK accepts {DYNAMIXEL_BAUDRATES}, got {self.baudrate!r}")
         check(self.stats_window >= 10, f"stats_window must be >= 10, got {self.stats_window!r}")
         self._check_ids()
         if self.bus == "damiao":

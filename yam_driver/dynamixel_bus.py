@@ -123,8 +123,9 @@ class DynamixelBus(JointBus):
         opened: list[_Port] = []
         try:
             for port in self.ports.values():
+                port.handler.baudrate = self.config.baudrate  # openPort() applies it
                 try:
-                    ok = port.handler.openPort() and port.handler.setBaudRate(self.config.baudrate)
+                    ok = port.handler.openPort()
                 except Exception as e:  # serial.SerialException, OSError
                     raise BusError(f"cannot open Dynamixel port {port.name!r}: {e}") from e
                 if not ok:

@@ -65,6 +65,10 @@ def test_unknown_key_gets_a_hint_and_bad_values_are_quoted():
     raw["arms"][0]["joints"][0]["direction"] = 2
     with pytest.raises(ConfigError, match="direction must be 1 or -1, got 2"):
         from_dict(DriverConfig, raw)
+    raw = _raw("dynamixel")
+    raw["baudrate"] = 1234567
+    with pytest.raises(ConfigError, match="baudrate .* 1234567"):
+        from_dict(DriverConfig, raw)
     raw = _raw("damiao")
     raw["on_fault"] = "panic"
     with pytest.raises(ConfigError, match="'panic'"):
