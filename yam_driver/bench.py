@@ -24,6 +24,7 @@ from .emulators import EmulatedRig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `vam-stack bench driver`."""
     parser.add_argument("--bus", choices=[*BUSES, "both"], default="both", help="which bus to measure")
     parser.add_argument("--ticks", type=int, default=300, help="unpaced ticks for the I/O percentiles")
     parser.add_argument("--seconds", type=float, default=3.0, help="length of the paced run")
@@ -42,6 +43,7 @@ def _percentiles(values_s: list[float]) -> dict[str, float]:
 
 
 def bench_bus(bus: str, ticks: int, seconds: float, rate_hz: float | None) -> dict:
+    """Unpaced I/O percentiles, then a paced run, of the shipped `bus` config on its emulator."""
     cfg = load_config(bus=bus)
     if rate_hz is not None:
         import dataclasses
@@ -92,6 +94,7 @@ def bench_bus(bus: str, ticks: int, seconds: float, rate_hz: float | None) -> di
 
 
 def run(args: argparse.Namespace) -> int:
+    """Measure the chosen buses, print a table, optionally write JSON."""
     if args.ticks < 10:
         raise SystemExit(f"--ticks must be >= 10, got {args.ticks}")
     if args.seconds <= 0:

@@ -30,6 +30,8 @@ DYNAMIXEL_BAUDRATES = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 500000
 
 @dataclass
 class JointConfig:
+    """One motor: bus id, mapping to the joint angle, limits, slew limit, gains."""
+
     name: str  # joint name within its arm, e.g. "joint1" or "gripper"; published as <arm>_<name>
     id: int  # Dynamixel servo id (0..252) or Damiao CAN id (1..0x7FE) on the arm's port
     lower: float  # lower limit in driver units (rad; gripper: opening fraction)
@@ -57,6 +59,8 @@ class JointConfig:
 
 @dataclass
 class ArmConfig:
+    """One arm: its port and its 7 joints (6 + gripper), with the gripper's angle range."""
+
     name: str  # "left" or "right": prefix of the joint names
     port: str  # Dynamixel: serial device (e.g. /dev/ttyUSB0); Damiao: CAN channel (e.g. can_left)
     joints: list[JointConfig]  # exactly 7, in order joint1..joint6 then the gripper
@@ -81,6 +85,8 @@ class ArmConfig:
 
 @dataclass
 class DriverConfig:
+    """The whole driver: bus kind, both arms, loop rate, safety timings, bus timings."""
+
     bus: str  # "dynamixel" (Protocol 2.0 servos) or "damiao" (DM43xx over CAN, what the YAM uses)
     arms: list[ArmConfig]  # exactly 2: left then right (14 joints in that order)
     rate_hz: float = 30.0  # control loop rate; the policy's chunks are 30 Hz

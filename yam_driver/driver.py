@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 
 class Mode(str, Enum):
+    """Driver state; see the module docstring."""
+
     IDLE = "idle"
     RAMPING = "ramping"
     RUNNING = "running"
@@ -46,6 +48,8 @@ class Mode(str, Enum):
 
 @dataclass(frozen=True)
 class JointFault:
+    """A latched fault: which joint and why."""
+
     joint: str  # e.g. "left_joint3"
     index: int  # 0..13
     reason: str
@@ -57,6 +61,8 @@ class JointFault:
 
 @dataclass
 class TickReport:
+    """Everything one tick read, decided and wrote."""
+
     tick: int
     mode: Mode
     position: np.ndarray  # (14,) last valid present position, driver units
@@ -76,6 +82,8 @@ class TickReport:
 
 @dataclass
 class LoopStats:
+    """Summary of one `run()`."""
+
     ticks: int = 0
     achieved_rate_hz: float = 0.0  # over the whole run
     overruns: int = 0  # ticks that ended after their deadline
@@ -129,6 +137,7 @@ class YamDriver:
             self._target_stamp = self.clock() if stamp is None else float(stamp)
 
     def request_stop(self, reason: str = "requested") -> None:
+        """Ask `run()` to end after the current tick (thread- and signal-safe)."""
         self._stop_reason = self._stop_reason or reason
         self._stop.set()
 
@@ -224,6 +233,7 @@ class YamDriver:
 
     # --- one tick ----------------------------------------------------------------------
     def step(self) -> TickReport:
+        """One tick: read, update health, choose and slew-limit the command, write, report."""
         if self.mode in (Mode.IDLE, Mode.STOPPED):
             raise RuntimeError(f"step() needs a started driver, mode is {self.mode.value}")
         now = self.clock()
