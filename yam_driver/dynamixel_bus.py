@@ -5,7 +5,8 @@ bytes), GroupSyncRead of the 10-byte block Present Current/Velocity/Position (12
 Present Position is address 132, 4 bytes), Torque Enable (64) written per servo with a
 status reply. Missed sync-read replies are retried per servo with single READs while the
 tick budget lasts. A status packet with the alert bit set makes the bus read Hardware Error
-Status (70) to name the error.
+Status (70) to name the error. A sync write has no status reply, so "written" means "sent";
+a servo that missed it shows up in the next reads (and, if it stays silent, as a fault).
 
 The SDK's stock PortHandler needs two adjustments, both made in `TimedPortHandler`:
 - Reply timeout. The SDK waits `2 * LATENCY_TIMER + 2` ms (34 ms) on top of the transfer
