@@ -11,6 +11,8 @@ import sys
 # name -> (module, one-line help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
     "model-info": ("vam_policy_node.networks.info", "parameters, tokens, sigma grid and FLOPs of a preset"),
+    "sim": ("libero_bridge.cli", "closed-loop episodes on the mocked LIBERO bridge (summary, TR plots, MCAP)"),
+    "eval": ("libero_bridge.cli_eval", "success per task and suite, ID vs OOD, across guidance schedules"),
 }
 
 # `vam-stack bench NAME`: benchmarks that print numbers (never timed unit tests).

@@ -1,0 +1,186 @@
+"""`vam-stack sim` (closed-loop episodes) and `vam-stack eval` (success by suite and schedule)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .runner import SimConfig, SimRunner, success_rates, summarise
+from .tasks import SUITES
+
+GUIDANCE = ("none", "flat", "tr_adaptive")
+
+
+def _weights_notice(runner: SimRunner) -> str:
+    p = runner.policy
+    if p is None:
+        return "policy: scripted expert"
+    if p.weights == "random":
+        return (f"policy: {p.mcfg.name} preset with RANDOM (untrained) weights -- its actions are noise and "
+                f"success is expected to be ~0 %; train and ship weights (models/{p.mcfg.name}.safetensors) "
+                f"to see the method work")
+    return f"policy: {p.mcfg.name} preset, weights {p.weights}"
+
+
+def run_suite(cfg: SimConfig, out: Path, policy=None, quiet: bool = False) -> tuple[list[dict], SimRunner]:
+    from tqdm import tqdm
+
+    episodes = []
+    with SimRunner(cfg, out, policy=policy) as runner:
+        if not quiet:
+            print(_weights_notice(runner), flush=True)
+        bar = tqdm(total=cfg.episodes, desc=f"{cfg.suite}/{cfg.guidance if cfg.policy == 'vam' else 'expert'}",
+                   unit="ep", disable=quiet, file=sys.stdout)
+        for i in range(cfg.episodes):
+            ep = runner.run_episode(i)
+            episodes.append(ep)
+            ok = sum(e["success"] for e in episodes)
+            bar.set_postfix_str(f"success {ok}/{len(episodes)}, last {ep['steps']} steps")
+            bar.update(1)
+        bar.close()
+    return episodes, runner
+
+
+# ---- sim ------------------------------------------------------------------------------------
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", default="goal", choices=SUITES)
+    p.add_argument("--episodes", type=int, default=3, help="episodes (task i %% 10 for episode i)")
+    p.add_argument("--seed", type=int, default=0, help="seed id hashed into every initial state")
+    p.add_argument("--guidance", default="tr_adaptive", choices=GUIDANCE)
+    p.add_argument("--policy", default="vam", choices=("vam", "expert"))
+    p.add_argument("--preset", default="tiny", help="model preset when no checkpoint is given")
+    p.add_argument("--checkpoint", help="safetensors checkpoint (default: models/<preset>.safetensors if shipped)")
+    p.add_argument("--first-task", type=int, default=0, help="task index of the first episode")
+    p.add_argument("--no-record", action="store_true", help="do not write recording.mcap")
+    p.add_argument("--record-image-every", type=int, default=1, help="write every k-th camera frame to the MCAP")
+    p.add_argument("--out", required=True, help="output directory")
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = SimConfig(suite=args.suite, episodes=args.episodes, seed=args.seed, guidance=args.guidance,
+                    policy=args.policy, preset=args.preset, checkpoint=args.checkpoint,
+                    record=not args.no_record, record_image_every=args.record_image_every,
+                    first_task=args.first_task)
+    out = Path(args.out)
+    t0 = time.perf_counter()
+    episodes, runner = run_suite(cfg, out)
+    rates = success_rates(episodes)
+    stats = summarise(episodes)
+    summary = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
+               "weights": getattr(runner.policy, "weights", None) if runner.policy else None,
+               "episodes": episodes, "success_rate": rates, "stats": stats,
+               "wall_s": round(time.perf_counter() - t0, 2)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"\nsuccess: " + ", ".join(f"{s} {100 * r:.0f} %" for s, r in rates.items())
+          + f" ({sum(e['success'] for e in episodes)}/{len(episodes)} episodes)")
+    if stats["replans"]:
+        print(f"replans: {stats['replans']}, latency p50 {stats['latency_ms_p50']:.0f} ms, "
+              f"p95 {stats['latency_ms_p95']:.0f} ms")
+        print(f"TR: mean {stats['tr_mean']:.3f} (min {stats['tr_min']:.3f}, max {stats['tr_max']:.3f}); "
+              f"guidance branches computed on {100 * stats['guided_fraction']:.0f} % of replans")
+    for e in episodes:
+        status = "success" if e["success"] else e["termination"]
+        extra = f"  -> {out / e['tr_trace']}" if e.get("tr_trace") else ""
+        print(f"  {e['name']}: {status} in {e['steps']} steps  \"{e['instruction']}\"{extra}")
+    print(f"summary: {out / 'summary.json'}")
+    if cfg.record:
+        print(f"recording: {out / 'recording.mcap'} (ros2 bag play / Foxglove)")
+    return 0
+
+
+# ---- eval -----------------------------------------------------------------------------------
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suites", default="goal,goal_ood", help="comma-separated suites")
+    p.add_argument("--episodes-per-task", type=int, default=1)
+    p.add_argument("--seeds", default="0", help="comma-separated seed ids, e.g. 0,1,2")
+    p.add_argument("--guidance", default="none,flat,tr_adaptive", help="comma-separated schedules to compare")
+    p.add_argument("--policy", default="vam", choices=("vam", "expert"))
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--checkpoint")
+    p.add_argument("--plots", action="store_true", help="also write per-episode TR trace PNGs")
+    p.add_argument("--out", required=True)
+
+
+def _csv(text: str, allowed=None, kind="value") -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise SystemExit(f"empty {kind} list: {text!r}")
+    for x in items:
+        if allowed is not None and x not in allowed:
+            raise SystemExit(f"unknown {kind} {x!r}; choose from {', '.join(allowed)}")
+    return items
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    suites = _csv(args.suites, SUITES, "suite")
+    schedules = _csv(args.guidance, GUIDANCE, "guidance") if args.policy == "vam" else ["expert"]
+    try:
+        seeds = [int(s) for s in _csv(args.seeds, kind="seed")]
+    except ValueError:
+        raise SystemExit(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+    if args.episodes_per_task < 1:
+        raise SystemExit(f"--episodes-per-task must be >= 1, got {args.episodes_per_task}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    policy = None
+    by_guidance, all_eps = {}, []
+    for g in schedules:
+        eps = []
+        for suite in suites:
+            for seed in seeds:
+                cfg = SimConfig(suite=suite, episodes=10 * args.episodes_per_task, seed=seed,
+                                guidance=g if g != "expert" else "none", policy=args.policy, preset=args.preset,
+                                checkpoint=args.checkpoint, record=False, plots=args.plots)
+                run_out = out / f"{g}" / f"{suite}_s{seed}"
+                if policy is not None:           # one model for every schedule; only the schedule changes
+                    from dataclasses import replace
+
+                    from vam_policy_node.guidance import GuidanceConfig
+                    policy.cfg = replace(policy.cfg, guidance=GuidanceConfig(schedule=g))
+                    policy.guidance.cfg = policy.cfg.guidance
+                    policy.generator.manual_seed(seed)
+                got, runner = run_suite(cfg, run_out, policy=policy)
+                policy = runner.policy if args.policy == "vam" else None
+                eps.extend(got)
+        by_guidance[g] = {"success_rate": success_rates(eps), "per_task": _per_task(eps), "stats": summarise(eps)}
+        all_eps.extend(eps)
+    results = {"suites": suites, "seeds": seeds, "episodes_per_task": args.episodes_per_task,
+               "guidance": schedules, "success_rate": by_guidance[schedules[0]]["success_rate"],
+               "by_guidance": by_guidance,
+               "episodes": [{k: e[k] for k in ("suite", "task", "seed", "episode", "guidance", "success", "steps",
+                                                "termination")} for e in all_eps]}
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    table = markdown_table(suites, schedules, by_guidance)
+    (out / "results.md").write_text(table + "\n")
+    print(table)
+    print(f"\nresults: {out / 'results.json'}, {out / 'results.md'}")
+    return 0
+
+
+def _per_task(eps: list[dict]) -> dict:
+    by: dict = {}
+    for e in eps:
+        by.setdefault(e["suite"], {}).setdefault(str(e["task"]), []).append(bool(e["success"]))
+    return {s: {t: round(sum(v) / len(v), 4) for t, v in d.items()} for s, d in by.items()}
+
+
+def markdown_table(suites: list[str], schedules: list[str], by_guidance: dict) -> str:
+    """Rows: suite family (ID | OOD side by side); columns: schedule."""
+    fams = []
+    for s in suites:
+        fam = s.removesuffix("_ood")
+        if fam not in fams:
+            fams.append(fam)
+    head = "| suite | " + " | ".join(f"{g} ID | {g} OOD" for g in schedules) + " |"
+    sep = "|---|" + "---|" * (2 * len(schedules))
+    rows = [head, sep]
+
+    def cell(g, s):
+        r = by_guidance[g]["success_rate"].get(s)
+        return "-" if r is None else f"{100 * r:.1f} %"
+
+    for fam in fams:
+        rows.append(f"| {fam} | " + " | ".join(f"{cell(g, fam)} | {cell(g, fam + '_ood')}" for g in schedules) + " |")
+    return "\n".join(rows)

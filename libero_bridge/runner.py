@@ -1,0 +1,254 @@
+"""Closed loop without ROS: policy -> chunk executor (lockstep) -> mocked LIBERO environment.
+
+Per episode: the environment's stacked camera frame goes into a frame window (17 frames,
+oldest first; padded with the first frame at episode start), the executor asks the policy
+for a chunk when the current one is used up (every `execute` = 10 steps), and each step's
+action goes to the environment. Telemetry of every replan goes to the TR monitor core (the
+expert's phase labels shade the plot) and, with the camera frames, proprio and actions, to
+one rosbag2 MCAP recording on the topics the ROS nodes use.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from vam_stack.config import check
+
+from .env import LiberoMockEnv, make_env
+from .expert import expert_action
+from .tasks import SUITES, suite_tasks
+
+log = logging.getLogger(__name__)
+
+POLICIES = ("vam", "expert")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    suite: str = "goal"              # one of SUITES
+    episodes: int = 10               # episodes; episode i runs task i % 10, repetition i // 10
+    seed: int = 0                    # seed id hashed into every initial state
+    guidance: str = "tr_adaptive"    # none | flat | tr_adaptive
+    policy: str = "vam"              # vam (the video-action model) | expert (scripted)
+    preset: str = "tiny"             # model preset when no checkpoint is given
+    checkpoint: str | None = None    # safetensors checkpoint (default: shipped weights if present)
+    record: bool = True              # write DIR/recording.mcap
+    record_image_every: int = 1      # write every k-th camera frame to the MCAP (1 = all)
+    plots: bool = True               # write DIR/<episode>/tr_trace.png
+    first_task: int = 0              # task index of episode 0 (tasks cycle from here)
+
+    def __post_init__(self):
+        check(self.suite in SUITES, f"suite must be one of {SUITES}, got {self.suite!r}")
+        check(self.episodes >= 1, f"episodes must be >= 1, got {self.episodes!r}")
+        check(self.seed >= 0, f"seed must be >= 0, got {self.seed!r}")
+        check(self.policy in POLICIES, f"policy must be one of {POLICIES}, got {self.policy!r}")
+        check(self.record_image_every >= 1, f"record_image_every must be >= 1, got {self.record_image_every!r}")
+        check(0 <= self.first_task < 10, f"first_task must be in [0, 9], got {self.first_task!r}")
+
+
+class FrameWindow:
+    """The last `frames` policy frames (every `skip`-th env frame), oldest first."""
+
+    def __init__(self, frames: int, skip: int):
+        self.frames, self.skip = frames, skip
+        self._buf: deque[np.ndarray] = deque(maxlen=(frames - 1) * skip + 1)
+
+    def reset(self) -> None:
+        self._buf.clear()
+
+    def push(self, frame: np.ndarray) -> None:
+        self._buf.append(frame)
+
+    def window(self) -> np.ndarray:
+        if not self._buf:
+            raise RuntimeError("frame window is empty: push a frame first")
+        buf = list(self._buf)
+        # pad at the episode start by repeating the oldest frame (no earlier frames exist)
+        buf = [buf[0]] * (self._buf.maxlen - len(buf)) + buf
+        return np.stack(buf[:: -self.skip][::-1])                  # [frames, H, W, 3], oldest first
+
+
+def episode_name(suite: str, task: int, episode: int, seed: int) -> str:
+    return f"{suite}_t{task:02d}_e{episode:03d}_s{seed}"
+
+
+def _replan_record(step: int, tel: dict) -> dict:
+    def num(v):
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+    return {"step": step, "tr": num(tel.get("tr")), "tr0": num(tel.get("tr0")), "s": num(tel.get("s")),
+            "w_lang": num(tel.get("w_lang")), "w_plan": num(tel.get("w_plan")),
+            "branches_computed": list(tel.get("branches_computed", [])), "latency_ms": num(tel.get("latency_ms")),
+            "tr_steps": [float(x) for x in tel.get("tr_steps", [])]}
+
+
+class SimRunner:
+    """Runs episodes of one suite with one policy; owns the recorder and the output directory."""
+
+    def __init__(self, cfg: SimConfig, out: str | Path, policy: Any = None,
+                 progress: Callable[[dict], None] | None = None):
+        self.cfg, self.out = cfg, Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.policy = policy
+        self.progress = progress
+        self.recorder = None
+        self._t = 0.0                # recording clock [s]: episodes follow each other in sim time
+
+    # ---- construction ---------------------------------------------------------------------
+    def _build_policy(self):
+        from vam_policy_node.policy import build_policy
+
+        ckpt = self.cfg.checkpoint
+        if ckpt is None:
+            from vam_stack.paths import models_dir
+
+            shipped = models_dir() / f"{self.cfg.preset}.safetensors"
+            ckpt = str(shipped) if shipped.is_file() else None
+        return build_policy(self.cfg.preset, checkpoint=ckpt, guidance=self.cfg.guidance, seed=self.cfg.seed)
+
+    def __enter__(self):
+        if self.cfg.policy == "vam" and self.policy is None:
+            self.policy = self._build_policy()
+        if self.cfg.record:
+            from vam_stack.recording import McapRecorder
+
+            self.recorder = McapRecorder(self.out / "recording.mcap", origin_s=0.0, overwrite=True).open()
+        return self
+
+    def __exit__(self, *exc):
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+
+    # ---- one episode ------------------------------------------------------------------------
+    def run_episode(self, index: int) -> dict:
+        c = self.cfg
+        task = (c.first_task + index) % 10
+        rep = index // 10
+        env = make_env(c.suite, task, rep, c.seed, render=True)
+        name = episode_name(c.suite, task, rep, c.seed)
+        result = {"name": name, "suite": c.suite, "task": task, "task_name": env.task.name,
+                  "instruction": env.instruction, "seed": c.seed, "episode": rep, "policy": c.policy,
+                  "guidance": c.guidance if c.policy == "vam" else None, "success": False, "steps": 0,
+                  "termination": None, "replans": []}
+        with env:
+            obs = env.reset()
+            if c.policy == "vam":
+                result.update(self._run_vam(env, obs, result))
+            else:
+                result.update(self._run_expert(env, obs))
+        return result
+
+    def _record_step(self, step: int, obs: dict, action: np.ndarray | None, dt: float) -> None:
+        if self.recorder is None:
+            return
+        from vam_stack import topics
+
+        t = self._t + step * dt
+        if step % self.cfg.record_image_every == 0:
+            self.recorder.write_image("stacked_image", obs["stacked"], t)
+        self.recorder.write_joint_state("joint_states", topics.LIBERO_PROPRIO_NAMES, obs["proprio"], t)
+        if action is not None:
+            self.recorder.write_joint_state("joint_targets", topics.LIBERO_ACTION_NAMES, action, t)
+
+    def _finish_recording(self, result: dict, steps: int, dt: float) -> None:
+        if self.recorder is None:
+            return
+        t = self._t + steps * dt
+        self.recorder.write_json("episode_status", {k: result[k] for k in (
+            "suite", "task", "instruction", "seed", "episode", "success", "steps", "termination")} | {"done": True}, t)
+        self._t = t + 1.0            # one simulated second between episodes
+
+    def _run_expert(self, env: LiberoMockEnv, obs: dict) -> dict:
+        dt = 1.0 / env.control_hz
+        step, info = 0, {"termination": None, "success": False}
+        while not env.done:
+            action = expert_action(env)
+            self._record_step(step, obs, action, dt)
+            obs, _, _, info = env.step(action)
+            step += 1
+        out = {"success": bool(info["success"]), "steps": step, "termination": info["termination"]}
+        self._finish_recording(out | {"suite": env.task.suite, "task": env.task.index, "instruction": env.instruction,
+                                      "seed": env.seed, "episode": env.episode}, step, dt)
+        return out
+
+    def _run_vam(self, env: LiberoMockEnv, obs: dict, result: dict) -> dict:
+        from tr_monitor_node.plot import save_trace_png
+        from tr_monitor_node.trace import TRTrace
+        from vam_policy_node.executor import ChunkExecutor, libero_config
+
+        p = self.policy
+        spec = p.spec
+        if spec.action_type != "eef_delta" or spec.action_dim != 7:
+            raise ValueError(f"the mocked LIBERO bridge needs a 7-dim eef_delta policy, got "
+                             f"{spec.action_dim}-dim {spec.action_type!r} (preset {p.mcfg.name!r})")
+        execu = ChunkExecutor(p, libero_config(chunk=spec.chunk, execute=spec.execute, rate_hz=spec.rate_hz))
+        execu.reset(instruction=env.instruction)
+        window = FrameWindow(spec.frames, p.mcfg.robot.frame_skip)
+        trace = TRTrace()
+        trace.reset()
+        dt = 1.0 / env.control_hz
+        replans, step, info = [], 0, {"termination": None, "success": False}
+        while not env.done:
+            window.push(obs["stacked"])
+            trace.label_step(step, env.phase())
+            action, sinfo = execu.next_action({"frames": window.window(), "proprio": obs["proprio"]})
+            if sinfo.error:
+                log.error("%s step %d: inference failed: %s (holding)", result["name"], step, sinfo.error)
+            if sinfo.replanned and sinfo.telemetry is not None:
+                tel = dict(sinfo.telemetry) | {"step": step}
+                replans.append(_replan_record(step, tel))
+                trace.update(tel)
+                if self.recorder is not None:
+                    self.recorder.write_telemetry(tel, self._t + step * dt, phase=trace.phase)
+            self._record_step(step, obs, action, dt)
+            try:
+                obs, _, _, info = env.step(action.astype(np.float32))
+            except ValueError as e:        # the env recorded the bad action as the termination reason
+                log.error("%s step %d: %s", result["name"], step, e)
+                info = env.last_info
+                break
+            step += 1
+            if self.progress is not None:
+                self.progress({"step": step, "max_steps": env.max_steps})
+        out = {"success": bool(info["success"]), "steps": step, "termination": info["termination"],
+               "replans": replans, "inference_errors": execu.errors}
+        if self.cfg.plots and replans:
+            title = f"{result['name']}: {env.instruction} ({'success' if out['success'] else out['termination']})"
+            png = save_trace_png(trace, self.out / result["name"] / "tr_trace.png", title=title, end_step=step)
+            out["tr_trace"] = str(png.relative_to(self.out))
+        out["tr_summary"] = trace.summary() if replans else {"replans": 0}
+        self._finish_recording(result | out, step, dt)
+        return out
+
+
+def success_rates(episodes: list[dict]) -> dict[str, float]:
+    by: dict[str, list[bool]] = {}
+    for e in episodes:
+        by.setdefault(e["suite"], []).append(bool(e["success"]))
+    return {s: round(sum(v) / len(v), 4) for s, v in by.items()}
+
+
+def summarise(episodes: list[dict]) -> dict:
+    lat = [r["latency_ms"] for e in episodes for r in e["replans"] if r["latency_ms"] is not None]
+    trs = [r["tr"] for e in episodes for r in e["replans"] if r["tr"] is not None]
+    guided = [len(r["branches_computed"]) > 1 for e in episodes for r in e["replans"]]
+    return {
+        "replans": len(lat),
+        "latency_ms_p50": float(np.median(lat)) if lat else None,
+        "latency_ms_p95": float(np.percentile(lat, 95)) if lat else None,
+        "tr_mean": float(np.mean(trs)) if trs else None,
+        "tr_min": float(np.min(trs)) if trs else None,
+        "tr_max": float(np.max(trs)) if trs else None,
+        "guided_fraction": float(np.mean(guided)) if guided else None,
+    }
+
+
+def safe_dirname(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
