@@ -53,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="tiny", help="model preset when no checkpoint is given")
     p.add_argument("--checkpoint", help="safetensors checkpoint (default: models/<preset>.safetensors if shipped)")
     p.add_argument("--first-task", type=int, default=0, help="task index of the first episode")
+    p.add_argument("--max-steps", type=int, help="cap episode length (quick smoke runs)")
     p.add_argument("--no-record", action="store_true", help="do not write recording.mcap")
     p.add_argument("--record-image-every", type=int, default=1, help="write every k-th camera frame to the MCAP")
     p.add_argument("--out", required=True, help="output directory")
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = SimConfig(suite=args.suite, episodes=args.episodes, seed=args.seed, guidance=args.guidance,
                     policy=args.policy, preset=args.preset, checkpoint=args.checkpoint,
                     record=not args.no_record, record_image_every=args.record_image_every,
-                    first_task=args.first_task)
+                    first_task=args.first_task, max_steps=args.max_steps)
     out = Path(args.out)
     t0 = time.perf_counter()
     episodes, runner = run_suite(cfg, out)

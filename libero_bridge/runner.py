@@ -43,6 +43,7 @@ class SimConfig:
     record_image_every: int = 1      # write every k-th camera frame to the MCAP (1 = all)
     plots: bool = True               # write DIR/<episode>/tr_trace.png
     first_task: int = 0              # task index of episode 0 (tasks cycle from here)
+    max_steps: int | None = None     # cap on episode length (smoke runs); None = the suite's limit
 
     def __post_init__(self):
         check(self.suite in SUITES, f"suite must be one of {SUITES}, got {self.suite!r}")
@@ -51,6 +52,7 @@ class SimConfig:
         check(self.policy in POLICIES, f"policy must be one of {POLICIES}, got {self.policy!r}")
         check(self.record_image_every >= 1, f"record_image_every must be >= 1, got {self.record_image_every!r}")
         check(0 <= self.first_task < 10, f"first_task must be in [0, 9], got {self.first_task!r}")
+        check(self.max_steps is None or self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps!r}")
 
 
 class FrameWindow:
@@ -132,6 +134,8 @@ class SimRunner:
         task = (c.first_task + index) % 10
         rep = index // 10
         env = make_env(c.suite, task, rep, c.seed, render=True)
+        if c.max_steps is not None:
+            env.max_steps = min(env.max_steps, c.max_steps)
         name = episode_name(c.suite, task, rep, c.seed)
         result = {"name": name, "suite": c.suite, "task": task, "task_name": env.task.name,
                   "instruction": env.instruction, "seed": c.seed, "episode": rep, "policy": c.policy,

@@ -40,19 +40,28 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _resolve(argv: list[str]) -> tuple[str | None, str, list[str]]:
+    """(module, prog, remaining args) for `COMMAND ...` or `bench NAME ...`; module None if unknown."""
+    if argv and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]][0], f"vam-stack {argv[0]}", argv[1:]
+    if len(argv) >= 2 and argv[0] == "bench" and argv[1] in BENCHES:
+        return BENCHES[argv[1]][0], f"vam-stack bench {argv[1]}", argv[2:]
+    return None, "vam-stack", argv
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = _build_parser()
-    # First pass finds the subcommand; its module then adds its own arguments.
-    args, _ = parser.parse_known_args(argv)
-    module_name = getattr(args, "_module", None)
+    module_name, prog, rest = _resolve(argv)
     if module_name is None:
-        parser.print_help()
-        return 2
+        # unknown or missing command: argparse prints usage/help (or the error) and exits
+        parser = _build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "_module", None) is None:
+            parser.print_help()
+            return 2
     module = importlib.import_module(module_name)
-    full = argparse.ArgumentParser(prog=f"vam-stack {' '.join(a for a in argv[:2] if not a.startswith('-'))}")
+    full = argparse.ArgumentParser(prog=prog, description=(module.__doc__ or "").strip().splitlines()[0])
     module.add_arguments(full)
-    rest = argv[2:] if args.command == "bench" else argv[1:]
     return int(module.run(full.parse_args(rest)) or 0)
 
 
