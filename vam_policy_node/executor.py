@@ -30,12 +30,13 @@ Why a cross-fade rather than real-time chunking. Physical Intelligence's real-ti
 (RTC; Black, Galliker and Levine, 2025) treats the next chunk as an inpainting problem: the
 actions that will execute during the inference delay are frozen to the previous chunk's
 values, and while the flow policy denoises, a guidance term (pseudo-inverse guidance, one
-vector-Jacobian product per denoising step) pulls the new chunk toward the previous chunk
-over the overlap, with a soft mask whose weight decays across the overlap and a clipped
-guidance weight. The new chunk is then itself consistent with what was committed, so two
-chunks that chose different modes (left or right of an obstacle) are not averaged into a
-path that is neither. It has to live inside the sampler and costs extra backward passes per
-replan; a later Physical Intelligence paper moves the prefix conditioning into training to
+vector-Jacobian product through the network per denoising step) pulls the new chunk toward
+the previous one. Its soft mask weighs the frozen actions fully, decays (exponentially in the
+paper) over the rest of the overlap and is zero beyond it; the guidance weight is clipped.
+The new chunk is then itself consistent with what was committed, so two chunks that chose
+different modes (left or right of an obstacle) are not averaged into a path that is neither,
+which a cross-fade does for the length of its window. RTC has to live inside the sampler and
+costs extra backward passes per replan; a later Physical Intelligence paper moves the prefix conditioning into training to
 remove that cost. lerobot's asynchronous inference (robot client + policy server) sends a new
 observation once the client's action queue drops below a fraction of the chunk
 (`chunk_size_threshold`) and merges the overlapping timesteps of queued and incoming chunks
