@@ -35,7 +35,7 @@ def obs(seed=0, h=64, w=128):
 def fixed_noise(model, seed=0):
     g = torch.Generator().manual_seed(seed)
     video = model.video_noise(1, 5, g)
-    return {"video": video, "plan": torch.cat([video, model.video_noise(1, 4, g)], 2),
+    return {"video": video, "plan": torch.cat([video, model.video_noise(1, 2, g)], 2),
             "action": torch.randn(1, 17, 7, generator=g)}
 
 
