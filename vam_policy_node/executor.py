@@ -445,9 +445,10 @@ class ChunkExecutor:
             set_fifo_priority(self.cfg.rt_priority)
         self.pacer.start()  # tick 0 one period out: the worker thread is up by then
         while True:
-            k, now = self.pacer.wait(self._stop)
-            if self._stop.is_set():
+            due = self.pacer.wait(self._stop)
+            if due is None:  # stopped
                 return
+            k, now = due
             c0 = time.perf_counter()
             target = self._realtime_step(k, now)
             if target is not None:

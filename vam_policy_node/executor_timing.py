@@ -48,17 +48,19 @@ class DeadlinePacer:
         self.reset()
         self.t0 = self.clock() + (self.period if delay_s is None else delay_s)
 
-    def wait(self, stop: threading.Event | None = None) -> tuple[int, float]:
+    def wait(self, stop: threading.Event | None = None) -> tuple[int, float] | None:
         """Block until the next tick is due; returns (tick index, wake time).
 
-        Returns early (with the current index) when `stop` is set."""
+        Returns None early, recording nothing, when `stop` is set."""
         if self.t0 is None:
             raise RuntimeError("DeadlinePacer.start() must be called before wait()")
         k = self.next_tick
         deadline = self.t0 + k * self.period
         while True:
+            if stop is not None and stop.is_set():
+                return None  # not a tick: nothing recorded
             rem = deadline - self.clock()
-            if rem <= 0 or (stop is not None and stop.is_set()):
+            if rem <= 0:
                 break
             if rem > self.spin_s:
                 time.sleep(rem - self.spin_s)

@@ -51,11 +51,11 @@ class Recorder:
         self.log.append((float(target[0]), self.ex.last_info))
 
 
-def run(policy, until, timeout=30.0, **cfg):
+def run(policy, until, timeout=30.0, on_result=None, **cfg):
     rec = Recorder()
     ex = ChunkExecutor(policy, robot_config(rate_hz=RATE, chunk=CHUNK, execute=EXECUTE, **cfg),
                        obs_fn=lambda: {"proprio": np.zeros(14, np.float32)}, sink=rec,
-                       initial_target=np.full(DIM, -1.0))
+                       initial_target=np.full(DIM, -1.0), on_result=on_result)
     rec.ex = ex
     end = time.monotonic() + timeout
     with ex:
@@ -68,7 +68,9 @@ def run(policy, until, timeout=30.0, **cfg):
 
 
 def test_latency_compensation_with_known_delay():
-    ex, log = run(SlowPolicy(delay=0.05), until=lambda ex: ex.replans >= 4, blend_ticks=0)
+    results = []
+    ex, log = run(SlowPolicy(delay=0.05), until=lambda ex: ex.replans >= 4, blend_ticks=0, on_result=results.append)
+    assert [r["call"] for r in results[:4]] == [0, 1, 2, 3] and all(r["latency_s"] >= 0.05 for r in results)
     assert ex.latency_estimate_s >= 0.05  # the fake sleeps 50 ms; sleep never returns early
     installs = [info for _, info in log if info.replanned]
     assert installs and all(info.skipped >= 1 for info in installs)
