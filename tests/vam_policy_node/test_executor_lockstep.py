@@ -229,3 +229,19 @@ def test_deadline_pacer_counts_missed_ticks_and_stays_on_the_wall_clock():
     assert st["missed_ticks"] == 2 and st["ticks"] == 3
     assert st["max_jitter_ms"] == pytest.approx(250.0) and st["p50_jitter_ms"] == pytest.approx(0.5)
     assert st["achieved_hz"] == pytest.approx(2 / 0.3995) and st["overhead_us"] == pytest.approx(100.0)
+
+
+def test_executor_config_loads_from_yaml_with_clear_errors(tmp_path):
+    from vam_stack.config import from_yaml
+
+    p = tmp_path / "executor.yaml"
+    p.write_text("executor:\n  rate_hz: 10\n  chunk: 17\n  execute: 10\n  action_dim: 7\n  mode: lockstep\n"
+                 "  action_kind: delta\n  hold_keep_dims: [6]\n  blend_ticks: 0\n")
+    cfg = from_yaml(ExecutorConfig, p, "executor")
+    assert cfg == libero_config()
+    p.write_text("executor:\n  blend_tick: 3\n")
+    with pytest.raises(ConfigError, match="did you mean 'blend_ticks'"):
+        from_yaml(ExecutorConfig, p, "executor")
+    p.write_text("executor:\n  rt_priority: 120\n")
+    with pytest.raises(ConfigError, match=r"rt_priority must be in \[0, 99\], got 120"):
+        from_yaml(ExecutorConfig, p, "executor")
