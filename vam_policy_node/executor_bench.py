@@ -19,7 +19,6 @@ import argparse
 import dataclasses
 import functools
 import json
-import logging
 import math
 import time
 from pathlib import Path
@@ -32,7 +31,6 @@ from vam_policy_node.executor import ChunkExecutor, ExecutorConfig
 from vam_policy_node.executor_worker import ProcessPolicy
 from vam_policy_node.safety import JOINTS_PER_ARM, SafetyFilter, load_safety_config
 
-log = logging.getLogger(__name__)
 
 REQUIRED_KEYS = ("achieved_hz", "p50_jitter_ms", "p99_jitter_ms", "max_jitter_ms", "missed_ticks", "overhead_us")
 
