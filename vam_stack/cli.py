@@ -13,6 +13,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model-info": ("vam_policy_node.networks.info", "parameters, tokens, sigma grid and FLOPs of a preset"),
     "sim": ("libero_bridge.cli", "closed-loop episodes on the mocked LIBERO bridge (summary, TR plots, MCAP)"),
     "eval": ("libero_bridge.cli_eval", "success per task and suite, ID vs OOD, across guidance schedules"),
+    "collect": ("vam_policy_node.training.collect", "scripted-expert demonstrations into a dataset on disk"),
+    "train": ("vam_policy_node.training.train", "train the video-action model (joint or two-stage)"),
+    "export": ("vam_policy_node.export", "export the DiT feature extractor / head to ONNX"),
 }
 
 # `vam-stack bench NAME`: benchmarks that print numbers (never timed unit tests).

@@ -128,6 +128,9 @@ def test_block_k_exit_equals_block_output_of_full_forward(tiny_model, tiny_cfg):
         handle.remove()
         later.remove()
     torch.testing.assert_close(feats.flatten(1, 2), full, rtol=0, atol=0)
+    v, f2 = tiny_model.dit.velocity_and_features(x, mask, sig, text, block=k)
+    torch.testing.assert_close(f2, feats, rtol=0, atol=0)
+    torch.testing.assert_close(v, tiny_model.dit.velocity(x, mask, sig, text), rtol=0, atol=0)
 
 
 @torch.no_grad()

@@ -92,15 +92,27 @@ class VideoDiT(nn.Module):
 
     def velocity(self, x, mask, sigma_frames, text) -> torch.Tensor:
         """Full forward: predicted flow velocity [B,16,T,H,W] (text already projected)."""
+        return self.velocity_and_features(x, mask, sigma_frames, text, block=None)[0]
+
+    def velocity_and_features(self, x, mask, sigma_frames, text, block: int | None):
+        """One full forward returning (velocity [B,16,T,H,W], block-k output [B,T,gh*gw,D] or None).
+
+        Training uses this: the video loss needs the velocity, the action loss the block-k
+        features of the same noisy input, so one pass serves both.
+        """
         tokens, temb, emb_t, rope, extra, (t, gh, gw, h, w) = self._embed(x, mask, sigma_frames)
-        tokens = self._blocks(tokens, text, emb_t, temb, rope, extra, len(self.model.transformer_blocks))
+        feats = None
+        for i, blk in enumerate(self.model.transformer_blocks):
+            tokens = blk(tokens, text, emb_t, temb, rope, extra)         # [B, N, D]
+            if block is not None and i + 1 == block:
+                feats = tokens.view(tokens.shape[0], t, gh * gw, -1)     # [B, T, gh*gw, D]
         m, (pt, ph, pw) = self.model, self.cfg.patch
         out = m.norm_out(tokens, emb_t, temb)                            # [B, N, D]
         out = m.proj_out(out)                                            # [B, N, ph*pw*C]
         b = out.shape[0]
         out = out.view(b, t, gh, gw, ph, pw, pt, -1)                     # diffusers' (h, w, t, c) patch order
         out = out.permute(0, 7, 1, 6, 2, 4, 3, 5).reshape(b, -1, t * pt, gh * ph, gw * pw)  # [B, C, T, Hp, Wp]
-        return out[..., :h, :w]                                          # [B, C, T, H, W]
+        return out[..., :h, :w], feats                                   # [B, C, T, H, W]
 
     def features(self, x, mask, sigma_frames, text, block: int | None = None) -> torch.Tensor:
         """Output of block k (1-indexed) without running the later blocks: [B, T, gh*gw, D]."""
