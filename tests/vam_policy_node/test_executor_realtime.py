@@ -112,3 +112,50 @@ def test_inference_exception_holds_then_retries():
     hold = log[i_err - 1][0]
     assert all(v == hold and info.held and info.reason == "error" for v, info in log[i_err:i_next])
     assert log[i_next][0] // 1000 == 2  # the retry (call 2) took over
+
+
+class SeamPolicy:
+    """Chunks on a common ramp (0.002 rad/tick from the observation tick) that each sit 0.08 rad
+    above the previous chunk: every seam has the same 0.08 rad gap whatever the latency was."""
+
+    def __init__(self, ex_ref: list):
+        self.spec = SimpleNamespace(chunk=CHUNK, execute=EXECUTE, action_dim=DIM, rate_hz=RATE)
+        self.ex_ref, self.calls = ex_ref, 0
+
+    def reset(self, instruction: str) -> None:
+        pass
+
+    def infer(self, obs: dict) -> dict:
+        origin = obs["tick"]
+        time.sleep(0.02)
+        ramp = 0.002 * (origin + np.arange(CHUNK)) + 0.08 * self.calls
+        self.calls += 1
+        a = np.repeat(ramp[:, None], DIM, 1) + HOME
+        a[:, [6, 13]] = 0.5  # grippers still
+        return {"actions": a}
+
+
+HOME = np.array([0.3, 1.8, 1.5, 0.0, 0.0, 0.0, 0.5] * 2)
+
+
+@pytest.mark.parametrize("blend", [5, 0])
+def test_blended_seams_stay_within_the_safety_velocity_limit(blend):
+    from vam_policy_node.safety import SafetyConfig, SafetyFilter
+
+    safety = SafetyFilter(SafetyConfig(rate_hz=30.0))  # 2 rad/s -> 0.067 rad per tick
+    safety.reset(HOME)
+    ref: list = []
+    pol = SeamPolicy(ref)
+    ex = ChunkExecutor(pol, robot_config(rate_hz=RATE, chunk=CHUNK, execute=EXECUTE, blend_ticks=blend),
+                       obs_fn=lambda: {"tick": ex.last_info.tick if ex.last_info else 0},
+                       sink=safety.filter, initial_target=HOME)
+    end = time.monotonic() + 30
+    with ex:
+        while ex.replans < 6 and time.monotonic() < end:
+            time.sleep(0.01)
+    assert ex.replans >= 6
+    if blend:
+        # gap 0.08 over W + 1 = 6 ticks plus the ramp: < 0.02 rad per tick, never clipped
+        assert safety.counts["velocity"] == 0, safety.counts
+    else:
+        assert safety.counts["velocity"] >= 5  # a hard switch jumps 0.08 + 0.002 rad > 0.067
