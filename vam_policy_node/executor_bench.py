@@ -9,6 +9,12 @@ executor's worker thread with `--worker thread`. The tick thread asks for SCHED_
 achieved rate, wake-up jitter p50/p99/max, missed ticks, executor + safety overhead per tick,
 replans and inference latency. Targets: p99 jitter <= 2 ms and 0 missed ticks at 30 Hz.
 
+The tiny policy keeps its own chunk (17) and execute (10) at the bench's 30 Hz. On the 2-core
+CPU machine its replan (0.6-3 s with the guidance branches) is longer than a whole chunk at
+30 Hz (0.57 s), so each chunk arrives after its last action and is dropped while the arm
+holds: with it the bench measures tick timing under a real inference load. Seams, latency
+compensation and replans at rate are exercised with `--fake-policy-ms` (e.g. 100).
+
 The driver write is a no-op here: the number measured is the executor's own timing. The tiny
 policy's 7-dim actions are passed through a one-arm (6 joints + gripper) safety filter as if
 they were joint targets, so the filter's cost is included even though LIBERO actions are deltas.
