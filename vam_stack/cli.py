@@ -25,6 +25,8 @@ BENCHES: dict[str, tuple[str, str]] = {
     "camera": ("camera_bridge.bench", "per-tick cost of read + sync + resize + stack, 3 cameras"),
     "driver": ("yam_driver.bench", "read + write of 14 motors per tick on each emulator"),
     "libero": ("libero_bridge.bench", "mocked LIBERO: physics step, each camera, full env step"),
+    "backends": ("vam_policy_node.backends.bench", "feature-extractor latency and parity per backend"),
+    "all": ("vam_stack.bench_all", "every benchmark in one run, one JSON"),
 }
 
 
