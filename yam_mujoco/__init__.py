@@ -1,0 +1,7 @@
+"""yam_mujoco: the bimanual YAM in MuJoCo, behind the driver's bus and the camera interface.
+
+`YamSim` (physics, cameras) with `MujocoBus` (a `yam_driver.JointBus`) and
+`MujocoCameraSource` (a `camera_bridge` source) lets the unchanged driver core, safety
+filter, chunk executor and camera bridge run the real-robot path without hardware.
+Rendering is offscreen on the CPU (MUJOCO_GL=egl by default, or osmesa).
+"""

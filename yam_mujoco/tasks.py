@@ -1,0 +1,122 @@
+"""Bimanual tasks on the simulated YAM: objects, seeded initial states, success predicates.
+
+Each task names its objects (free bodies and fixed table markers), places them from a seeded
+generator at reset, says in words what to do (the policy's instruction), decides success from
+the simulator state, and labels the phase of a step for the TR monitor: "manipulation" when a
+gripper is within `NEAR_M` of a task object, "planning" (free-space transport) otherwise.
+
+- handover: the left arm picks a block on its side and sets it down in the shared middle of
+  the table; the right arm picks it up there and places it on the red target on its side.
+- tray_lift: both arms grasp the handles at the two ends of a tray and lift it level.
+"""
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .model import ObjectSpec
+
+if TYPE_CHECKING:
+    from .sim import YamSim
+
+NEAR_M = 0.06  # m: gripper-to-object distance below which a step counts as manipulation
+
+
+class Task(abc.ABC):
+    """One bimanual task; subclasses fill in the objects, reset, success and instruction."""
+
+    name: str = ""
+    instruction: str = ""
+    max_steps: int = 600  # 30 Hz ticks (20 s) before an episode times out
+    tracked: tuple[str, ...] = ()  # free bodies that count for the phase label
+
+    @abc.abstractmethod
+    def objects(self) -> tuple[ObjectSpec, ...]:
+        """Bodies added to the scene."""
+
+    @abc.abstractmethod
+    def reset(self, sim: "YamSim", rng: np.random.Generator) -> None:
+        """Place the objects (qpos only; the simulator settles them afterwards)."""
+
+    @abc.abstractmethod
+    def success(self, sim: "YamSim") -> bool:
+        """The goal holds in the current state."""
+
+    def phase(self, sim: "YamSim") -> str:
+        grips = [sim.site_pos(f"{a}_grasp") for a in ("left", "right")]
+        near = any(np.linalg.norm(g - sim.body_pos(o)) < NEAR_M for g in grips for o in self.tracked)
+        return "manipulation" if near else "planning"
+
+
+class HandoverTask(Task):
+    """Left picks the block, sets it down mid-table; right takes it to the red target."""
+
+    name = "handover"
+    instruction = "hand the blue block from the left arm to the right arm and put it on the red square"
+    max_steps = 900  # 30 s: two picks and two places
+    tracked = ("block",)
+    half = 0.02  # m, block half extent (4 cm cube)
+    handoff = np.array([0.36, 0.0])  # m, where the left arm sets the block down
+    target_radius = 0.05  # m, success when the block rests within this of the target centre
+
+    def objects(self) -> tuple[ObjectSpec, ...]:
+        h = self.half
+        return (ObjectSpec("block", "box", (h, h, h), (0.15, 0.35, 0.85, 1.0), 0.08),
+                ObjectSpec("target", "box", (0.05, 0.05, 0.0008), (0.85, 0.15, 0.15, 1.0), 0.0, free=False))
+
+    def reset(self, sim: "YamSim", rng: np.random.Generator) -> None:
+        y_left = sim.cfg.arm_spacing / 2
+        start = (rng.uniform(0.30, 0.38), y_left - rng.uniform(0.10, 0.16), self.half)
+        sim.place_free_body("block", start, yaw=rng.uniform(-0.3, 0.3))
+        self.target = np.array([rng.uniform(0.30, 0.38), -y_left + rng.uniform(0.10, 0.16)])
+        sim.model.body("target").pos[:] = (*self.target, 0.0008)
+
+    def success(self, sim: "YamSim") -> bool:
+        p = sim.body_pos("block")
+        resting = p[2] < self.half + 0.01
+        return bool(resting and np.linalg.norm(p[:2] - self.target) < self.target_radius)
+
+
+class TrayLiftTask(Task):
+    """Both arms grasp the tray's end handles and lift it by `lift_m` without tilting it."""
+
+    name = "tray_lift"
+    instruction = "lift the tray with both arms and keep it level"
+    max_steps = 450  # 15 s
+    tracked = ("tray",)
+    lift_m = 0.08  # m the tray must rise
+    max_tilt_deg = 12.0  # degrees between the tray's normal and vertical
+    half = (0.05, 0.15, 0.006)  # m, tray plate half extents (x, y, z)
+    handle = (0.02, 0.01, 0.02)  # m, handle half extents: a tab standing up at each end
+
+    def objects(self) -> tuple[ObjectSpec, ...]:
+        hx, hy, hz = self.half
+        ax, ay, az = self.handle
+        parts = tuple((f"handle_{s}", self.handle, (0.0, sign * (hy - ay), hz + az))
+                      for s, sign in (("l", 1.0), ("r", -1.0)))
+        return (ObjectSpec("tray", "box", self.half, (0.85, 0.7, 0.2, 1.0), 0.3, parts=parts),)
+
+    def reset(self, sim: "YamSim", rng: np.random.Generator) -> None:
+        self.start = np.array([rng.uniform(0.34, 0.40), rng.uniform(-0.03, 0.03), self.half[2]])
+        sim.place_free_body("tray", self.start, yaw=rng.uniform(-0.1, 0.1))
+
+    def handle_pos(self, sim: "YamSim", side: str) -> np.ndarray:
+        """World position of the top of a handle ('l' or 'r')."""
+        return sim.data.geom(f"tray_handle_{side}").xpos.copy()
+
+    def success(self, sim: "YamSim") -> bool:
+        p = sim.body_pos("tray")
+        up = sim.body_mat("tray")[:, 2]
+        tilt = np.degrees(np.arccos(np.clip(up[2], -1.0, 1.0)))
+        return bool(p[2] - self.half[2] > self.lift_m and tilt < self.max_tilt_deg)
+
+
+TASKS: dict[str, type[Task]] = {"handover": HandoverTask, "tray_lift": TrayLiftTask}
+
+
+def make_task(name: str) -> Task:
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known: {sorted(TASKS)}")
+    return TASKS[name]()
