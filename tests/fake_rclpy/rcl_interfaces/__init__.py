@@ -1,0 +1,1 @@
+"""Fake rcl_interfaces (tests only): classes from rosbags' typestore, see rclpy/_messages.py."""

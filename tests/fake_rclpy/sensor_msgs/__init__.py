@@ -1,0 +1,1 @@
+"""Fake sensor_msgs (tests only): classes from rosbags' typestore, see rclpy/_messages.py."""

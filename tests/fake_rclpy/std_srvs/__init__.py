@@ -1,0 +1,1 @@
+"""Fake std_srvs (tests only)."""

@@ -1,0 +1,180 @@
+"""What every vam_stack node shares: QoS from the topic table, message-class conversion,
+parameters declared with descriptors, stamps.
+
+Messages are built and read by `vam_stack.msgs` as rosbags dataclasses (real ROS 2 field
+layouts). `to_ros` turns one into the rclpy class of the same type, field by field, in the
+form rclpy's generated setters accept (numeric sequences as `array.array`, fixed arrays as
+numpy arrays, `byte` fields as one-byte `bytes`); `from_ros` goes back. Both walk the field
+definitions of the typestore, so they work for any message type and for real rclpy as well
+as for the test fake.
+
+rclpy is imported lazily, inside the functions that need it: importing this module does not
+need ROS.
+"""
+from __future__ import annotations
+
+import array
+import importlib
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Sequence
+
+import numpy as np
+from rosbags.typesys.base import Nodetype
+
+from vam_stack import msgs
+from vam_stack.topics import Topic, resolve
+
+_TYPECODES = {"int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
+              "int64": "q", "uint64": "Q", "float32": "f", "float64": "d"}
+
+
+class ParameterError(ValueError):
+    """A node parameter has a value the node cannot use; the message names it."""
+
+
+# --- QoS and classes ----------------------------------------------------------------------
+
+def qos(key_or_name: str | Topic) -> Any:
+    """rclpy QoSProfile of a topic-table row (key like "tr" or name like "/vam/tr")."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    spec = (key_or_name if isinstance(key_or_name, Topic) else resolve(key_or_name)).qos_spec
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST, depth=spec.depth,
+        reliability=(ReliabilityPolicy.RELIABLE if spec.reliability == "reliable"
+                     else ReliabilityPolicy.BEST_EFFORT),
+        durability=(DurabilityPolicy.TRANSIENT_LOCAL if spec.durability == "transient_local"
+                    else DurabilityPolicy.VOLATILE))
+
+
+@lru_cache(maxsize=None)
+def ros_class(msgtype: str) -> type:
+    """rclpy message class of e.g. "sensor_msgs/msg/Image" (imports sensor_msgs.msg)."""
+    pkg, kind, name = msgtype.split("/")
+    return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
+
+
+def publisher(node: Any, key: str) -> Any:
+    """A publisher for a topic-table row: its name, its type, its QoS."""
+    t = resolve(key)
+    return node.create_publisher(ros_class(t.msgtype), t.name, qos(t))
+
+
+def subscription(node: Any, key: str, callback: Any) -> Any:
+    """A subscription for a topic-table row: its name, its type, its QoS."""
+    t = resolve(key)
+    return node.create_subscription(ros_class(t.msgtype), t.name, callback, qos(t))
+
+
+# --- conversion ---------------------------------------------------------------------------
+
+def _fields(msgtype: str):
+    return msgs.typestore().fielddefs[msgtype][1]
+
+
+def to_ros(msg: Any) -> Any:
+    """The rclpy message equal to the rosbags message `msg`."""
+    msgtype = msgs.msgtype_of(msg)
+    kwargs = {}
+    for name, (node, detail) in _fields(msgtype):
+        v = getattr(msg, name)
+        if node == Nodetype.BASE:
+            base = detail[0]
+            v = bytes([int(v)]) if base == "byte" else v
+            v = float(v) if base in ("float32", "float64") else v
+            v = int(v) if base in _TYPECODES and base[0] in "ui" else v
+        elif node == Nodetype.NAME:
+            v = to_ros(v)
+        else:
+            (enode, edetail), _size = detail
+            if enode == Nodetype.NAME:
+                v = [to_ros(x) for x in v]
+            elif edetail[0] in _TYPECODES:
+                arr = np.ascontiguousarray(v, dtype=np.dtype(_TYPECODES[edetail[0]]))
+                v = arr if node == Nodetype.ARRAY else array.array(_TYPECODES[edetail[0]], arr.tobytes())
+            else:
+                v = list(v)
+        kwargs[name] = v
+    return ros_class(msgtype)(**kwargs)
+
+
+def from_ros(msg: Any, msgtype: str) -> Any:
+    """The rosbags message equal to the rclpy message `msg` of type `msgtype`."""
+    kwargs = {}
+    for name, (node, detail) in _fields(msgtype):
+        v = getattr(msg, name)
+        if node == Nodetype.BASE:
+            v = v[0] if detail[0] == "byte" and isinstance(v, (bytes, bytearray)) else v
+        elif node == Nodetype.NAME:
+            v = from_ros(v, detail)
+        else:
+            (enode, edetail), _size = detail
+            if enode == Nodetype.NAME:
+                v = [from_ros(x, edetail) for x in v]
+            elif edetail[0] in _TYPECODES:
+                v = np.array(v, dtype=np.dtype(_TYPECODES[edetail[0]]))
+            else:
+                v = list(v)
+        kwargs[name] = v
+    return msgs.msg_class(msgtype)(**kwargs)
+
+
+def stamp(node: Any) -> Any:
+    """The node's clock now, as a builtin_interfaces/Time for `vam_stack.msgs` builders."""
+    return msgs.time_from_ns(node.get_clock().now().nanoseconds)
+
+
+# --- parameters ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Param:
+    """One node parameter: its default (which fixes its type), meaning, range, mutability."""
+
+    name: str
+    default: bool | int | float | str
+    description: str  # shown by `ros2 param describe`; say the unit
+    range: tuple[float, float] | None = None  # inclusive bounds for int/float parameters
+    choices: tuple[str, ...] = ()  # allowed values of a string parameter
+    read_only: bool = True  # most parameters shape the node at start-up and cannot change later
+
+
+def declare(node: Any, params: Sequence[Param]) -> dict[str, Any]:
+    """Declare every parameter with a descriptor and return {name: value}.
+
+    Out-of-range values are rejected by rclpy itself (from the descriptor's range); choices
+    are checked here. Either way the node does not start, and the error names the value.
+    """
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+
+    values: dict[str, Any] = {}
+    for p in params:
+        d = ParameterDescriptor(description=p.description, read_only=p.read_only)
+        if p.range is not None:
+            lo, hi = p.range
+            if isinstance(p.default, float):
+                d.floating_point_range = [FloatingPointRange(from_value=float(lo), to_value=float(hi), step=0.0)]
+            else:
+                d.integer_range = [IntegerRange(from_value=int(lo), to_value=int(hi), step=1)]
+            d.additional_constraints = f"in [{lo}, {hi}]"
+        if p.choices:
+            d.additional_constraints = "one of: " + ", ".join(p.choices)
+        value = node.declare_parameter(p.name, p.default, d).value
+        if p.choices and value not in p.choices:
+            raise ParameterError(f"parameter {p.name!r} must be one of {list(p.choices)}, got {value!r}")
+        values[p.name] = value
+    return values
+
+
+def config_path(value: str, default_name: str) -> str:
+    """A config-file parameter: "" means config/<default_name> of the installed package."""
+    from vam_stack.paths import config_dir
+
+    return value if value else str(config_dir() / default_name)
+
+
+def diagnostics(node: Any, statuses: Sequence[dict]) -> Any:
+    """rclpy DiagnosticArray from dicts {"name", "level", "message", "values"}."""
+    built = [msgs.diagnostic_status(s["name"], s.get("values", {}), s.get("level", "ok"),
+                                    s.get("message", ""), s.get("hardware_id", "")) for s in statuses]
+    return to_ros(msgs.diagnostic_array_msg(built, stamp(node)))
