@@ -72,8 +72,8 @@ class SceneSpec:
     arm_spacing: float = 0.6  # m between the two arm bases (left at +y/2, right at -y/2)
     table_size: tuple[float, float] = (0.8, 0.9)  # m, half extents x, y of the table top
     timestep: float = 0.002  # s: physics step (the motor loop of the real arm runs at 250 Hz)
-    camera_fovy: float = 70.0  # deg, vertical field of view of every camera (4:3 images)
-    top_camera_pos: tuple[float, float, float] = (0.15, 0.0, 0.95)  # m, looking straight down
+    camera_fovy: float = 60.0  # deg, vertical field of view of every camera (4:3 images)
+    top_camera_pos: tuple[float, float, float] = (0.3, 0.0, 0.8)  # m, looking straight down
     objects: tuple[ObjectSpec, ...] = field(default_factory=tuple)
 
 
@@ -115,7 +115,7 @@ def _gripper_xml(p: str) -> str:
             + f'<site name="{p}grasp" pos="0 0 {GRASP_Z}" size="0.006" rgba="0 1 0 0.0"/>'
             + f'<body name="{p}wrist_mount" pos="0 0.065 0.05" gravcomp="1">'
               f'<geom name="{p}wrist_mount" type="box" size="0.021 0.012 0.012" rgba="0.1 0.1 0.1 1"/>'
-              f'<camera name="{p}wrist" mode="fixed" xyaxes="-1 0 0 0 0.94 -0.34"/></body>')
+              f'<camera name="{p}wrist" pos="0 0 0.02" mode="fixed" xyaxes="-1 0 0 0 0.94 0.34"/></body>')
 
 
 def _object_xml(o: ObjectSpec) -> str:
