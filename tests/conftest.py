@@ -15,3 +15,102 @@ REAL_RCLPY = importlib.util.find_spec("rclpy") is not None
 
 if not REAL_RCLPY and str(FAKE_RCLPY) not in sys.path:
     sys.path.insert(0, str(FAKE_RCLPY))
+
+
+# --- a harness for node tests (same code against real rclpy and the fake) -------------------
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+class RosHarness:
+    """A test node on one executor with the nodes under test: publish table topics, capture
+    them (as rosbags messages, via vam_stack.ros.from_ros), call services, spin until a
+    condition holds, and read what the nodes logged at ERROR level (from /rosout)."""
+
+    def __init__(self):
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import QoSProfile
+
+        self.rclpy = rclpy
+        rclpy.init()
+        self.node = rclpy.create_node("test_harness")
+        self.executor = SingleThreadedExecutor()
+        self.executor.add_node(self.node)
+        self.nodes, self._pubs, self.logs = [], {}, []
+        from rcl_interfaces.msg import Log
+
+        self.node.create_subscription(Log, "/rosout", lambda m: self.logs.append((int(m.level), m.name, m.msg)),
+                                      QoSProfile(depth=1000))
+
+    def add(self, node):
+        self.executor.add_node(node)
+        self.nodes.append(node)
+        return node
+
+    def remove(self, node):
+        self.executor.remove_node(node)
+        if node in self.nodes:
+            self.nodes.remove(node)
+
+    def publish(self, key: str, msg) -> None:
+        """Publish a rosbags message (vam_stack.msgs builders) on a topic-table row."""
+        from vam_stack import ros
+
+        if key not in self._pubs:
+            self._pubs[key] = ros.publisher(self.node, key)
+        self._pubs[key].publish(ros.to_ros(msg))
+
+    def capture(self, key: str) -> list:
+        """List that fills with every message on the row's topic (converted to rosbags)."""
+        from vam_stack import ros
+        from vam_stack.topics import resolve
+
+        out, t = [], resolve(key)
+        ros.subscription(self.node, key, lambda m: out.append(ros.from_ros(m, t.msgtype)))
+        return out
+
+    def spin_until(self, cond, timeout: float = 20.0, every=None, period: float = 0.05) -> bool:
+        """Spin until cond() is true; call every() each `period` s (e.g. to keep inputs fresh)."""
+        end = time.monotonic() + timeout
+        nxt = 0.0
+        while time.monotonic() < end:
+            if every is not None and time.monotonic() >= nxt:
+                every()
+                nxt = time.monotonic() + period
+            if cond():
+                return True
+            self.executor.spin_once(timeout_sec=0.01)
+        return bool(cond())
+
+    def spin_for(self, seconds: float, every=None) -> None:
+        self.spin_until(lambda: False, timeout=seconds, every=every)
+
+    def call(self, srv_type, name: str, timeout: float = 20.0):
+        client = self.node.create_client(srv_type, name)
+        assert client.wait_for_service(timeout_sec=5.0), f"service {name} not available"
+        future = client.call_async(srv_type.Request())
+        self.executor.spin_until_future_complete(future, timeout_sec=timeout)
+        assert future.done(), f"service {name} did not answer in {timeout} s"
+        return future.result()
+
+    def errors(self, node_name: str | None = None) -> list[str]:
+        return [m for lvl, n, m in self.logs if lvl >= 40 and (node_name is None or n.endswith(node_name))]
+
+    def close(self):
+        for n in list(self.nodes):
+            self.remove(n)
+            n.destroy_node()
+        self.node.destroy_node()
+        self.executor.shutdown()
+        self.rclpy.try_shutdown()
+
+
+@pytest.fixture
+def ros_harness():
+    h = RosHarness()
+    try:
+        yield h
+    finally:
+        h.close()

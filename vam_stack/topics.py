@@ -83,6 +83,10 @@ TOPICS: dict[str, Topic] = {
                 "tr_monitor_node", "'planning' or 'manipulation' (labels, else inferred from TR)"),
     "telemetry": Topic("/vam/telemetry", "std_msgs/msg/String", "reliable", "",
                     "vam_policy_node", "per-replan telemetry as JSON (attention left out)"),
+    "attention": Topic(
+        "/vam/attention", "std_msgs/msg/Float32MultiArray", "reliable", "", "vam_policy_node",
+        "TR-layer attention of the action queries over the video tokens of the latest replan, "
+        "[A_H, n_video_tokens] (feeds the monitor's overlay)"),
     "instruction": Topic("/vam/instruction", "std_msgs/msg/String", "latched", "",
                       "operator", "language instruction; a new one starts an episode"),
     "estop": Topic("/vam/estop", "std_msgs/msg/Bool", "latched", "",

@@ -1,0 +1,182 @@
+"""vam_policy_node through rclpy (real, or the fake in tests/fake_rclpy): frames and joint
+states in, joint targets through the safety filter out, telemetry, e-stop, bad input, shutdown.
+
+A scripted policy stands in for the networks (the node's wiring is what is tested); its
+chunks aim at a far-away target so the safety filter's velocity limit is visible.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from rclpy.exceptions import InvalidParameterValueException
+from rclpy.parameter import Parameter
+from std_srvs.srv import Trigger
+
+from vam_policy_node.node import VamPolicyNode
+from vam_policy_node.safety import load_safety_config
+from vam_stack import msgs, ros
+from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES
+from yam_driver.config import load_config
+
+pytestmark = pytest.mark.adapter
+
+H, W, FRAMES = 8, 16, 3
+NAMES = load_config().joint_names
+LO, HI, STEP = load_safety_config().bounds()
+HOME = (LO + HI) / 2
+
+
+class ScriptedPolicy:
+    """Chunks of constant targets `goal`; counts calls; telemetry like VamPolicy's."""
+
+    def __init__(self, absolute: bool = True):
+        dim = 14 if absolute else 7
+        self.spec = SimpleNamespace(chunk=10, execute=5, action_dim=dim, proprio_dim=14 if absolute else 8,
+                                    frames=FRAMES, height=H, width=W, rate_hz=30.0 if absolute else 10.0,
+                                    action_type="absolute_joint" if absolute else "eef_delta")
+        self.goal = HI.copy() if absolute else np.full(7, 0.5)
+        self.calls, self.instructions, self.obs = 0, [], []
+        self.lock = threading.Lock()
+
+    def reset(self, instruction: str) -> None:
+        if not instruction.strip():
+            raise ValueError("empty instruction")
+        self.instructions.append(instruction)
+
+    def infer(self, obs: dict) -> dict:
+        with self.lock:
+            self.calls += 1
+            self.obs.append(obs)
+        return {"actions": np.tile(self.goal, (self.spec.chunk, 1)), "replan": self.calls - 1, "tr": 1.2,
+                "tr_steps": [1.2, 1.1], "tr0": float("nan"), "s": 0.0, "w_lang": 0.0, "w_plan": 0.0,
+                "branches_computed": ["cond"], "latency_ms": 3.0, "attention": np.ones((10, 6), np.float32) / 6}
+
+
+def feed(h, names=NAMES, position=HOME):
+    def every():
+        h.publish("stacked_image", msgs.image_msg(np.full((H, W, 3), 7, np.uint8), 0.0, "camera_stacked"))
+        h.publish("joint_states", msgs.joint_state_msg(names, position))
+    return every
+
+
+def start(h, policy, **params):
+    overrides = [Parameter(k, value=v) for k, v in params.items()]
+    node = h.add(VamPolicyNode(policy=policy, parameter_overrides=overrides))
+    out = {k: h.capture(k) for k in ("joint_targets", "telemetry", "attention", "diagnostics")}
+    return node, out
+
+
+def test_targets_go_through_the_safety_filter_with_names(ros_harness):
+    h, policy = ros_harness, ScriptedPolicy()
+    node, out = start(h, policy)
+    h.publish("instruction", msgs.string_msg("put the cube in the bowl"))
+    assert h.spin_until(lambda: len(out["joint_targets"]) >= 20 and out["telemetry"], every=feed(h))
+    assert policy.instructions == ["put the cube in the bowl"]
+    obs = policy.obs[0]
+    assert obs["frames"].shape == (FRAMES, H, W, 3) and obs["frames"].dtype == np.uint8
+    np.testing.assert_allclose(obs["proprio"], HOME.astype(np.float32))
+    pos = np.array([msgs.joint_state_to_numpy(m).position for m in out["joint_targets"]])
+    assert all(list(m.name) == NAMES for m in out["joint_targets"])
+    assert np.all(pos >= LO - 1e-9) and np.all(pos <= HI + 1e-9)
+    steps = np.abs(np.diff(np.vstack([HOME, pos]), axis=0))
+    assert np.all(steps <= STEP + 1e-9), "a target moved faster than the safety filter allows"
+    assert np.any(pos[-1] != HOME), "the arm never moved toward the policy's goal"
+    tel = json.loads(out["telemetry"][0].data)
+    assert tel["tr"] == pytest.approx(1.2) and tel["tr0"] is None and isinstance(tel["step"], int)
+    assert "attention" not in tel and msgs.float32_array_to_numpy(out["attention"][0]).shape == (10, 6)
+    assert not h.errors("vam_policy_node")
+
+
+def test_qos_and_types_come_from_the_topic_table(ros_harness):
+    h = ros_harness
+    start(h, ScriptedPolicy())
+    info = h.node.get_publishers_info_by_topic("/vam/joint_targets")
+    assert [i.topic_type for i in info] == ["sensor_msgs/msg/JointState"]
+    assert info[0].qos_profile.reliability == ros.qos("joint_targets").reliability
+    names = dict(h.node.get_topic_names_and_types())
+    assert names["/vam/estop"] == ["std_msgs/msg/Bool"] and names["/vam/attention"] == ["std_msgs/msg/Float32MultiArray"]
+
+
+def test_estop_holds_stops_the_policy_and_blocks_restart_until_released(ros_harness):
+    h, policy = ros_harness, ScriptedPolicy()
+    node, out = start(h, policy)
+    h.publish("instruction", msgs.string_msg("stack the blocks"))
+    assert h.spin_until(lambda: len(out["joint_targets"]) >= 10, every=feed(h))
+    h.publish("estop", msgs.bool_msg(True))
+    assert h.spin_until(lambda: not node.executor.running, every=feed(h))
+    n_targets, calls = len(out["joint_targets"]), policy.calls
+    h.spin_for(0.5, every=feed(h))
+    assert len(out["joint_targets"]) == n_targets and policy.calls == calls, "policy kept running under e-stop"
+    assert node.safety.estopped
+    np.testing.assert_array_equal(msgs.joint_state_to_numpy(out["joint_targets"][-1]).position, node.safety.last_sent)
+    refused = h.call(Trigger, "/vam_policy_node/start_episode")
+    assert not refused.success and "e-stop" in refused.message
+    h.publish("estop", msgs.bool_msg(False))
+    h.spin_for(0.2, every=feed(h))
+    assert not node.executor.running, "releasing the e-stop must not restart motion by itself"
+    ok = h.call(Trigger, "/vam_policy_node/start_episode")
+    assert ok.success, ok.message
+    assert h.spin_until(lambda: len(out["joint_targets"]) > n_targets + 5, every=feed(h))
+    assert h.call(Trigger, "/vam_policy_node/reset").success and not node.executor.running
+
+
+def test_bad_messages_are_rejected_logged_and_the_arm_held(ros_harness):
+    h, policy = ros_harness, ScriptedPolicy()
+    node, out = start(h, policy, max_state_age_s=0.2)
+    h.publish("instruction", msgs.string_msg("open the drawer"))
+    assert h.spin_until(lambda: len(out["joint_targets"]) >= 5, every=feed(h))
+    bad_state = msgs.joint_state_msg(NAMES[:-1], HOME[:-1])  # a joint missing
+
+    def bad():
+        h.publish("joint_states", bad_state)
+        h.publish("stacked_image", msgs.image_msg(np.zeros((H + 1, W, 3), np.uint8), 0.0))
+    h.spin_for(0.3, every=bad)
+    n = len(out["joint_targets"])
+    h.spin_for(1.0, every=bad)
+    errors = " ".join(h.errors("vam_policy_node"))
+    assert "joint state rejected" in errors and "lacks joints" in errors and "camera frame rejected" in errors
+    held = np.array([msgs.joint_state_to_numpy(m).position for m in out["joint_targets"][n:]])
+    assert len(held) > 0 and np.all(held == held[0]), "stale inputs must hold the last target"
+
+
+def test_delta_policy_uses_libero_names_and_estop_sends_zero_motion(ros_harness):
+    h, policy = ros_harness, ScriptedPolicy(absolute=False)
+    node, out = start(h, policy, instruction="pick up the bowl")
+    every = feed(h, list(LIBERO_PROPRIO_NAMES), np.zeros(8))
+    assert h.spin_until(lambda: len(out["joint_targets"]) >= 3, every=every)
+    first = out["joint_targets"][0]
+    assert list(first.name) == list(LIBERO_ACTION_NAMES)
+    np.testing.assert_allclose(msgs.joint_state_to_numpy(first).position, 0.5)
+    h.publish("estop", msgs.bool_msg(True))
+    n = len(out["joint_targets"])
+    assert h.spin_until(lambda: not node.executor.running, every=every)
+    for m in out["joint_targets"][n:]:
+        np.testing.assert_allclose(msgs.joint_state_to_numpy(m).position, [0, 0, 0, 0, 0, 0, 0.5])
+
+
+def test_parameters_are_declared_with_descriptors_and_validated(ros_harness):
+    h = ros_harness
+    node, _ = start(h, ScriptedPolicy())
+    d = node.describe_parameter("max_frame_age_s")
+    assert d.read_only and d.floating_point_range[0].to_value == 10.0 and "[s]" in d.description
+    assert not node.set_parameters([Parameter("seed", value=3)])[0].successful  # read-only
+    with pytest.raises(InvalidParameterValueException):
+        VamPolicyNode(policy=ScriptedPolicy(), parameter_overrides=[Parameter("max_state_age_s", value=-1.0)])
+    with pytest.raises(ros.ParameterError, match="guidance"):
+        VamPolicyNode(policy=ScriptedPolicy(), parameter_overrides=[Parameter("guidance", value="sometimes")])
+
+
+def test_destroy_node_stops_sending_targets(ros_harness):
+    h, policy = ros_harness, ScriptedPolicy()
+    node, out = start(h, policy, instruction="close the microwave")
+    assert h.spin_until(lambda: len(out["joint_targets"]) >= 5, every=feed(h))
+    h.remove(node)
+    node.destroy_node()
+    assert not node.executor.running
+    n = len(out["joint_targets"])
+    h.spin_for(0.3)
+    assert len(out["joint_targets"]) == n
