@@ -1,0 +1,127 @@
+"""yam_driver node: /vam/joint_targets in; /joint_states at the bus rate and /diagnostics out.
+
+One `YamDriver` (plain Python) does the work; each timer tick is one driver step (read every
+joint, update health, slew-limited write). Targets are matched by joint name; a message with
+a missing joint or a non-finite value is rejected with a logged error, and the driver's
+watchdog holds the arm when targets stop or go stale. /vam/estop true: targets are ignored
+(so the watchdog holds where the arm is) until false. Safe state on every exit path:
+destroy_node, Ctrl-C and exceptions hold the measured position, then turn torque off as
+configured. `use_emulator` runs the same driver against emulated buses (yam_driver.emulators).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+
+from vam_stack import msgs, ros
+from yam_driver.config import default_config_path, load_config
+from yam_driver.driver import Mode, YamDriver
+
+P = ros.Param
+PARAMS = (
+    P("config_file", "", "driver YAML (section yam_driver); empty = the shipped file for `bus`"),
+    P("bus", "damiao", "bus kind when config_file is empty", choices=("damiao", "dynamixel")),
+    P("use_emulator", False, "drive emulated motors instead of hardware (demos, CI)"),
+    P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
+)
+
+
+class YamDriverNode(Node):
+    def __init__(self, **node_kwargs):
+        super().__init__("yam_driver", **node_kwargs)
+        p = ros.declare(self, PARAMS)
+        cfg = load_config(p["config_file"] or default_config_path(p["bus"]))
+        self.rig = None
+        if p["use_emulator"]:
+            from yam_driver.emulators import EmulatedRig
+            self.rig = EmulatedRig(cfg)
+            cfg = self.rig.config
+        self.driver = YamDriver(cfg)
+        self.names = cfg.joint_names
+        self.estopped = False
+        self._ticks: list[float] = []
+        self.pub = {k: ros.publisher(self, k) for k in ("joint_states", "diagnostics")}
+        try:
+            self.driver.start()
+        except BaseException:
+            self._release()
+            raise
+        ros.subscription(self, "joint_targets", self._on_targets)
+        ros.subscription(self, "estop", self._on_estop)
+        self.create_timer(cfg.period_s, self._tick)
+        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+        self.get_logger().info(f"{cfg.bus} driver at {cfg.rate_hz} Hz{' (emulated)' if self.rig else ''}")
+
+    def _on_targets(self, msg) -> None:
+        if self.estopped:
+            return
+        try:
+            js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
+            missing = [n for n in self.names if n not in js.names]
+            if missing:
+                raise ValueError(f"targets lack joints {missing} (got {js.names})")
+            self.driver.set_targets(js.position[[js.names.index(n) for n in self.names]])
+        except ValueError as e:  # MessageError is a ValueError too
+            self.get_logger().error(f"joint targets rejected (holding): {e}")
+
+    def _on_estop(self, msg) -> None:
+        if bool(msg.data) != self.estopped:
+            self.estopped = bool(msg.data)
+            self.get_logger().warning("e-stop: ignoring targets, holding" if self.estopped else "e-stop released")
+
+    def _tick(self) -> None:
+        if self.driver.mode == Mode.STOPPED:
+            return
+        report = self.driver.step()
+        now = time.monotonic()
+        self._ticks = [t for t in self._ticks if t > now - 1.0] + [now]  # achieved rate over 1 s
+        for f in report.new_faults:
+            self.get_logger().error(f"fault latched: {f}")
+        if np.isfinite(report.position).all():
+            vel = np.nan_to_num(report.velocity)
+            eff = np.nan_to_num(report.effort)
+            self.pub["joint_states"].publish(ros.to_ros(msgs.joint_state_msg(
+                self.names, report.position, vel, eff, stamp_s=ros.stamp(self))))
+
+    def _publish_diagnostics(self) -> None:
+        d = self.driver
+        p50, p99 = d.io_percentiles_ms()
+        rate = (len(self._ticks) - 1) / (self._ticks[-1] - self._ticks[0]) if len(self._ticks) > 1 else 0.0
+        level = {Mode.FAULT: "error", Mode.STOPPED: "stale", Mode.HOLDING: "warn"}.get(d.mode, "ok")
+        level = "warn" if self.estopped and level == "ok" else level
+        values = {"mode": d.mode.value, "ticks": d.tick, "rate_hz": rate, "io_p50_ms": p50, "io_p99_ms": p99,
+                  "estop": self.estopped, "faults": "; ".join(map(str, d.faults)) or "none"}
+        self.pub["diagnostics"].publish(ros.diagnostics(self, [{"name": "yam_driver", "level": level,
+                                        "message": "; ".join(map(str, d.faults)) or d.mode.value, "values": values}]))
+
+    def _release(self) -> None:
+        self.driver.shutdown()
+        if self.rig is not None:
+            self.rig.stop()
+
+    def destroy_node(self) -> None:
+        """Safe state first (hold, torque off as configured), then the ROS entities."""
+        self._release()
+        super().destroy_node()
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = YamDriverNode()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()
