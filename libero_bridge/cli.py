@@ -45,12 +45,15 @@ def run_suite(cfg: SimConfig, out: Path, policy=None, quiet: bool = False) -> tu
 
 # ---- sim ------------------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--robot", default="libero-mock", choices=("libero-mock", "yam-mujoco"),
+                   help="libero-mock: mocked LIBERO bridge; yam-mujoco: simulated bimanual YAM (yam_mujoco)")
+    p.add_argument("--task", help="yam-mujoco task (handover, tray_lift); the LIBERO robot uses --suite")
     p.add_argument("--suite", default="goal", choices=SUITES)
     p.add_argument("--episodes", type=int, default=3, help="episodes (task i %% 10 for episode i)")
     p.add_argument("--seed", type=int, default=0, help="seed id hashed into every initial state")
     p.add_argument("--guidance", default="tr_adaptive", choices=GUIDANCE)
     p.add_argument("--policy", default="vam", choices=("vam", "expert"))
-    p.add_argument("--preset", default="tiny", help="model preset when no checkpoint is given")
+    p.add_argument("--preset", help="model preset when no checkpoint is given (default tiny; yam-mujoco: tiny_real)")
     p.add_argument("--checkpoint", help="safetensors checkpoint (default: models/<preset>.safetensors if shipped)")
     p.add_argument("--first-task", type=int, default=0, help="task index of the first episode")
     p.add_argument("--max-steps", type=int, help="cap episode length (quick smoke runs)")
@@ -60,8 +63,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.robot == "yam-mujoco":
+        from yam_mujoco.cli import run as run_yam  # imports mujoco only when asked for
+
+        return run_yam(args)
     cfg = SimConfig(suite=args.suite, episodes=args.episodes, seed=args.seed, guidance=args.guidance,
-                    policy=args.policy, preset=args.preset, checkpoint=args.checkpoint,
+                    policy=args.policy, preset=args.preset or "tiny", checkpoint=args.checkpoint,
                     record=not args.no_record, record_image_every=args.record_image_every,
                     first_task=args.first_task, max_steps=args.max_steps)
     out = Path(args.out)

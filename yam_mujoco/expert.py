@@ -22,6 +22,9 @@ from .tasks import HandoverTask, TrayLiftTask
 
 IK_MARGIN = 0.17  # rad kept inside each joint range (the safety filter keeps 0.15)
 OPEN, CLOSED = 1.0, 0.0  # gripper opening fraction
+HOLD_S = 0.1  # s holding the measured pose first: the driver's start-up ramp completes at once
+READY_S = 1.5  # s to turn the grippers down (joint space) before the Cartesian plans start
+GRIP_S = 1.2  # s per close/open: the driver slews the gripper at 1.0 opening fraction per second
 
 
 def down_rotation(yaw: float) -> np.ndarray:
@@ -90,20 +93,26 @@ class ScriptedExpert:
         self.reset()
 
     def reset(self) -> None:
+        """Start from the measured joints: hold them for `HOLD_S`, then turn the grippers down in
+        joint space over `READY_S` (the ready pose need not point down), then run the plans."""
         pos, _, _ = self.sim.state()
-        self.t = 0.0
-        self.q = {a: pos[7 * k:7 * k + 6].copy() for k, a in enumerate(ARMS)}
+        self.t = -(HOLD_S + READY_S)
+        self.q0 = {a: pos[7 * k:7 * k + 6].copy() for k, a in enumerate(ARMS)}
+        self.q = dict(self.q0)
         self.grip = {a: OPEN for a in ARMS}
         self.index = {a: -1 for a in ARMS}
         self.seg_start = {a: 0.0 for a in ARMS}
         self.from_pose: dict[str, tuple[np.ndarray, float]] = {}
         self.to_pose: dict[str, tuple[np.ndarray, float]] = {}
+        self.q_ready = {}
         for a in ARMS:
-            p, r = self.iks[a].fk(self.q[a])
-            self.from_pose[a] = self.to_pose[a] = (p, float(np.arctan2(r[1, 0], r[0, 0])))
+            p, _ = self.iks[a].fk(self.q[a])
+            self.q_ready[a], _ = self.iks[a].solve(self.q[a], p, down_rotation(0.0), iters=100)
+            self.from_pose[a] = self.to_pose[a] = (p, 0.0)
 
     @property
     def duration(self) -> float:
+        """Seconds of the plans (the hold and the ready move come before t = 0)."""
         return max(sum(s.duration for s in plan) for plan in self.plans.values())
 
     @property
@@ -112,6 +121,14 @@ class ScriptedExpert:
 
     def act(self) -> np.ndarray:
         out = np.empty(14)
+        if self.t < 0.0:  # hold, then move to the gripper-down ready pose in joint space
+            u = np.clip((self.t + READY_S) / READY_S, 0.0, 1.0)
+            s = u * u * (3 - 2 * u)
+            for k, a in enumerate(ARMS):
+                self.q[a] = (1 - s) * self.q0[a] + s * self.q_ready[a]
+                out[7 * k:7 * k + 6], out[7 * k + 6] = self.q[a], OPEN
+            self.t += self.dt
+            return out
         for k, a in enumerate(ARMS):
             self._advance(a)
             plan, i = self.plans[a], self.index[a]
@@ -162,16 +179,16 @@ def handover_plans(sim: YamSim, task: HandoverTask) -> dict[str, list[Segment]]:
     target = lambda z: (lambda s: (np.array([*task.target, z]), 0.0))  # noqa: E731
     y_l, y_r = sim.cfg.arm_spacing / 2, -sim.cfg.arm_spacing / 2
     left = [Segment(1.5, above_block(0.10), OPEN), Segment(1.0, above_block(0.002), OPEN),
-            Segment(0.7, None, CLOSED), Segment(1.0, above_block(0.10), CLOSED),
+            Segment(GRIP_S, None, CLOSED), Segment(1.0, above_block(0.10), CLOSED),
             Segment(1.5, hand(h + 0.10), CLOSED), Segment(1.0, hand(h + 0.006), CLOSED),
-            Segment(0.5, None, OPEN), Segment(0.8, hand(h + 0.12), OPEN),
+            Segment(GRIP_S, None, OPEN), Segment(0.8, hand(h + 0.12), OPEN),
             Segment(1.2, lambda s: (np.array([0.28, y_l - 0.05, 0.20]), 0.0), OPEN)]
     wait = sum(s.duration for s in left[:-1])
     right = [Segment(1.5, lambda s: (np.array([0.28, y_r + 0.05, 0.20]), 0.0), OPEN), Segment(wait - 1.5, None, OPEN),
              Segment(1.5, above_block(0.10), OPEN), Segment(1.0, above_block(0.002), OPEN),
-             Segment(0.7, None, CLOSED), Segment(1.0, above_block(0.10), CLOSED),
+             Segment(GRIP_S, None, CLOSED), Segment(1.0, above_block(0.10), CLOSED),
              Segment(1.5, target(h + 0.10), CLOSED), Segment(1.0, target(h + 0.008), CLOSED),
-             Segment(0.5, None, OPEN), Segment(0.8, target(h + 0.12), OPEN)]
+             Segment(GRIP_S, None, OPEN), Segment(0.8, target(h + 0.12), OPEN)]
     return {"left": left, "right": right}
 
 
@@ -183,7 +200,7 @@ def tray_plans(sim: YamSim, task: TrayLiftTask) -> dict[str, list[Segment]]:
     for arm, side in (("left", "l"), ("right", "r")):
         lift = lambda s, side=side: (task.handle_pos(s, side) + [0, 0, task.lift_m + 0.04], np.pi / 2)  # noqa: E731
         plans[arm] = [Segment(1.5, handle(side, 0.10), OPEN), Segment(1.0, handle(side, 0.005), OPEN),
-                      Segment(0.7, None, CLOSED), Segment(2.0, lift, CLOSED), Segment(1.0, None, CLOSED)]
+                      Segment(GRIP_S, None, CLOSED), Segment(2.0, lift, CLOSED), Segment(1.0, None, CLOSED)]
     return plans
 
 

@@ -69,6 +69,7 @@ class YamSim:
             self.rng = np.random.default_rng(self.cfg.seed if seed is None else seed)
             m, d = self.model, self.data
             mujoco.mj_resetData(m, d)
+            self.set_torque(True)  # a previous episode's shutdown may have left the arms limp
             home = np.tile(np.asarray(HOME), 2)
             d.qpos[self.joint_qpos] = home
             d.qpos[self.finger_qpos.ravel()] = FINGER_TRAVEL
