@@ -1,0 +1,79 @@
+"""tr_monitor_node through rclpy (real or the fake): telemetry in, plottable values, phase,
+trace image, attention overlay and diagnostics out; malformed input logged, not fatal."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from rclpy.parameter import Parameter
+
+from tr_monitor_node.node import TRMonitorNode
+from vam_stack import msgs
+
+pytestmark = pytest.mark.adapter
+
+
+def telemetry(step: int, tr: float) -> dict:
+    return {"step": step, "replan": step // 10, "tr": tr, "tr_steps": [tr, tr * 0.9], "tr0": 1.0,
+            "s": max(tr - 1.0, 0.0), "w_lang": 0.1 * max(tr - 1.0, 0.0), "w_plan": 0.3 * max(tr - 1.0, 0.0),
+            "branches_computed": ["cond", "null_text", "plan"] if tr > 1.0 else ["cond"], "latency_ms": 12.5}
+
+
+@pytest.fixture
+def monitor(ros_harness):
+    node = ros_harness.add(TRMonitorNode(parameter_overrides=[
+        Parameter("token_rows", value=2), Parameter("token_cols", value=4)]))
+    keys = ("tr", "tr0", "s", "w_lang", "w_plan", "latency_ms", "tr_steps", "phase", "trace_image",
+            "attention_overlay", "diagnostics")
+    return ros_harness, node, {k: ros_harness.capture(k) for k in keys}
+
+
+def test_telemetry_becomes_plottable_topics_phase_and_images(monitor):
+    h, node, out = monitor
+    frame = np.zeros((16, 32, 3), np.uint8)
+    frame[:, :16] = 200
+    h.publish("stacked_image", msgs.image_msg(frame, 1.0, "camera_stacked"))
+    assert h.spin_until(lambda: node.monitor.frame is not None)
+    for i, tr in enumerate((1.0, 1.05, 1.4)):
+        att = np.zeros((5, 16), np.float32)  # [A_H, 2 latent frames x 2 x 4 tokens]
+        att[:, 0] = 1.0
+        h.publish("attention", msgs.float32_array_msg(att, ["action", "video_token"]))
+        h.publish("telemetry", msgs.json_msg(telemetry(10 * i, tr)))
+        assert h.spin_until(lambda: len(out["tr"]) == i + 1 and len(out["attention_overlay"]) == i + 1)
+    assert h.spin_until(lambda: len(out["trace_image"]) >= 1)
+    assert [round(m.data, 4) for m in out["tr"]] == [1.0, 1.05, 1.4]
+    assert out["w_plan"][-1].data == pytest.approx(0.12) and out["latency_ms"][-1].data == pytest.approx(12.5)
+    np.testing.assert_allclose(msgs.float32_array_to_numpy(out["tr_steps"][-1]), [1.4, 1.26], rtol=1e-6)
+    assert [m.data for m in out["phase"]] == ["manipulation", "planning"]  # published on change
+    overlay = msgs.image_to_numpy(out["attention_overlay"][-1])
+    assert overlay.shape == frame.shape and out["attention_overlay"][-1].header.frame_id == "camera_stacked"
+    trace = out["trace_image"][-1]
+    assert trace.encoding == "rgb8" and trace.header.frame_id == "tr_monitor" and trace.width > 100
+    def status():
+        return msgs.diagnostics_to_dict(out["diagnostics"][-1])["tr_monitor: telemetry"] if out["diagnostics"] else None
+    assert h.spin_until(lambda: status() is not None and status()["values"]["replans"] == "3")
+    assert status()["level"] == "ok" and status()["values"]["phase"] == "planning"
+    assert not h.errors("tr_monitor_node")
+
+
+def test_malformed_telemetry_is_logged_and_counted(monitor):
+    h, node, out = monitor
+    h.publish("telemetry", msgs.string_msg("not json"))
+    h.publish("telemetry", msgs.json_msg({"step": 0, "tr": 1.0}))
+    h.publish("attention", msgs.float32_array_msg(np.zeros(4), ["flat"]))
+    assert h.spin_until(lambda: len(h.errors("tr_monitor_node")) >= 3)
+    errors = " ".join(h.errors("tr_monitor_node"))
+    assert "not JSON" in errors and "lacks" in errors and "attention rejected" in errors
+    assert node.monitor.rejected == 1 and not out["tr"]
+    h.publish("telemetry", msgs.json_msg(telemetry(0, 1.0)))
+    assert h.spin_until(lambda: len(out["tr"]) == 1), "the monitor must keep working after bad input"
+
+
+def test_new_instruction_resets_the_trace(monitor):
+    h, node, out = monitor
+    h.publish("telemetry", msgs.json_msg(telemetry(0, 1.0)))
+    assert h.spin_until(lambda: len(out["tr"]) == 1)
+    h.publish("instruction", msgs.string_msg("next task"))
+    assert h.spin_until(lambda: node.monitor.trace.resets >= 1)
+    assert json.loads(msgs.json_msg({"a": 1}).data) == {"a": 1}

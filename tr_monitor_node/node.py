@@ -1,0 +1,110 @@
+"""tr_monitor_node: the policy's TR telemetry as plottable topics, a live trace image, an
+attention overlay and diagnostics (for rviz2's Image display, rqt_plot and rqt_image_view).
+
+In: /vam/telemetry (JSON per replan), /vam/attention (the overlay is drawn when it arrives,
+over the latest stacked camera frame; topics are not ordered against each other, so it is
+not paired with a telemetry message), /vam/instruction (a new
+episode resets the trace). Out: /vam/tr, /vam/tr0, /vam/s, /vam/w_lang, /vam/w_plan,
+/vam/latency_ms, /vam/tr_steps, /vam/phase (latched, on change), /tr_monitor/trace_image,
+/tr_monitor/attention_overlay, /diagnostics. The work is `TRMonitor` (plain Python); a
+malformed message is logged and counted, never fatal.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+
+from tr_monitor_node.monitor import SCALAR_KEYS, MonitorConfig, TRMonitor
+from vam_stack import msgs, ros
+from vam_stack.config import from_yaml
+from vam_stack.topics import topic
+
+P = ros.Param
+PARAMS = (
+    P("config_file", "", "monitor YAML (section tr_monitor); empty = config/tr_monitor.yaml"),
+    P("token_rows", 0, "action-head video tokens per latent frame, rows; 0 = the config file's", range=(0, 4096)),
+    P("token_cols", 0, "action-head video tokens per latent frame, columns; 0 = the config file's", range=(0, 4096)),
+    P("render_every_replans", 0, "redraw the trace every N replans; 0 = the config file's", range=(0, 1000)),
+    P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
+)
+
+
+class TRMonitorNode(Node):
+    def __init__(self, **node_kwargs):
+        super().__init__("tr_monitor_node", **node_kwargs)
+        p = ros.declare(self, PARAMS)
+        cfg = from_yaml(MonitorConfig, ros.config_path(p["config_file"], "tr_monitor.yaml"), "tr_monitor")
+        if p["token_rows"] or p["token_cols"]:
+            cfg = dataclasses.replace(cfg, token_grid=(p["token_rows"] or cfg.token_grid[0], p["token_cols"] or cfg.token_grid[1]))
+        if p["render_every_replans"]:
+            cfg = dataclasses.replace(cfg, render_every_replans=p["render_every_replans"])
+        self.monitor = TRMonitor(cfg)
+        keys = (*SCALAR_KEYS, "tr_steps", "phase", "trace_image", "attention_overlay", "diagnostics")
+        self.pub = {k: ros.publisher(self, k) for k in keys}
+        ros.subscription(self, "telemetry", self._on_telemetry)
+        ros.subscription(self, "attention", self._on_attention)
+        ros.subscription(self, "stacked_image", self._on_frame)
+        ros.subscription(self, "instruction", lambda m: self.monitor.reset())
+        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+
+    def _on_attention(self, msg) -> None:
+        try:
+            att = msgs.float32_array_to_numpy(ros.from_ros(msg, "std_msgs/msg/Float32MultiArray"))
+            if att.ndim != 2 or att.size == 0 or not np.isfinite(att).all() or (att < 0).any():
+                raise msgs.MessageError(f"attention must be a finite, non-negative [A_H, n_video_tokens] array, got shape {att.shape}")
+            self.monitor.trace.latest_attention = att
+            overlay = self.monitor.render_overlay()
+        except ValueError as e:
+            self.get_logger().error(f"attention rejected: {e}")
+            return
+        if overlay is not None:
+            self.pub["attention_overlay"].publish(ros.to_ros(msgs.image_msg(overlay, ros.stamp(self), topic("attention_overlay").frame_id)))
+
+    def _on_frame(self, msg) -> None:
+        try:
+            self.monitor.on_frame(msgs.image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/Image")))
+        except ValueError as e:
+            self.get_logger().error(f"camera frame rejected: {e}", throttle_duration_sec=5.0)
+
+    def _on_telemetry(self, msg) -> None:
+        try:
+            tel = msgs.json_from_msg(msg)
+            if not isinstance(tel, dict):
+                raise msgs.MessageError(f"telemetry must be a JSON object, got {type(tel).__name__}")
+            out = self.monitor.on_telemetry(tel)
+        except ValueError as e:
+            self.get_logger().error(f"telemetry rejected: {e}")
+            return
+        for key, value in out.scalars.items():
+            self.pub[key].publish(ros.to_ros(msgs.float32_msg(value)))
+        if out.tr_steps.size:
+            self.pub["tr_steps"].publish(ros.to_ros(msgs.float32_array_msg(out.tr_steps, ["euler_step"])))
+        if out.phase_changed:
+            self.pub["phase"].publish(ros.to_ros(msgs.string_msg(out.phase)))
+        if out.trace_image is not None:
+            self.pub["trace_image"].publish(ros.to_ros(msgs.image_msg(out.trace_image, ros.stamp(self), topic("trace_image").frame_id)))
+
+    def _publish_diagnostics(self) -> None:
+        self.pub["diagnostics"].publish(ros.diagnostics(self, [self.monitor.diagnostics()]))
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = TRMonitorNode()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()
