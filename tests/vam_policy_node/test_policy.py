@@ -135,3 +135,16 @@ def test_missing_instruction(micro_model, encoder):
         p.infer(obs())
     with pytest.raises(InputError, match="non-empty"):
         p.reset("")
+
+
+def test_tr_every_step_option_rereads_tr_and_starts_branches_lazily(micro_model, encoder, monkeypatch):
+    # replan 0 sets TR_0 = 2; in replan 1 TR rises to 4 from Euler step 5 on
+    script = iter([2.0] * 10 + [2.0] * 5 + [4.0] * 5)
+    monkeypatch.setattr(policy_mod, "temporal_ratio", lambda *a, **k: torch.tensor([next(script)]))
+    p = make(micro_model, encoder, "tr_adaptive", tr_every_step=True)
+    first = p.infer(obs())
+    assert first["s_steps"] == [0.0] * 10 and first["branches_computed"] == ["cond"]
+    second = p.infer(obs())
+    assert second["s_steps"] == [0.0] * 5 + [1.0] * 5
+    assert second["branches_computed"] == ["cond", "null_text", "plan"]
+    assert p.forward_calls == {"cond": 2, "null_text": 1, "plan": 1}
