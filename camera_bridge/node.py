@@ -1,0 +1,104 @@
+"""camera_bridge node: each camera view and the stacked frame as sensor_msgs/Image
+(sensor-data QoS), plus /diagnostics with per-camera rate, frame age and skew.
+
+One `CameraBridge` (plain Python) reads, checks, synchronises, resizes and stacks the views
+in its own deadline-paced thread; a timer at the cameras' rate publishes each new stacked
+frame (frame id camera_stacked) and, optionally, its views cut back out of it (frame ids
+<view>_camera, so every published view is exactly the part of the stacked frame the policy
+sees). Header stamps are the ROS time of the capture (now minus the frame's age). A stacked
+frame that is not ready (stale or failed cameras) is not published; diagnostics say why.
+"""
+from __future__ import annotations
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+
+from camera_bridge.bridge import CameraBridge
+from camera_bridge.config import load_bridge_config
+from vam_stack import msgs, ros
+from vam_stack.topics import camera_topic, topic
+
+P = ros.Param
+PARAMS = (
+    P("config_file", "", "camera YAML (section camera_bridge); empty = config/cameras.yaml"),
+    P("publish_views", True, "also publish each view on /camera/<view>/image_raw"),
+    P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
+)
+
+
+class CameraBridgeNode(Node):
+    def __init__(self, bridge: CameraBridge | None = None, **node_kwargs):
+        super().__init__("camera_bridge", **node_kwargs)
+        p = self.p = ros.declare(self, PARAMS)
+        self.bridge = bridge or CameraBridge(load_bridge_config(ros.config_path(p["config_file"], "cameras.yaml")))
+        cfg = self.bridge.cfg
+        self.stacked_pub = ros.publisher(self, "stacked_image")
+        self.diag_pub = ros.publisher(self, "diagnostics")
+        self.view_pubs = {c.name: self.create_publisher(ros.ros_class("sensor_msgs/msg/Image"), camera_topic(c.name).name,
+                                                        ros.qos(camera_topic(c.name)))
+                          for c in cfg.cameras} if p["publish_views"] else {}
+        self._last_stamp = None
+        self._last_skew_ms = float("nan")
+        failed = self.bridge.connect(strict=False)
+        for name, problem in failed.items():
+            self.get_logger().error(f"camera {name!r} did not open ({problem}); retrying")
+        self.bridge.start()
+        self.create_timer(1.0 / cfg.source_fps, self._publish_frame)
+        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+        self.get_logger().info(f"{len(cfg.cameras)} cameras stacked to {cfg.stacked_shape[1]}x{cfg.stacked_shape[0]} at {cfg.source_fps} Hz")
+
+    def _publish_frame(self) -> None:
+        w = self.bridge.latest()
+        if not w.ready or w.stamps_s[-1] == self._last_stamp:
+            return
+        self._last_stamp, self._last_skew_ms = w.stamps_s[-1], float(w.skew_ms[-1])
+        ns = self.get_clock().now().nanoseconds - int((w.newest_age_ms or 0.0) * 1e6)
+        stamp = msgs.time_from_ns(max(ns, 0))
+        frame = w.frames[-1]  # [H, W*cams, 3] RGB
+        self.stacked_pub.publish(ros.to_ros(msgs.image_msg(frame, stamp, topic("stacked_image").frame_id)))
+        vw = self.bridge.cfg.view_width
+        for i, (name, pub) in enumerate(self.view_pubs.items()):
+            pub.publish(ros.to_ros(msgs.image_msg(frame[:, i * vw:(i + 1) * vw], stamp, camera_topic(name).frame_id)))
+
+    def _publish_diagnostics(self) -> None:
+        now = self.bridge.clock()
+        statuses = []
+        for st, src in zip(self.bridge.statuses(), self.bridge.sources):
+            latest = getattr(src, "_latest", None)
+            age = (now - latest.stamp_s) * 1000.0 if latest is not None else float("nan")
+            statuses.append({"name": f"camera_bridge: {st.name}", "level": "ok" if st.ok else "error",
+                             "message": st.message or "streaming", "hardware_id": src.cfg.serial or src.cfg.device,
+                             "values": {"rate_hz": st.stats.measured_fps, "age_ms": age, "skew_ms": self._last_skew_ms,
+                                        "frames": st.stats.frames, "dropped": st.stats.dropped,
+                                        "reconnects": st.stats.reconnects, "connected": st.connected}})
+        w = self.bridge.latest()
+        statuses.append({"name": "camera_bridge: stacked", "level": "ok" if w.ready else "warn",
+                         "message": "ready" if w.ready else "; ".join(w.reasons),
+                         "values": {"loop_hz": self.bridge.loop_hz, "overruns": self.bridge.overruns,
+                                    "newest_age_ms": w.newest_age_ms if w.newest_age_ms is not None else float("nan"),
+                                    "skew_ms": self._last_skew_ms}})
+        self.diag_pub.publish(ros.diagnostics(self, statuses))
+
+    def destroy_node(self) -> None:
+        """Stop the capture thread and release every camera, then the ROS entities."""
+        self.bridge.close()
+        super().destroy_node()
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = CameraBridgeNode()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()
