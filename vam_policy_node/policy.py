@@ -29,6 +29,7 @@ import torch
 
 from vam_stack.config import check
 
+from .backends import BackendConfig, make_backend
 from .guidance import GuidanceConfig, GuidanceSchedule
 from .networks.checkpoint import load_checkpoint, read_metadata
 from .networks.config import ModelConfig, load_config
@@ -49,6 +50,7 @@ class PolicyConfig:
     return_attention: bool = True     # include the TR-layer attention map in the telemetry
     threads: int = 0                  # torch intra-op threads (0 = torch default)
     guidance: GuidanceConfig = field(default_factory=GuidanceConfig)
+    backend: BackendConfig = field(default_factory=BackendConfig)  # runs the DiT calls: torch | onnxruntime | tensorrt
 
     def __post_init__(self):
         check(self.euler_steps >= 1, f"policy.euler_steps must be >= 1, got {self.euler_steps!r}")
@@ -98,6 +100,7 @@ class VamPolicy:
         self.guidance = GuidanceSchedule(cfg.guidance)
         self.stats = self._check_stats(stats or {})
         self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.backend = make_backend(cfg.backend, model)
         self.instruction: str | None = None
         self._text: torch.Tensor | None = None
         with torch.no_grad():
@@ -193,7 +196,7 @@ class VamPolicy:
 
         def branch(name: str, text: torch.Tensor, vnoise: torch.Tensor):
             with timer(f"video_{name}"):
-                feats, sigma_v = m.video_features(anchor, text, vnoise, idx)    # [1, T, N, D]
+                feats, sigma_v = m.video_features(anchor, text, vnoise, idx, self.backend)    # [1, T, N, D]
             self.forward_calls[name] += 1
             with timer(f"prefix_{name}"):
                 cache = m.head.prefix_cache(m.prefix(feats, sigma_v, state))
@@ -217,10 +220,12 @@ class VamPolicy:
         def denoise(x, sigma, step):
             with timer("euler"):
                 v_cond, probs = m.head.denoise_step(caches["cond"], x, sigma, probs_layer=layer)
+            with timer("tr"):
                 tr = float(temporal_ratio(probs, tpf, tv)[0])
             tel["tr_steps"].append(tr)
             if step == 0 or self.cfg.guidance.tr_every_step:
-                s, wl, wp = self.guidance.weights(tr)
+                with timer("guidance"):
+                    s, wl, wp = self.guidance.weights(tr)
                 weights.update(s=s, w_lang=wl, w_plan=wp, tr=tr)
                 if step == 0 and self.cfg.return_attention:
                     tel["attention"] = video_attention_map(probs, tv)[0].numpy()  # [A, Tv]

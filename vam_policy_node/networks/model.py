@@ -36,12 +36,13 @@ class VideoActionModel(nn.Module):
         return torch.randn(batch, c, frames, h, w, generator=generator, device=device)  # [B, 16, T, h, w]
 
     def video_features(self, anchor: torch.Tensor, text: torch.Tensor, noise: torch.Tensor,
-                       feature_index: int | None = None) -> tuple[torch.Tensor, float]:
+                       feature_index: int | None = None, backend=None) -> tuple[torch.Tensor, float]:
         """Block-k features of the first T latent frames at grid index `feature_index`.
 
         anchor [B,16,1,h,w] clean current-frame latent; text [B,L,text_dim] projected;
         noise [B,16,T_roll,h,w] (T_roll = T, or T' for the plan branch). Returns
-        (features [B, T, gh*gw, D], sigma_v).
+        (features [B, T, gh*gw, D], sigma_v). `backend` (a vam_policy_node.backends.DiTBackend)
+        runs the DiT calls instead of `self.dit` (same velocity/features signature).
         """
         scfg = self.cfg.solver
         idx = scfg.feature_index if feature_index is None else feature_index
@@ -50,14 +51,15 @@ class VideoActionModel(nn.Module):
         t = noise.shape[2]
         is_anchor = torch.zeros(t, dtype=torch.bool)
         is_anchor[0] = True
+        dit = self.dit if backend is None else backend
 
         def velocity(x, mask, sigma):
-            return self.dit.velocity(x, mask, self.dit.frame_sigmas(sigma, is_anchor), text)
+            return dit.velocity(x, mask, self.dit.frame_sigmas(sigma, is_anchor), text)
 
         x, mask = rollout(anchor, noise, velocity, scfg, stop_index=idx)   # [B, 16, T_roll, h, w]
         sigma_v = grid_sigma(scfg, idx)
         sigma = torch.full((noise.shape[0],), sigma_v, dtype=noise.dtype)
-        feats = self.dit.features(x, mask, self.dit.frame_sigmas(sigma, is_anchor), text)  # [B, T_roll, N, D]
+        feats = dit.features(x, mask, self.dit.frame_sigmas(sigma, is_anchor), text)  # [B, T_roll, N, D]
         return feats[:, : scfg.latent_frames], sigma_v                   # [B, T, N, D]
 
     # ---- head -----------------------------------------------------------------------------

@@ -1,0 +1,214 @@
+"""`tensorrt` backend: engines built from the exported ONNX graphs, cached on disk.
+
+Precision lives in the graph, not in builder flags: TensorRT 11 builds strongly typed
+networks only (BuilderFlag.FP16/BF16/FP8 were removed), so
+  fp16 / bf16  build from `dit_*_{fp16,bf16}.onnx` (weights and compute in that dtype, fp32 I/O);
+  fp8          quantises the fp32 graph with NVIDIA ModelOpt (FP8 Q/DQ nodes on the GEMMs,
+               calibrated on random inputs of the preset's geometry) and builds from that;
+  fp32         builds from the fp32 graph.
+On TensorRT 10.x the network is created with the STRONGLY_TYPED flag, so both majors build
+the same engine from the same graph.
+
+Engine cache: `<cache_dir>/engines/<preset>-<graph>-<precision>-<key>.engine`, where the key
+hashes the GPU name, the TensorRT version, the preset, the weights hash, the precision, the
+graph, the profile's batch/frame range and the ONNX file's hash (`EngineKey`). Any change
+builds a new engine; a `.json` beside each engine records the key's inputs.
+
+Builds take minutes on a 2 B DiT: progress goes through TensorRT's IProgressMonitor (phase
+starts/ends, and step counts at most every few seconds) to the `progress` callback.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .base import BackendConfig, BackendUnavailable, DiTBackend
+from .ort_backend import GRAPHS, ensure_onnx, graph_path
+
+
+def require_tensorrt():
+    """The tensorrt module, or BackendUnavailable saying what this machine lacks."""
+    if not torch.cuda.is_available():
+        raise BackendUnavailable(
+            f"backend 'tensorrt' needs an NVIDIA GPU with CUDA, and this machine has none "
+            f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}; torch.cuda.is_available() is False). "
+            f"Use backend 'torch' or 'onnxruntime' here, or run scripts/gpu_check.sh on a GPU machine.")
+    try:
+        import tensorrt as trt
+    except ImportError:
+        raise BackendUnavailable("backend 'tensorrt' needs the tensorrt Python package (pip install tensorrt), "
+                                 "matching this machine's CUDA") from None
+    return trt
+
+
+@dataclass(frozen=True)
+class EngineKey:
+    gpu: str            # torch.cuda.get_device_name(): engines are not portable across GPU models
+    tensorrt: str       # tensorrt.__version__: nor across TensorRT versions
+    preset: str         # model geometry
+    weights_hash: str   # checkpoint identity (export.weights_hash of the DiT)
+    precision: str      # fp32 | fp16 | bf16 | fp8
+    graph: str          # dit_velocity | dit_features
+    max_batch: int      # optimisation profile range
+    max_frames: int
+    onnx_sha: str       # the exact graph the engine was built from
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+    def filename(self) -> str:
+        return f"{self.preset}-{self.graph}-{self.precision}-{self.digest()}.engine"
+
+
+def profile_shapes(mcfg, max_batch: int) -> dict[str, tuple[tuple, tuple, tuple]]:
+    """(min, opt, max) shape of each DiT input: batch 1..max_batch, frames 2..T' (opt: 1 x T)."""
+    c, (h, w) = mcfg.tokenizer.latent_channels, mcfg.latent_hw
+    t, tp = mcfg.solver.latent_frames, mcfg.solver.plan_latent_frames
+    lt, td = mcfg.dit.text_tokens, mcfg.dit.text_dim
+    per = {"x": lambda b, f: (b, c, f, h, w), "mask": lambda b, f: (b, 1, f, h, w),
+           "sigma_frames": lambda b, f: (b, f), "text": lambda b, f: (b, lt, td)}
+    return {k: (fn(1, 2), fn(1, t), fn(max_batch, tp)) for k, fn in per.items()}
+
+
+def _monitor(trt, emit: Callable[[str], None], every_s: float = 5.0):
+    class _Progress(trt.IProgressMonitor):
+        def __init__(self):
+            trt.IProgressMonitor.__init__(self)
+            self.t0 = self.last = time.monotonic()
+            self.steps: dict[str, int] = {}
+
+        def phase_start(self, parent_phase, phase_name, num_steps):
+            self.steps[phase_name] = num_steps
+            emit(f"[trt] +{time.monotonic() - self.t0:6.1f} s  {phase_name} ({num_steps} steps)")
+
+        def step_complete(self, phase_name, step):
+            now = time.monotonic()
+            if now - self.last >= every_s:
+                self.last = now
+                emit(f"[trt] +{now - self.t0:6.1f} s  {phase_name} {step + 1}/{self.steps.get(phase_name, '?')}")
+            return True                                                 # False would cancel the build
+
+        def phase_finish(self, phase_name):
+            emit(f"[trt] +{time.monotonic() - self.t0:6.1f} s  {phase_name} done")
+
+    return _Progress()
+
+
+def quantize_fp8(onnx_in: Path, onnx_out: Path, calib: dict[str, np.ndarray]) -> Path:
+    """FP8 Q/DQ nodes on the GEMMs via NVIDIA ModelOpt (TensorRT 11 has no FP8 builder flag)."""
+    try:
+        from modelopt.onnx.quantization import quantize
+    except ImportError:
+        raise BackendUnavailable("precision 'fp8' needs NVIDIA ModelOpt to insert FP8 Q/DQ nodes "
+                                 "(pip install 'nvidia-modelopt[onnx]')") from None
+    quantize(onnx_path=str(onnx_in), quantize_mode="fp8", calibration_data=calib, output_path=str(onnx_out),
+             high_precision_dtype="fp16")
+    return onnx_out
+
+
+def build_engine(onnx_path: Path, engine_path: Path, shapes: dict, workspace_gb: float,
+                 progress: Callable[[str], None] = print) -> Path:
+    """Parse `onnx_path`, build a strongly typed engine with one optimisation profile, write it atomically."""
+    trt = require_tensorrt()
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    flags = 0
+    if hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):   # opt-in on 10.x, always on in 11.x
+        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    network = builder.create_network(flags)
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse_from_file(str(onnx_path)):
+        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        raise RuntimeError(f"TensorRT could not parse {onnx_path}: {errors}")
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_gb * (1 << 30)))
+    profile = builder.create_optimization_profile()
+    for name, (lo, opt, hi) in shapes.items():
+        profile.set_shape(name, lo, opt, hi)
+    config.add_optimization_profile(profile)
+    config.progress_monitor = _monitor(trt, progress)
+    progress(f"[trt] building {engine_path.name} from {onnx_path.name} (TensorRT {trt.__version__}) ...")
+    t0 = time.monotonic()
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        raise RuntimeError(f"TensorRT engine build failed for {onnx_path} (see the TensorRT log above)")
+    engine_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = engine_path.with_suffix(".tmp")
+    tmp.write_bytes(bytes(serialized))
+    tmp.replace(engine_path)
+    progress(f"[trt] built {engine_path.name} in {time.monotonic() - t0:.0f} s ({engine_path.stat().st_size / 1e6:.0f} MB)")
+    return engine_path
+
+
+class TensorRTBackend(DiTBackend):
+    name = "tensorrt"
+
+    def __init__(self, model, cfg: BackendConfig, progress: Callable[[str], None] = print):
+        trt = require_tensorrt()
+        from ..export import example_inputs
+
+        self.cfg, self.mcfg = cfg, model.cfg
+        graph_dtype = cfg.precision if cfg.precision in ("fp16", "bf16") else "fp32"
+        onnx_dir = ensure_onnx(model, cfg, dtype=graph_dtype, progress=progress)
+        manifest = json.loads((onnx_dir / "manifest.json").read_text())
+        shapes = profile_shapes(self.mcfg, cfg.max_batch)
+        cache = Path(cfg.cache_dir).expanduser() / "engines"
+        self.keys, self.engines, self.contexts = {}, {}, {}
+        self.runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+        for g in GRAPHS:
+            src = graph_path(onnx_dir, g, graph_dtype)
+            if cfg.precision == "fp8":
+                calib = {k: v.numpy() for k, v in example_inputs(self.mcfg, batch=1).items()}
+                src = quantize_fp8(src, onnx_dir / f"{g}_fp8.onnx", calib)
+            key = EngineKey(torch.cuda.get_device_name(), trt.__version__, self.mcfg.name, manifest["weights_hash"],
+                            cfg.precision, g, cfg.max_batch, self.mcfg.solver.plan_latent_frames,
+                            manifest["graphs"][src.stem]["sha256"] if src.stem in manifest["graphs"] else "fp8")
+            path = cache / key.filename()
+            if not path.is_file():
+                build_engine(src, path, shapes, cfg.workspace_gb, progress)
+                path.with_suffix(".json").write_text(json.dumps(asdict(key), indent=2) + "\n")
+            else:
+                progress(f"[trt] cached engine {path}")
+            engine = self.runtime.deserialize_cuda_engine(path.read_bytes())
+            if engine is None:
+                raise RuntimeError(f"TensorRT could not load {path}; delete it to rebuild")
+            self.keys[g], self.engines[g] = key, engine
+            self.contexts[g] = engine.create_execution_context()
+
+    def _run(self, graph: str, x, mask, sigma_frames, text) -> torch.Tensor:
+        ctx, engine = self.contexts[graph], self.engines[graph]
+        out_dev = x.device
+        feed = {"x": x, "mask": mask, "sigma_frames": sigma_frames, "text": text}
+        feed = {k: v.to("cuda", torch.float32).contiguous() for k, v in feed.items()}
+        for name, t in feed.items():
+            ctx.set_input_shape(name, tuple(t.shape))
+            ctx.set_tensor_address(name, t.data_ptr())
+        out_name = next(engine.get_tensor_name(i) for i in range(engine.num_io_tensors)
+                        if engine.get_tensor_name(i) not in feed)
+        out = torch.empty(tuple(ctx.get_tensor_shape(out_name)), dtype=torch.float32, device="cuda")
+        ctx.set_tensor_address(out_name, out.data_ptr())
+        stream = torch.cuda.current_stream()
+        if not ctx.execute_async_v3(stream.cuda_stream):
+            raise RuntimeError(f"TensorRT execution of {graph} failed")
+        stream.synchronize()
+        return out.to(out_dev)
+
+    def velocity(self, x, mask, sigma_frames, text):
+        return self._run("dit_velocity", x, mask, sigma_frames, text)    # [B, 16, T, h, w]
+
+    def features(self, x, mask, sigma_frames, text):
+        return self._run("dit_features", x, mask, sigma_frames, text)    # [B, T, gh*gw, D]
+
+    def describe(self) -> dict:
+        return {"backend": self.name, "precision": self.cfg.precision,
+                "engines": {g: k.filename() for g, k in self.keys.items()}}
+
+    def close(self) -> None:
+        self.contexts, self.engines = {}, {}
