@@ -5,3 +5,9 @@
 filter, chunk executor and camera bridge run the real-robot path without hardware.
 Rendering is offscreen on the CPU (MUJOCO_GL=egl by default, or osmesa).
 """
+import os
+
+# Offscreen rendering on the CPU. MuJoCo picks its GL backend when it is first imported, so
+# this must run before any `import mujoco`: every module of this package imports it after us.
+# A user's own MUJOCO_GL (e.g. osmesa) wins.
+os.environ.setdefault("MUJOCO_GL", "egl")

@@ -203,7 +203,7 @@ class YamSimRunner:
                "driver_faults": [str(f) for f in driver.faults],
                "timing_ms": {k: round(1e3 * float(np.mean(v)), 3) for k, v in times.items() if v}}
         if c.plots and replans:
-            title = f"{name}: {task.instruction} ({'success' if out['success'] else termination})"
+            title = f"{name} ({'success' if out['success'] else termination}): {task.instruction[:48]}"
             png = save_trace_png(trace, self.out / name / "tr_trace.png", title=title, end_step=step)
             out["tr_trace"] = str(png.relative_to(self.out))
         out["tr_summary"] = trace.summary() if replans else {"replans": 0}

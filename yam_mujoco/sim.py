@@ -15,9 +15,6 @@ runner may share one simulator.
 from __future__ import annotations
 
 import os
-
-os.environ.setdefault("MUJOCO_GL", "egl")  # offscreen on the CPU; must be set before mujoco is imported
-
 import threading
 import time
 
