@@ -1,0 +1,164 @@
+"""Launch files, parameter files, rviz/rqt layouts and package metadata, checked statically
+(no ROS needed); the launch descriptions themselves are built where launch_ros exists."""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vam_stack.topics import resolve
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
+NODE_MODULES = {"camera_bridge": "camera_bridge.node", "vam_policy_node": "vam_policy_node.node",
+                "tr_monitor_node": "tr_monitor_node.node", "yam_driver": "yam_driver.node",
+                "libero_bridge": "libero_bridge.node"}  # executable = node name -> module
+HAVE_LAUNCH_ROS = importlib.util.find_spec("launch_ros") is not None
+
+
+def console_scripts() -> dict[str, str]:
+    """name -> "module:function" from setup.py's entry_points (parsed, not executed)."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if isinstance(k, ast.Constant) and k.value == "console_scripts":
+                    return dict(s.split("=", 1) for s in (e.value.replace(" ", "") for e in v.elts))
+    raise AssertionError("setup.py has no console_scripts")
+
+
+def launched_nodes(path: Path) -> list[dict]:
+    """Every Node(...) call of a launch file: its constant keywords and parameter dict keys."""
+    out = []
+    for call in ast.walk(ast.parse(path.read_text())):
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Node":
+            kw = {k.arg: k.value for k in call.keywords}
+            entry = {k: v.value for k, v in kw.items() if isinstance(v, ast.Constant)}
+            entry["param_keys"] = [k.value for d in ast.walk(kw["parameters"]) if isinstance(d, ast.Dict)
+                                   for k in d.keys] if "parameters" in kw else []
+            out.append(entry)
+    return out
+
+
+def declared_arguments(path: Path) -> set[str]:
+    text = path.read_text()
+    tree = ast.parse(text)
+    names = {c.args[0].value for c in ast.walk(tree) if isinstance(c, ast.Call)
+             and getattr(c.func, "id", None) == "DeclareLaunchArgument" and isinstance(c.args[0], ast.Constant)}
+    for node in ast.walk(tree):  # plus the keys of the ARGUMENTS table
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "ARGUMENTS":
+            names |= {k.value for k in node.value.keys}
+    return names
+
+
+def node_params(executable: str) -> dict:
+    return {p.name: p for p in importlib.import_module(NODE_MODULES[executable]).PARAMS}
+
+
+def test_launch_files_exist_and_declare_their_arguments():
+    assert [p.name for p in LAUNCH_FILES] == ["robot.launch.py", "sim.launch.py"]
+    common = {"params_file", "checkpoint", "guidance", "preset", "use_rviz", "use_rqt"}
+    assert common | {"instruction", "use_emulated_driver", "camera_config"} <= declared_arguments(LAUNCH_FILES[0])
+    assert common | {"suite", "task", "episodes"} <= declared_arguments(LAUNCH_FILES[1])
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_every_launched_executable_is_an_entry_point_with_a_main(path):
+    scripts = console_scripts()
+    ours = [n for n in launched_nodes(path) if n.get("package") == "vam_stack"]
+    assert ours, f"{path.name} starts no vam_stack node"
+    for n in ours:
+        exe = n["executable"]
+        assert exe in scripts, f"{path.name}: executable {exe!r} is not a console_scripts entry point"
+        module, func = scripts[exe].split(":")
+        assert module == NODE_MODULES[exe] and callable(getattr(importlib.import_module(module), func))
+        unknown = set(n["param_keys"]) - set(node_params(exe))
+        assert not unknown, f"{path.name}: {exe} gets undeclared parameters {unknown}"
+    others = {n["package"] for n in launched_nodes(path)} - {"vam_stack"}
+    assert others <= {"rviz2", "rqt_gui"}
+
+
+@pytest.mark.parametrize("name", ["vam_stack.params.yaml", "vam_stack_sim.params.yaml"])
+def test_parameter_files_name_declared_parameters_with_their_types(name):
+    data = yaml.safe_load((ROOT / "config" / name).read_text())
+    for node, section in data.items():
+        params = node_params(node)
+        values = section["ros__parameters"]
+        unknown = set(values) - set(params)
+        assert not unknown, f"{name}: {node} has no parameters {unknown}"
+        for key, value in values.items():
+            want = type(params[key].default)
+            assert type(value) is want, f"{name}: {node}.{key} = {value!r} is {type(value).__name__}, declared {want.__name__}"
+            if params[key].choices:
+                assert value in params[key].choices
+            if params[key].range:
+                assert params[key].range[0] <= value <= params[key].range[1]
+
+
+def test_rviz_displays_show_table_images_with_a_qos_their_publisher_serves():
+    cfg = yaml.safe_load((ROOT / "config" / "vam_stack.rviz").read_text())
+    shown = {}
+    for d in cfg["Visualization Manager"]["Displays"]:
+        assert d["Class"] == "rviz_default_plugins/Image"
+        t = resolve(d["Topic"]["Value"])
+        assert t.msgtype == "sensor_msgs/msg/Image"
+        if d["Topic"]["Reliability Policy"] == "Reliable":
+            assert t.qos_spec.reliability == "reliable", f"{t.name} is best effort; a reliable display gets nothing"
+        shown[t.name] = d["Name"]
+    assert set(shown) == {"/camera/stacked/image_raw", "/tr_monitor/trace_image", "/tr_monitor/attention_overlay"}
+
+
+def test_rqt_perspective_plots_tr_s_and_weights_and_shows_the_images():
+    groups = json.loads((ROOT / "config" / "vam_stack.perspective").read_text())["groups"]["pluginmanager"]["groups"]
+    plotted, images = [], []
+    for name, g in groups.items():
+        keys = g["groups"]["plugin"]["keys"]
+        if "rqt_plot" in name:
+            plotted += ast.literal_eval(keys["topics"]["repr"])
+        else:
+            images.append(ast.literal_eval(keys["topic"]["repr"]))
+    assert {"/vam/tr/data", "/vam/tr0/data", "/vam/s/data", "/vam/w_lang/data", "/vam/w_plan/data"} <= set(plotted)
+    for field in plotted:
+        assert resolve(field.rsplit("/", 1)[0]).msgtype == "std_msgs/msg/Float32"
+    assert {resolve(t).msgtype for t in images} == {"sensor_msgs/msg/Image"}
+
+
+def test_package_xml_is_format_3_and_depends_on_what_nodes_and_launch_files_use():
+    root = ET.parse(ROOT / "package.xml").getroot()
+    assert root.tag == "package" and root.get("format") == "3"
+    tags = [c.tag for c in root]
+    for required in ("name", "version", "description", "maintainer", "license"):
+        assert required in tags, f"package.xml lacks <{required}>"
+    assert tags.index("name") < tags.index("version") < tags.index("description") < tags.index("maintainer")
+    assert root.find("name").text == "vam_stack" and root.find("export/build_type").text == "ament_python"
+    deps = {c.text for c in root if c.tag in ("exec_depend", "depend")}
+    ros_pkgs = {"rclpy", "rcl_interfaces", "std_srvs", "sensor_msgs", "std_msgs", "diagnostic_msgs"}
+    used = set()
+    for module in [*NODE_MODULES.values(), "vam_stack.ros"]:
+        tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text())
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            used |= {n.split(".")[0] for n in names} & ros_pkgs
+    for path in LAUNCH_FILES:
+        used |= {"launch", "launch_ros"} | {n["package"] for n in launched_nodes(path)} - {"vam_stack"}
+    assert used - deps == set(), f"package.xml lacks exec_depend on {sorted(used - deps)}"
+
+
+@pytest.mark.skipif(not HAVE_LAUNCH_ROS, reason="launch_ros is not installed (ROS 2 cannot be installed here); "
+                                                "the launch files are checked statically above")
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_descriptions_build(path):
+    spec = importlib.util.spec_from_file_location(path.stem.replace(".", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ld = module.generate_launch_description()
+    assert len(ld.entities) >= 5
