@@ -32,6 +32,18 @@ class RenderUnavailable(RuntimeError):
     """Offscreen rendering cannot start (no EGL/OSMesa); the message says which backend failed."""
 
 
+def _release_gl_context() -> None:
+    """Un-bind the context the Renderer left current on this thread. An EGL context may be
+    current on one thread only: without this, rendering from the camera bridge's thread after
+    a first render on the main thread fails with EGL_BAD_ACCESS."""
+    if os.environ.get("MUJOCO_GL", "").lower() == "egl":
+        from mujoco import egl
+        from OpenGL import EGL
+
+        if egl.EGL_DISPLAY is not None:
+            EGL.eglMakeCurrent(egl.EGL_DISPLAY, EGL.EGL_NO_SURFACE, EGL.EGL_NO_SURFACE, EGL.EGL_NO_CONTEXT)
+
+
 class YamSim:
     """MuJoCo model + data of two YAM arms and a task's objects; thread-safe."""
 
@@ -173,7 +185,9 @@ class YamSim:
         with self.lock:
             r = self._ensure_renderer()
             r.update_scene(self.data, camera=self.camera_name(view))
-            return r.render()  # [H, W, 3] uint8, a fresh array
+            # current only while rendering, so the next render may come from another thread
+            with r._gl_context.as_current():
+                return r.render()  # [H, W, 3] uint8, a fresh array
 
     def _ensure_renderer(self) -> "mujoco.Renderer":
         if self._renderer is None:
@@ -187,6 +201,7 @@ class YamSim:
             flags = self._renderer.scene.flags
             flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
             flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
+            _release_gl_context()
         return self._renderer
 
     def close(self) -> None:
