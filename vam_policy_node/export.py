@@ -247,8 +247,12 @@ def _head_jobs(model: VideoActionModel, batch, dev) -> list:
              ["keys", "values", "actions", "sigma_a"], ["velocity", "mass_v0", "mass_vplus"])]
 
 
-def load_model(preset: str, checkpoint: str | None = None, seed: int = 0, meta: bool = False) -> VideoActionModel:
-    """The preset's model with checkpoint weights, seeded random weights, or none (meta device)."""
+def load_model(preset: str, checkpoint: str | None = None, seed: int = 0, meta: bool = False,
+               device: str = "cpu") -> VideoActionModel:
+    """The preset's model with checkpoint weights, seeded random weights, or none (meta device).
+
+    `device="cuda"` initialises the random weights on the GPU (seconds instead of a minute for 2 B).
+    """
     from .networks.checkpoint import load_checkpoint, read_metadata
     from .networks.config import load_config
 
@@ -257,7 +261,8 @@ def load_model(preset: str, checkpoint: str | None = None, seed: int = 0, meta: 
         with torch.device("meta"):
             return VideoActionModel(cfg).eval()
     torch.manual_seed(seed)
-    model = VideoActionModel(cfg).eval()
+    with torch.device(device):
+        model = VideoActionModel(cfg).eval()
     if checkpoint:
         load_checkpoint(checkpoint, model)
     return model

@@ -41,7 +41,7 @@ def test_policy_config_selects_backend_from_yaml_dict():
 
 
 @pytest.mark.parametrize("kw,bad", [({"name": "trt"}, "'trt'"), ({"precision": "int4"}, "'int4'"),
-                                    ({"device": "gpu"}, "'gpu'"), ({"max_batch": 0}, "0"),
+                                    ({"device": "gpu"}, "'gpu'"), ({"max_batch": 0}, "0"), ({"builder_level": 7}, "7"),
                                     ({"compile": True, "name": "onnxruntime"}, "'onnxruntime'")])
 def test_backend_config_rejects_bad_values(kw, bad):
     with pytest.raises(ConfigError, match=bad):
@@ -68,7 +68,7 @@ def test_onnxruntime_cuda_without_provider_is_a_clear_error(micro_model):
 
 def _key(**kw):
     base = dict(gpu="NVIDIA H200", tensorrt="10.13.0", preset="real", weights_hash="0123456789abcdef",
-                precision="bf16", graph="dit_features", max_batch=4, max_frames=24, onnx_sha="fedcba9876543210")
+                precision="bf16", graph="dit_features", builder_level=3, max_batch=4, max_frames=24, onnx_sha="fedcba9876543210")
     return EngineKey(**{**base, **kw})
 
 
@@ -76,7 +76,7 @@ def test_engine_key_changes_with_each_input():
     k = _key()
     assert k.digest() == _key().digest()                               # deterministic
     changed = {"gpu": "NVIDIA A100-SXM4-80GB", "tensorrt": "11.4.0", "preset": "libero",
-               "weights_hash": "0123456789abcdee", "precision": "fp8", "graph": "dit_velocity",
+               "weights_hash": "0123456789abcdee", "precision": "fp8", "graph": "dit_velocity", "builder_level": 1,
                "max_batch": 8, "max_frames": 7, "onnx_sha": "fedcba9876543211"}
     assert set(changed) == {f.name for f in dataclasses.fields(EngineKey)}
     digests = {k.digest()}

@@ -40,6 +40,7 @@ class BackendConfig:
     threads: int = 0                  # onnxruntime intra-op threads (0 = ORT default: all cores)
     max_batch: int = 4                # tensorrt: optimisation-profile batch range 1..max_batch
     workspace_gb: float = 8.0         # tensorrt: builder workspace (tactic scratch memory), GiB
+    builder_level: int = 3            # tensorrt: builder optimisation level 0-5 (TensorRT's default 3; lower builds faster)
 
     def __post_init__(self):
         check(self.name in BACKENDS, f"backend.name must be one of {BACKENDS}, got {self.name!r}")
@@ -47,6 +48,7 @@ class BackendConfig:
         check(self.precision in PRECISIONS, f"backend.precision must be one of {PRECISIONS}, got {self.precision!r}")
         check(self.threads >= 0, f"backend.threads must be >= 0, got {self.threads!r}")
         check(1 <= self.max_batch <= 64, f"backend.max_batch must be in [1, 64], got {self.max_batch!r}")
+        check(0 <= self.builder_level <= 5, f"backend.builder_level must be in [0, 5], got {self.builder_level!r}")
         check(self.workspace_gb > 0, f"backend.workspace_gb must be > 0, got {self.workspace_gb!r}")
         check(not (self.compile and self.name != "torch"),
               f"backend.compile applies to the torch backend only, got name={self.name!r}")

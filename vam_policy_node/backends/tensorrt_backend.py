@@ -56,6 +56,7 @@ class EngineKey:
     weights_hash: str   # checkpoint identity (export.weights_hash of the DiT)
     precision: str      # fp32 | fp16 | bf16 | fp8
     graph: str          # dit_velocity | dit_features
+    builder_level: int  # optimisation level the engine was built at
     max_batch: int      # optimisation profile range
     max_frames: int
     onnx_sha: str       # the exact graph the engine was built from
@@ -113,7 +114,7 @@ def quantize_fp8(onnx_in: Path, onnx_out: Path, calib: dict[str, np.ndarray]) ->
     return onnx_out
 
 
-def build_engine(onnx_path: Path, engine_path: Path, shapes: dict, workspace_gb: float,
+def build_engine(onnx_path: Path, engine_path: Path, shapes: dict, workspace_gb: float, level: int = 3,
                  progress: Callable[[str], None] = print) -> Path:
     """Parse `onnx_path`, build a strongly typed engine with one optimisation profile, write it atomically."""
     trt = require_tensorrt()
@@ -129,6 +130,7 @@ def build_engine(onnx_path: Path, engine_path: Path, shapes: dict, workspace_gb:
         raise RuntimeError(f"TensorRT could not parse {onnx_path}: {errors}")
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_gb * (1 << 30)))
+    config.builder_optimization_level = level
     profile = builder.create_optimization_profile()
     for name, (lo, opt, hi) in shapes.items():
         profile.set_shape(name, lo, opt, hi)
@@ -168,11 +170,11 @@ class TensorRTBackend(DiTBackend):
                 calib = {k: v.numpy() for k, v in example_inputs(self.mcfg, batch=1).items()}
                 src = quantize_fp8(src, onnx_dir / f"{g}_fp8.onnx", calib)
             key = EngineKey(torch.cuda.get_device_name(), trt.__version__, self.mcfg.name, manifest["weights_hash"],
-                            cfg.precision, g, cfg.max_batch, self.mcfg.solver.plan_latent_frames,
+                            cfg.precision, g, cfg.builder_level, cfg.max_batch, self.mcfg.solver.plan_latent_frames,
                             manifest["graphs"][src.stem]["sha256"] if src.stem in manifest["graphs"] else "fp8")
             path = cache / key.filename()
             if not path.is_file():
-                build_engine(src, path, shapes, cfg.workspace_gb, progress)
+                build_engine(src, path, shapes, cfg.workspace_gb, cfg.builder_level, progress)
                 path.with_suffix(".json").write_text(json.dumps(asdict(key), indent=2) + "\n")
             else:
                 progress(f"[trt] cached engine {path}")
