@@ -6,16 +6,14 @@ In: the stacked camera frame (a frame window; the newest frame is the current ob
 for the next episode), services ~/start_episode and ~/reset (std_srvs/Trigger).
 Out: /vam/joint_targets at the control rate (JointState with names), /vam/telemetry (JSON),
 /vam/attention, /diagnostics (latency, tick timing, holds).
-Threads: callbacks only store inputs and queue commands; episodes start and stop in a control
-thread; inference runs in the executor's worker thread, never in a callback; targets go out
-from its tick thread through the safety filter (absolute joints) or an e-stop gate (deltas).
+The work is `PolicyRuntime` (plain Python, vam_policy_node/runtime.py): callbacks only store
+inputs and queue commands; episodes start and stop in its control thread; inference runs in
+the executor's worker thread, never in a callback; targets go out from its tick thread
+through the safety filter (absolute joints) or an e-stop gate (end-effector deltas).
 """
 from __future__ import annotations
 
 import functools
-import queue
-import threading
-import time
 
 import numpy as np
 import rclpy
@@ -23,8 +21,8 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
-from camera_bridge.window import FrameRing
-from vam_policy_node.executor import ChunkExecutor, libero_config, robot_config
+from vam_policy_node.executor import libero_config, robot_config
+from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
 from vam_policy_node.safety import SafetyFilter, load_safety_config
 from vam_stack import msgs, ros
 from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES
@@ -64,181 +62,73 @@ def build_policy(p: dict):
 class VamPolicyNode(Node):
     def __init__(self, policy=None, **node_kwargs):
         super().__init__("vam_policy_node", **node_kwargs)
-        p = self.p = ros.declare(self, PARAMS)
+        p = ros.declare(self, PARAMS)
         self.policy = policy if policy is not None else build_policy(p)
-        s = self.spec = self.policy.spec
-        self.absolute = s.action_type != "eef_delta"
+        s = self.policy.spec
         rates = dict(chunk=s.chunk, execute=s.execute, action_dim=s.action_dim, rate_hz=float(s.rate_hz), rt_priority=p["rt_priority"])
-        if self.absolute:
+        safety = None
+        if s.action_type != "eef_delta":  # absolute joint targets: the arm's names and the safety filter
             from yam_driver.config import load_config
-            self.state_names = self.action_names = load_config(ros.config_path(p["driver_config"], "yam_driver_damiao.yaml")).joint_names
-            self.safety = SafetyFilter(load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")))
-            cfg = robot_config(**rates)
+            state_names = self.action_names = load_config(ros.config_path(p["driver_config"], "yam_driver_damiao.yaml")).joint_names
+            safety = SafetyFilter(load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")))
+            if (safety.cfg.dim, safety.cfg.rate_hz) != (s.action_dim, float(s.rate_hz)):
+                raise ros.ParameterError(f"safety config is for {safety.cfg.dim} dims at {safety.cfg.rate_hz} Hz, "
+                                         f"the policy sends {s.action_dim} at {s.rate_hz} Hz")
+            ex_cfg = robot_config(**rates)
         else:
-            self.state_names, self.action_names, self.safety = list(LIBERO_PROPRIO_NAMES), list(LIBERO_ACTION_NAMES), None
-            cfg = libero_config(mode="realtime", **rates)
-        if (len(self.action_names), len(self.state_names)) != (s.action_dim, s.proprio_dim):
-            raise ros.ParameterError(f"joint names {self.action_names} do not fit a policy with {s.action_dim} actions / {s.proprio_dim} proprio")
-        if self.safety is not None and (self.safety.cfg.dim, self.safety.cfg.rate_hz) != (s.action_dim, float(s.rate_hz)):
-            raise ros.ParameterError(f"safety config is for {self.safety.cfg.dim} dims at {self.safety.cfg.rate_hz} Hz, "
-                                     f"the policy sends {s.action_dim} at {s.rate_hz} Hz")
+            state_names, self.action_names = LIBERO_PROPRIO_NAMES, list(LIBERO_ACTION_NAMES)
+            ex_cfg = libero_config(mode="realtime", **rates)
+        if len(self.action_names) != s.action_dim:
+            raise ros.ParameterError(f"{len(self.action_names)} joint names for a policy with {s.action_dim} actions")
         robot = getattr(getattr(self.policy, "mcfg", None), "robot", None)
-        self.skip = p["frame_skip"] or getattr(robot, "frame_skip", 1)
-        self.ring = FrameRing((s.frames - 1) * self.skip + 1, (s.height, s.width, 3))
-        self._lock = threading.Lock()
-        self._frame_t = self._state_t = -1e9
-        self._state: np.ndarray | None = None
-        self._last_sent: np.ndarray | None = None
-        self._estop = threading.Event()
-        self._pending = p["instruction"] or None  # instruction waiting for its inputs
-        self._instruction = self._pending
-        self.executor = ChunkExecutor(self.policy, cfg, obs_fn=self._observation, sink=self._send, on_result=self._on_result)
+        cfg = RuntimeConfig(p["max_frame_age_s"], p["max_state_age_s"], p["frame_skip"] or getattr(robot, "frame_skip", 1))
         self.pub = {k: ros.publisher(self, k) for k in ("joint_targets", "telemetry", "attention", "diagnostics")}
+        self.runtime = PolicyRuntime(self.policy, ex_cfg, cfg, state_names, self._publish_target, self._publish_telemetry,
+                                     safety, log=self.get_logger())
         ros.subscription(self, "stacked_image", self._on_image)
         ros.subscription(self, "joint_states", self._on_state)
-        ros.subscription(self, "instruction", lambda m: self._command("start", m.data))
-        ros.subscription(self, "estop", self._on_estop)
-        self.create_service(Trigger, "~/start_episode", lambda q, r: self._service("start", None, r))
-        self.create_service(Trigger, "~/reset", lambda q, r: self._service("stop", "reset service", r))
+        ros.subscription(self, "instruction", lambda m: self.runtime.request_start(m.data))
+        ros.subscription(self, "estop", lambda m: self.runtime.estop(bool(m.data)))
+        self.create_service(Trigger, "~/start_episode", lambda q, r: self._answer(r, self.runtime.request_start(None, wait=True)))
+        self.create_service(Trigger, "~/reset", lambda q, r: self._answer(r, self.runtime.request_stop("reset service", wait=True)))
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
-        self._commands: queue.Queue = queue.Queue()
-        self._control = threading.Thread(target=self._control_loop, name="policy-control", daemon=True)
-        self._control.start()
-        self.get_logger().info(f"{s.action_type} policy, {s.action_dim} actions at {s.rate_hz} Hz, window {s.frames}x{s.height}x{s.width} skip {self.skip}")
+        if p["instruction"]:
+            self.runtime.request_start(p["instruction"])
+        self.get_logger().info(f"{s.action_type} policy, {s.action_dim} actions at {s.rate_hz} Hz, "
+                               f"window {s.frames}x{s.height}x{s.width} every {cfg.frame_skip} frames")
 
-    # ---- inputs (callbacks: store and return) ----
+    @property
+    def executor(self):
+        return self.runtime.executor
+
+    @property
+    def safety(self):
+        return self.runtime.safety
+
     def _on_image(self, msg) -> None:
         try:
-            img = msgs.image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/Image"))
-            if img.shape != self.ring.frames.shape[1:]:
-                raise msgs.MessageError(f"stacked frame is {img.shape}, the policy needs {self.ring.frames.shape[1:]}")
-        except msgs.MessageError as e:
+            self.runtime.add_frame(msgs.image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/Image")))
+        except ValueError as e:  # MessageError included
             self.get_logger().error(f"camera frame rejected: {e}")
-            return
-        with self._lock:
-            self.ring.next_slot()[...] = img
-            self.ring.commit(time.monotonic(), 0.0)
-            self._frame_t = time.monotonic()
 
     def _on_state(self, msg) -> None:
         try:
             js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
-            missing = [n for n in self.state_names if n not in js.names]
-            if missing:
-                raise msgs.MessageError(f"JointState lacks joints {missing} (has {js.names})")
-            pos = js.position[[js.names.index(n) for n in self.state_names]]
-            if not np.isfinite(pos).all():
-                raise msgs.MessageError(f"JointState has non-finite positions {pos.tolist()}")
-        except msgs.MessageError as e:
+            self.runtime.set_state(js.names, js.position)
+        except ValueError as e:
             self.get_logger().error(f"joint state rejected (arm held when states go stale): {e}")
-            return
-        with self._lock:
-            self._state, self._state_t = pos, time.monotonic()
 
-    def _on_estop(self, msg) -> None:
-        if msg.data:
-            self._estop.set()
-            if self.safety is not None:
-                self.safety.estop("operator /vam/estop")
-            self.get_logger().warning("e-stop: holding, policy stopped")
-            self._command("stop", "e-stop")
-        elif self._estop.is_set():
-            self._estop.clear()
-            if self.safety is not None:
-                self.safety.clear_estop()
-            self.get_logger().warning("e-stop released; motion resumes with the next episode")
-
-    def _command(self, kind: str, arg, done: dict | None = None) -> None:
-        self._commands.put((kind, arg, done))
-
-    def _service(self, kind: str, arg, response):
-        done = {"event": threading.Event()}
-        self._command(kind, arg, done)
-        finished = done["event"].wait(10.0)
-        response.success, response.message = (done["ok"], done["message"]) if finished else (False, "still busy after 10 s")
+    @staticmethod
+    def _answer(response, result):
+        response.success, response.message = result
         return response
 
-    # ---- control thread: episodes start and stop here, never in a callback ----
-    def _control_loop(self) -> None:
-        while True:
-            try:
-                kind, arg, done = self._commands.get(timeout=0.5)
-            except queue.Empty:
-                if self._pending and not self.executor.running and not self._estop.is_set():
-                    self._start(self._pending, quiet=True)
-                continue
-            if kind == "exit":
-                return
-            ok, message = self._start(arg or self._instruction) if kind == "start" else self._stop(arg)
-            if done is not None:
-                done.update(ok=ok, message=message)
-                done["event"].set()
-
-    def _stop(self, why: str) -> tuple[bool, str]:
-        self._pending = None
-        if self.executor.running:
-            self.executor.stop()
-            self.get_logger().info(f"policy stopped ({why}); the arm holds")
-        return True, f"stopped ({why})"
-
-    def _start(self, instruction: str | None, quiet: bool = False) -> tuple[bool, str]:
-        if self._estop.is_set():
-            self._pending = None
-            return self._refuse("e-stop latched: publish false on /vam/estop first")
-        if not instruction:
-            return self._refuse("no instruction: publish one on /vam/instruction")
-        self._stop("new episode")
-        self._pending = self._instruction = instruction
-        with self._lock:
-            state, fresh = self._state, time.monotonic() - self._state_t <= self.p["max_state_age_s"]
-        if self.absolute and (state is None or not fresh):
-            return self._refuse("waiting for fresh /joint_states to prime the safety filter", quiet)
-        try:
-            if self.safety is not None:
-                self.safety.reset(state)
-            self.executor.reset(instruction=instruction, initial_target=state if self.absolute else None)
-            self.executor.start()
-        except Exception as e:  # a bad instruction or a policy that cannot start: say why, stay held
-            self._pending = None
-            return self._refuse(f"episode not started: {type(e).__name__}: {e}")
-        self._pending = None
-        self.get_logger().info(f"episode started: {instruction!r}")
-        return True, f"episode started: {instruction!r}"
-
-    def _refuse(self, message: str, quiet: bool = False) -> tuple[bool, str]:
-        (self.get_logger().debug if quiet else self.get_logger().error)(message)
-        return False, message
-
-    # ---- executor threads ----
-    def _observation(self) -> dict:
-        """Worker thread: the policy's input, or an exception (the executor then holds)."""
-        now, n = time.monotonic(), self.spec.frames
-        with self._lock:
-            if self.ring.count < self.ring.capacity:
-                raise RuntimeError(f"frame window not ready: {self.ring.count} of {self.ring.capacity} frames received")
-            if now - self._frame_t > self.p["max_frame_age_s"]:
-                raise RuntimeError(f"newest camera frame is {now - self._frame_t:.3f} s old")
-            frames = self.ring.frames[self.ring.indices(n, self.skip)]  # [n, H, W, 3] copy, oldest first
-            state, age = self._state, now - self._state_t
-        if state is None or age > self.p["max_state_age_s"]:
-            raise RuntimeError(f"no joint state for {age:.3f} s")
-        return {"frames": frames, "proprio": state.astype(np.float32)}
-
-    def _send(self, target: np.ndarray) -> None:
-        """Tick thread: one target through the safety filter / e-stop gate onto the topic."""
-        if self.safety is not None:
-            sent = self.safety.filter(target).sent
-        elif self._estop.is_set():  # delta actions: zero motion, gripper command kept
-            sent = np.zeros_like(target)
-            sent[-1] = self._last_sent[-1] if self._last_sent is not None else 0.0
-        else:
-            sent = target
-        self._last_sent = sent
+    def _publish_target(self, sent: np.ndarray) -> None:
+        """Executor tick thread: the safety-filtered target, named."""
         self.pub["joint_targets"].publish(ros.to_ros(msgs.joint_state_msg(self.action_names, sent, stamp_s=ros.stamp(self))))
 
-    def _on_result(self, tel: dict) -> None:
-        """Worker thread: TR telemetry of one replan (attention on its own topic, first)."""
-        tel = dict(tel, step=int(tel["origin_tick"]), request_latency_ms=1e3 * tel["latency_s"])
+    def _publish_telemetry(self, tel: dict) -> None:
+        """Executor worker thread: TR telemetry of one replan (attention on its own topic)."""
         att = tel.pop("attention", None)
         if att is not None:
             self.pub["attention"].publish(ros.to_ros(msgs.float32_array_msg(att, ["action", "video_token"])))
@@ -246,21 +136,15 @@ class VamPolicyNode(Node):
         self.pub["telemetry"].publish(ros.to_ros(msgs.json_msg(clean)))
 
     def _publish_diagnostics(self) -> None:
-        now = time.monotonic()
-        values = {**self.executor.stats(), "running": self.executor.running, "estop": self._estop.is_set(),
-                  "instruction": self._instruction or "", "frame_age_s": now - self._frame_t, "state_age_s": now - self._state_t}
-        if self.safety is not None:
-            values.update({f"safety_{k}": v for k, v in self.safety.counts.items()})
-        level = "warn" if self._estop.is_set() or self.executor.errors else "ok"
-        msg = "e-stop latched" if self._estop.is_set() else ("running" if self.executor.running else "idle (holding)")
+        rt = self.runtime
+        level = "warn" if rt.estopped or rt.executor.errors else "ok"
+        message = "e-stop latched" if rt.estopped else ("running" if rt.executor.running else "idle (holding)")
         self.pub["diagnostics"].publish(ros.diagnostics(self, [{"name": "vam_policy_node: executor", "level": level,
-                                                                "message": msg, "values": values}]))
+                                                                "message": message, "values": rt.status()}]))
 
     def destroy_node(self) -> None:
-        """Safe state: stop the executor (the driver then holds), end the control thread."""
-        self._command("exit", None)
-        self._control.join(10.0)
-        self.executor.stop()
+        """Safe state: stop the executor (the driver then holds), then the ROS entities."""
+        self.runtime.close()
         if hasattr(self.policy, "close"):
             self.policy.close()
         super().destroy_node()

@@ -1,0 +1,225 @@
+"""The policy node's work without ROS: inputs, episodes, e-stop and target output.
+
+`PolicyRuntime` owns a frame window (the newest frame is the current observation), the
+latest joint state, the chunk executor (realtime) and, for absolute joint targets, the safety
+filter. Whoever feeds it (the rclpy node, a test) calls `add_frame` / `set_state` from any
+thread; they only store. Episodes start and stop in the runtime's own control thread
+(`request_start` / `request_stop`), because `policy.reset` embeds the instruction and
+stopping waits for an inference in flight: neither may block a ROS callback. Inference runs
+in the executor's worker thread; each tick's target goes through the safety filter (absolute
+joints) or, for end-effector deltas, an e-stop gate (zero motion, gripper command kept), then
+to `send`. When inputs are missing or stale the observation raises, and the executor holds.
+
+E-stop: `estop(True)` latches the hold at once and stops the policy; `estop(False)` releases
+the latch, and motion waits for the next episode start.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from camera_bridge.window import FrameRing
+from vam_policy_node.executor import ChunkExecutor, ExecutorConfig
+from vam_policy_node.safety import SafetyFilter
+from vam_stack.config import check
+
+
+@dataclass
+class RuntimeConfig:
+    """Input freshness and window geometry of the runtime."""
+
+    max_frame_age_s: float = 0.5  # s; newest camera frame older than this -> no observation (hold)
+    max_state_age_s: float = 0.5  # s; joint state older than this -> no observation (hold)
+    frame_skip: int = 1  # camera messages between window frames (real: 3 at 30 Hz)
+    command_timeout_s: float = 10.0  # s a caller waits for a start/stop to finish
+
+    def __post_init__(self) -> None:
+        for name in ("max_frame_age_s", "max_state_age_s", "command_timeout_s"):
+            v = getattr(self, name)
+            check(math.isfinite(v) and v > 0, f"{name} must be > 0, got {v!r}")
+        check(self.frame_skip >= 1, f"frame_skip must be >= 1, got {self.frame_skip!r}")
+
+
+class PolicyRuntime:
+    """See the module docstring. `send(target)` and `on_telemetry(dict)` run on executor threads."""
+
+    def __init__(self, policy: Any, executor_cfg: ExecutorConfig, cfg: RuntimeConfig, state_names: Sequence[str],
+                 send: Callable[[np.ndarray], None], on_telemetry: Callable[[dict], None],
+                 safety: SafetyFilter | None = None, log: Any = None, clock: Callable[[], float] = time.monotonic):
+        s = self.spec = policy.spec
+        self.policy, self.cfg, self.safety, self.clock = policy, cfg, safety, clock
+        self.absolute = executor_cfg.action_kind == "absolute"
+        if self.absolute and safety is None:
+            raise ValueError("absolute joint targets need a safety filter")
+        self.state_names = list(state_names)
+        if len(self.state_names) != s.proprio_dim:
+            raise ValueError(f"{len(self.state_names)} state names for a policy with {s.proprio_dim} proprio values")
+        self.log = log or logging.getLogger(__name__)
+        self._send_out, self._on_telemetry = send, on_telemetry
+        self.ring = FrameRing((s.frames - 1) * cfg.frame_skip + 1, (s.height, s.width, 3))
+        self._lock = threading.Lock()
+        self._frame_t = self._state_t = -math.inf
+        self._state: np.ndarray | None = None
+        self._last_sent: np.ndarray | None = None
+        self._estop = threading.Event()
+        self.pending: str | None = None  # instruction waiting for its inputs
+        self.instruction: str | None = None
+        self.executor = ChunkExecutor(policy, executor_cfg, obs_fn=self.observation, sink=self._send,
+                                      on_result=self._result, clock=clock)
+        self._commands: queue.Queue = queue.Queue()
+        self._control = threading.Thread(target=self._control_loop, name="policy-control", daemon=True)
+        self._control.start()
+
+    # ---- inputs (any thread; store only) ----
+    def add_frame(self, image: np.ndarray) -> None:
+        if image.shape != self.ring.frames.shape[1:] or image.dtype != np.uint8:
+            raise ValueError(f"stacked frame is {image.dtype} {image.shape}, the policy needs uint8 {self.ring.frames.shape[1:]}")
+        with self._lock:
+            self.ring.next_slot()[...] = image
+            self.ring.commit(self.clock(), 0.0)
+            self._frame_t = self.clock()
+
+    def set_state(self, names: Sequence[str], position: np.ndarray) -> None:
+        missing = [n for n in self.state_names if n not in names]
+        if missing:
+            raise ValueError(f"JointState lacks joints {missing} (has {list(names)})")
+        pos = np.asarray(position, np.float64)[[list(names).index(n) for n in self.state_names]]
+        if not np.isfinite(pos).all():
+            raise ValueError(f"JointState has non-finite positions {pos.tolist()}")
+        with self._lock:
+            self._state, self._state_t = pos, self.clock()
+
+    @property
+    def estopped(self) -> bool:
+        return self._estop.is_set()
+
+    def estop(self, on: bool) -> None:
+        if on:
+            self._estop.set()
+            if self.safety is not None:
+                self.safety.estop("operator e-stop")
+            self.log.warning("e-stop: holding, policy stopped")
+            self.request_stop("e-stop")
+        elif self._estop.is_set():
+            self._estop.clear()
+            if self.safety is not None:
+                self.safety.clear_estop()
+            self.log.warning("e-stop released; motion resumes with the next episode")
+
+    # ---- episodes (control thread) ----
+    def request_start(self, instruction: str | None = None, wait: bool = False) -> tuple[bool, str] | None:
+        """Start an episode (`instruction` None: the last one); `wait` returns (ok, message)."""
+        return self._request("start", instruction, wait)
+
+    def request_stop(self, why: str, wait: bool = False) -> tuple[bool, str] | None:
+        return self._request("stop", why, wait)
+
+    def _request(self, kind: str, arg: Any, wait: bool) -> tuple[bool, str] | None:
+        done = {"event": threading.Event()} if wait else None
+        self._commands.put((kind, arg, done))
+        if done is None:
+            return None
+        if not done["event"].wait(self.cfg.command_timeout_s):
+            return False, f"still busy after {self.cfg.command_timeout_s:.0f} s"
+        return done["ok"], done["message"]
+
+    def _control_loop(self) -> None:
+        while True:
+            try:
+                kind, arg, done = self._commands.get(timeout=0.5)
+            except queue.Empty:
+                if self.pending and not self.executor.running and not self._estop.is_set():
+                    self._start(self.pending, quiet=True)
+                continue
+            if kind == "exit":
+                return
+            ok, message = self._start(arg or self.instruction) if kind == "start" else self._stop(arg)
+            if done is not None:
+                done.update(ok=ok, message=message)
+                done["event"].set()
+
+    def _stop(self, why: str) -> tuple[bool, str]:
+        self.pending = None
+        if self.executor.running:
+            self.executor.stop()
+            self.log.info(f"policy stopped ({why}); the arm holds")
+        return True, f"stopped ({why})"
+
+    def _start(self, instruction: str | None, quiet: bool = False) -> tuple[bool, str]:
+        if self._estop.is_set():
+            self.pending = None
+            return self._refuse("e-stop latched: release it first")
+        if not instruction:
+            return self._refuse("no instruction given yet")
+        self._stop("new episode")
+        self.pending = self.instruction = instruction
+        with self._lock:
+            state, fresh = self._state, self.clock() - self._state_t <= self.cfg.max_state_age_s
+        if self.absolute and (state is None or not fresh):
+            return self._refuse("waiting for a fresh joint state to prime the safety filter", quiet)
+        try:
+            if self.safety is not None:
+                self.safety.reset(state)
+            self.executor.reset(instruction=instruction, initial_target=state if self.absolute else None)
+            self.executor.start()
+        except Exception as e:  # a bad instruction or a policy that cannot start: say why, stay held
+            self.pending = None
+            return self._refuse(f"episode not started: {type(e).__name__}: {e}")
+        self.pending = None
+        self.log.info(f"episode started: {instruction!r}")
+        return True, f"episode started: {instruction!r}"
+
+    def _refuse(self, message: str, quiet: bool = False) -> tuple[bool, str]:
+        (self.log.debug if quiet else self.log.error)(message)
+        return False, message
+
+    # ---- executor threads ----
+    def observation(self) -> dict:
+        """Worker thread: the policy's input, or an exception (the executor then holds)."""
+        now = self.clock()
+        with self._lock:
+            if self.ring.count < self.ring.capacity:
+                raise RuntimeError(f"frame window not ready: {self.ring.count} of {self.ring.capacity} frames received")
+            if now - self._frame_t > self.cfg.max_frame_age_s:
+                raise RuntimeError(f"newest camera frame is {now - self._frame_t:.3f} s old")
+            frames = self.ring.frames[self.ring.indices(self.spec.frames, self.cfg.frame_skip)]  # [n, H, W, 3], oldest first
+            state, age = self._state, now - self._state_t
+        if state is None or age > self.cfg.max_state_age_s:
+            raise RuntimeError(f"no joint state for {age:.3f} s")
+        return {"frames": frames, "proprio": state.astype(np.float32)}
+
+    def _send(self, target: np.ndarray) -> None:
+        if self.safety is not None:
+            sent = self.safety.filter(target).sent
+        elif self._estop.is_set():  # deltas: zero motion, gripper command kept
+            sent = np.zeros_like(target)
+            sent[-1] = self._last_sent[-1] if self._last_sent is not None else 0.0
+        else:
+            sent = target
+        self._last_sent = sent
+        self._send_out(sent)
+
+    def _result(self, tel: dict) -> None:
+        self._on_telemetry(dict(tel, step=int(tel["origin_tick"]), request_latency_ms=1e3 * tel["latency_s"]))
+
+    # ---- status and shutdown ----
+    def status(self) -> dict[str, Any]:
+        now = self.clock()
+        out = {**self.executor.stats(), "running": self.executor.running, "estop": self._estop.is_set(),
+               "instruction": self.instruction or "", "frame_age_s": now - self._frame_t, "state_age_s": now - self._state_t}
+        if self.safety is not None:
+            out.update({f"safety_{k}": v for k, v in self.safety.counts.items()})
+        return out
+
+    def close(self) -> None:
+        """Stop the executor (the driver then holds) and the control thread."""
+        self._commands.put(("exit", None, None))
+        self._control.join(self.cfg.command_timeout_s)
+        self.executor.stop()
