@@ -67,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         from yam_mujoco.cli import run as run_yam  # imports mujoco only when asked for
 
         return run_yam(args)
+    if args.task is not None:
+        raise SystemExit(f"--task {args.task!r} is for --robot yam-mujoco; the LIBERO robot takes --suite/--first-task")
     cfg = SimConfig(suite=args.suite, episodes=args.episodes, seed=args.seed, guidance=args.guidance,
                     policy=args.policy, preset=args.preset or "tiny", checkpoint=args.checkpoint,
                     record=not args.no_record, record_image_every=args.record_image_every,

@@ -12,8 +12,6 @@ motor reports an error flag), `fail_connect` (a motor missing at connect).
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from yam_driver.bus import BusError, BusMismatchError, BusReading, JointBus, WriteResult
@@ -110,6 +108,3 @@ class MujocoBus(JointBus):
 
     def _close_ports(self) -> None:
         return None  # the simulator belongs to its owner; nothing to release here
-
-    def _deadline(self, deadline: float | None) -> float:
-        return time.monotonic() + 1.0 if deadline is None else deadline

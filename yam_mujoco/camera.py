@@ -4,6 +4,7 @@ A frame exists for every 1/fps of simulated time; `read_latest` renders the newe
 the simulator has reached it (a view is rendered at most once per frame). Stamps are on the
 simulator's `clock()` axis: simulated seconds in lockstep runs, host monotonic seconds in
 wall-clock runs, so freshness checks and view synchronisation work as with real cameras.
+`sim.reset()` restarts simulated time at 0: build new sources (`SimRobot.bridge()`) per episode.
 """
 from __future__ import annotations
 
@@ -57,11 +58,6 @@ class MujocoCameraSource(CameraSource):
             stamp = self.sim.sim_to_clock(index / self.cfg.fps)
         self._last_index = index
         return Frame(self.name, image, "rgb8", stamp, index)
-
-    def rewind(self) -> None:
-        """After `sim.reset()`: simulated time restarted at 0, so frame numbering restarts too."""
-        self._last_index = -1
-        self._latest = None
 
 
 def make_sources(cfg: BridgeConfig, sim: YamSim) -> list[MujocoCameraSource]:

@@ -77,6 +77,14 @@ class YamSimRunner:
     def __enter__(self) -> "YamSimRunner":
         self.robot = build_sim_robot(self.cfg.sim_config, task=self.cfg.task, seed=self.cfg.seed,
                                      step_mode="external")
+        try:
+            self._open()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _open(self) -> None:
         if self.cfg.policy == "vam" and self.policy is None:
             self.policy = self._build_policy()
         if self.policy is not None:
@@ -91,7 +99,6 @@ class YamSimRunner:
             from vam_stack.recording import McapRecorder
 
             self.recorder = McapRecorder(self.out / "recording.mcap", origin_s=0.0, overwrite=True).open()
-        return self
 
     def __exit__(self, *exc) -> None:
         if self.recorder is not None:
@@ -99,6 +106,7 @@ class YamSimRunner:
             self.recorder = None
         if self.robot is not None:
             self.robot.close()
+            self.robot = None
 
     def _build_policy(self):
         from vam_policy_node.policy import build_policy

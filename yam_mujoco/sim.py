@@ -177,14 +177,13 @@ class YamSim:
         return self._wall_t0 + t_sim
 
     # --- cameras --------------------------------------------------------------------------
-    def camera_name(self, view: str) -> str:
-        return {"top": "top", "left_wrist": "left_wrist", "right_wrist": "right_wrist"}[view]
-
     def render(self, view: str) -> np.ndarray:
         """[H, W, 3] uint8 RGB of one view at the current state (shadows and reflections off)."""
         with self.lock:
             r = self._ensure_renderer()
-            r.update_scene(self.data, camera=self.camera_name(view))
+            if view not in self.cfg.cameras:
+                raise ValueError(f"unknown view {view!r}; this simulator renders {list(self.cfg.cameras)}")
+            r.update_scene(self.data, camera=view)  # MJCF camera names equal the view names
             # current only while rendering, so the next render may come from another thread
             with r._gl_context.as_current():
                 return r.render()  # [H, W, 3] uint8, a fresh array

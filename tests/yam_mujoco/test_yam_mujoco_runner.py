@@ -55,3 +55,11 @@ def test_sim_yam_mujoco_tiny_real_writes_summary_png_and_mcap(tmp_path, capsys, 
     assert (img.height, img.width, img.encoding) == (168, 672, "rgb8")
     (js,) = [m[-1] for m in read_messages(out / "recording.mcap", ["/joint_states"])][:1]
     assert list(js.name)[:2] == ["left_joint1", "left_joint2"] and len(js.position) == 14
+
+
+@pytest.mark.unit
+def test_cli_task_belongs_to_the_yam_robot(tmp_path):
+    with pytest.raises(SystemExit, match="--robot yam-mujoco"):
+        main(["sim", "--task", "handover", "--out", str(tmp_path)])
+    with pytest.raises(ConfigError, match="'stack'"):
+        main(["sim", "--robot", "yam-mujoco", "--task", "stack", "--policy", "expert", "--out", str(tmp_path)])
