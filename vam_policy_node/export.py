@@ -155,7 +155,8 @@ def _export(module: nn.Module, args: tuple, dynamic: tuple, path: Path, inputs: 
     size = sum(p.numel() * p.element_size() for p in module.parameters())
     torch.onnx.export(ep, args, str(path), dynamo=True, opset_version=OPSET, input_names=inputs,
                       output_names=outputs, export_params=with_weights,
-                      external_data=with_weights and size > LARGE_MODEL_BYTES, verbose=False)
+                      external_data=with_weights and size > LARGE_MODEL_BYTES, verbose=False,
+                      optimize=with_weights)  # constant folding reads weights: none without them
     _name_dims(path, args, dynamic)
 
 
