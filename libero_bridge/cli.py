@@ -24,11 +24,12 @@ def _weights_notice(runner: SimRunner) -> str:
     return f"policy: {p.mcfg.name} preset, weights {p.weights}"
 
 
-def run_suite(cfg: SimConfig, out: Path, policy=None, quiet: bool = False) -> tuple[list[dict], SimRunner]:
+def run_suite(cfg: SimConfig, out: Path, policy=None, quiet: bool = False,
+              runner_cls=SimRunner) -> tuple[list[dict], SimRunner]:
     from tqdm import tqdm
 
     episodes = []
-    with SimRunner(cfg, out, policy=policy) as runner:
+    with runner_cls(cfg, out, policy=policy) as runner:
         if not quiet:
             print(_weights_notice(runner), flush=True)
         bar = tqdm(total=cfg.episodes, desc=f"{cfg.suite}/{cfg.guidance if cfg.policy == 'vam' else 'expert'}",
@@ -45,8 +46,11 @@ def run_suite(cfg: SimConfig, out: Path, policy=None, quiet: bool = False) -> tu
 
 # ---- sim ------------------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--robot", default="libero-mock", choices=("libero-mock", "yam-mujoco"),
-                   help="libero-mock: mocked LIBERO bridge; yam-mujoco: simulated bimanual YAM (yam_mujoco)")
+    p.add_argument("--robot", default="libero-mock", choices=("libero-mock", "libero-real", "yam-mujoco"),
+                   help="libero-mock: mocked LIBERO bridge; libero-real: real LIBERO in its own environment "
+                        "(libero_real); yam-mujoco: simulated bimanual YAM (yam_mujoco)")
+    p.add_argument("--libero-python", help="libero-real: interpreter of the LIBERO environment "
+                                           "(default $VAM_LIBERO_PYTHON)")
     p.add_argument("--task", help="yam-mujoco task (handover, tray_lift); the LIBERO robot uses --suite")
     p.add_argument("--suite", default="goal", choices=SUITES)
     p.add_argument("--episodes", type=int, default=3, help="episodes (task i %% 10 for episode i)")
@@ -75,7 +79,14 @@ def run(args: argparse.Namespace) -> int:
                     first_task=args.first_task, max_steps=args.max_steps)
     out = Path(args.out)
     t0 = time.perf_counter()
-    episodes, runner = run_suite(cfg, out)
+    runner_cls = SimRunner
+    if args.robot == "libero-real":
+        from functools import partial
+
+        from libero_real.runner import RealLiberoRunner
+
+        runner_cls = partial(RealLiberoRunner, python=args.libero_python)
+    episodes, runner = run_suite(cfg, out, runner_cls=runner_cls)
     rates = success_rates(episodes)
     stats = summarise(episodes)
     summary = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
