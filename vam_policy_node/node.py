@@ -97,14 +97,6 @@ class VamPolicyNode(Node):
         self.get_logger().info(f"{s.action_type} policy, {s.action_dim} actions at {s.rate_hz} Hz, "
                                f"window {s.frames}x{s.height}x{s.width} every {cfg.frame_skip} frames")
 
-    @property
-    def executor(self):
-        return self.runtime.executor
-
-    @property
-    def safety(self):
-        return self.runtime.safety
-
     def _on_image(self, msg) -> None:
         try:
             self.runtime.add_frame(msgs.image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/Image")))

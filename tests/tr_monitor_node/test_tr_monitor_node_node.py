@@ -77,3 +77,22 @@ def test_new_instruction_resets_the_trace(monitor):
     h.publish("instruction", msgs.string_msg("next task"))
     assert h.spin_until(lambda: node.monitor.trace.resets >= 1)
     assert json.loads(msgs.json_msg({"a": 1}).data) == {"a": 1}
+
+
+def test_main_spins_until_shutdown_then_destroys_the_node():
+    import threading
+    import time
+
+    import rclpy
+
+    from tr_monitor_node.node import main
+
+    thread = threading.Thread(target=main, kwargs={"args": ["--ros-args", "-p", "diagnostics_period_s:=0.5"]}, daemon=True)
+    thread.start()
+    end = time.monotonic() + 20
+    while not rclpy.ok() and time.monotonic() < end:
+        time.sleep(0.01)
+    time.sleep(1.0)  # let it build the node and spin
+    rclpy.try_shutdown()
+    thread.join(20)
+    assert not thread.is_alive() and not rclpy.ok()

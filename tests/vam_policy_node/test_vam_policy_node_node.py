@@ -107,21 +107,21 @@ def test_estop_holds_stops_the_policy_and_blocks_restart_until_released(ros_harn
     h.publish("instruction", msgs.string_msg("stack the blocks"))
     assert h.spin_until(lambda: len(out["joint_targets"]) >= 10, every=feed(h))
     h.publish("estop", msgs.bool_msg(True))
-    assert h.spin_until(lambda: not node.executor.running, every=feed(h))
+    assert h.spin_until(lambda: not node.runtime.executor.running, every=feed(h))
     n_targets, calls = len(out["joint_targets"]), policy.calls
     h.spin_for(0.5, every=feed(h))
     assert len(out["joint_targets"]) == n_targets and policy.calls == calls, "policy kept running under e-stop"
-    assert node.safety.estopped
-    np.testing.assert_array_equal(msgs.joint_state_to_numpy(out["joint_targets"][-1]).position, node.safety.last_sent)
+    assert node.runtime.safety.estopped
+    np.testing.assert_array_equal(msgs.joint_state_to_numpy(out["joint_targets"][-1]).position, node.runtime.safety.last_sent)
     refused = h.call(Trigger, "/vam_policy_node/start_episode")
     assert not refused.success and "e-stop" in refused.message
     h.publish("estop", msgs.bool_msg(False))
     h.spin_for(0.2, every=feed(h))
-    assert not node.executor.running, "releasing the e-stop must not restart motion by itself"
+    assert not node.runtime.executor.running, "releasing the e-stop must not restart motion by itself"
     ok = h.call(Trigger, "/vam_policy_node/start_episode")
     assert ok.success, ok.message
     assert h.spin_until(lambda: len(out["joint_targets"]) > n_targets + 5, every=feed(h))
-    assert h.call(Trigger, "/vam_policy_node/reset").success and not node.executor.running
+    assert h.call(Trigger, "/vam_policy_node/reset").success and not node.runtime.executor.running
 
 
 def test_bad_messages_are_rejected_logged_and_the_arm_held(ros_harness):
@@ -153,7 +153,7 @@ def test_delta_policy_uses_libero_names_and_estop_sends_zero_motion(ros_harness)
     np.testing.assert_allclose(msgs.joint_state_to_numpy(first).position, 0.5)
     h.publish("estop", msgs.bool_msg(True))
     n = len(out["joint_targets"])
-    assert h.spin_until(lambda: not node.executor.running, every=every)
+    assert h.spin_until(lambda: not node.runtime.executor.running, every=every)
     for m in out["joint_targets"][n:]:
         np.testing.assert_allclose(msgs.joint_state_to_numpy(m).position, [0, 0, 0, 0, 0, 0, 0.5])
 
@@ -176,7 +176,7 @@ def test_destroy_node_stops_sending_targets(ros_harness):
     assert h.spin_until(lambda: len(out["joint_targets"]) >= 5, every=feed(h))
     h.remove(node)
     node.destroy_node()
-    assert not node.executor.running
+    assert not node.runtime.executor.running
     n = len(out["joint_targets"])
     h.spin_for(0.3)
     assert len(out["joint_targets"]) == n

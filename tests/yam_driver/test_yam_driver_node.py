@@ -1,7 +1,6 @@
 """yam_driver node on emulated Damiao buses, through rclpy (real or the fake)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import yaml
 from rclpy.parameter import Parameter

@@ -19,6 +19,7 @@ class SingleThreadedExecutor:
     def add_node(self, node) -> bool:
         if node not in self._nodes:
             self._nodes.append(node)
+            node.executor = self  # rclpy does the same: a node subclass must not shadow `executor`
         return True
 
     def remove_node(self, node) -> None:

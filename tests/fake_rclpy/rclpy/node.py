@@ -125,10 +125,27 @@ class Node:
         self._logger = RcutilsLogger(self, node_name)
         self._rosout_pub = None
         self._destroyed = False
+        self._executor = None
         if enable_rosout:
             from rcl_interfaces.msg import Log
 
             self._rosout_pub = self.create_publisher(Log, "/rosout", ROSOUT_QOS)
+
+    @property
+    def executor(self):
+        """The executor spinning this node (set by Executor.add_node, as in rclpy)."""
+        return self._executor
+
+    @executor.setter
+    def executor(self, new_executor):
+        self._executor = new_executor
+
+    # read-only in rclpy too: a node subclass assigning these fails on real ROS, so it fails here
+    publishers = property(lambda self: iter(self._publishers))
+    subscriptions = property(lambda self: iter(self._subscriptions))
+    timers = property(lambda self: iter(self._timers))
+    services = property(lambda self: iter(self._services))
+    clients = property(lambda self: iter(self._clients))
 
     # --- identity, clock, logging ---
     def get_name(self) -> str:
