@@ -167,10 +167,19 @@ def declare(node: Any, params: Sequence[Param]) -> dict[str, Any]:
 
 
 def config_path(value: str, default_name: str) -> str:
-    """A config-file parameter: "" means config/<default_name> of the installed package."""
+    """A config-file parameter: "" means config/<default_name> of the installed package; a
+    bare file name that is not in the working directory is looked up in config/ too
+    (`camera_config:=cameras_synthetic.yaml`)."""
+    from pathlib import Path
+
     from vam_stack.paths import config_dir
 
-    return value if value else str(config_dir() / default_name)
+    if not value:
+        return str(config_dir() / default_name)
+    p = Path(value)
+    if not p.exists() and p.name == value and (config_dir() / value).is_file():
+        return str(config_dir() / value)
+    return value
 
 
 def diagnostics(node: Any, statuses: Sequence[dict]) -> Any:
