@@ -179,7 +179,7 @@ def _name_dims(path: Path, args: tuple, dynamic: tuple) -> None:
 
 
 def export_onnx(model: VideoActionModel, out_dir: str | Path, dtype: str = "fp32", head: bool = True,
-                with_weights: bool = True, checkpoint: str | None = None,
+                with_weights: bool = True, checkpoint: str | None = None, dit: bool = True,
                 progress: Callable[[str], None] = print) -> dict:
     """Write the graphs and `manifest.json` into `out_dir`; returns the manifest.
 
@@ -209,11 +209,13 @@ def export_onnx(model: VideoActionModel, out_dir: str | Path, dtype: str = "fp32
     ex = {k: v.to(dev) for k, v in example_inputs(cfg).items()}
     dit_args = tuple(ex[k] for k in DIT_INPUTS)
     dit_dyn = ({0: batch, 2: frames}, {0: batch, 2: frames}, {0: batch, 1: frames}, {0: batch})
-    dit = model.dit if dtype == "fp32" else copy.deepcopy(model.dit).to(DTYPES[dtype])  # keep fp32 weights intact
-    jobs = [(f"dit_velocity{suffix}", _DiTGraph(dit, "velocity", DTYPES[dtype]), dit_args, dit_dyn,
-             list(DIT_INPUTS), ["velocity"]),
-            (f"dit_features{suffix}", _DiTGraph(dit, "features", DTYPES[dtype]), dit_args, dit_dyn,
-             list(DIT_INPUTS), ["features"])]
+    jobs = []
+    if dit:
+        net = model.dit if dtype == "fp32" else copy.deepcopy(model.dit).to(DTYPES[dtype])  # keep fp32 weights intact
+        jobs += [(f"dit_velocity{suffix}", _DiTGraph(net, "velocity", DTYPES[dtype]), dit_args, dit_dyn,
+                  list(DIT_INPUTS), ["velocity"]),
+                 (f"dit_features{suffix}", _DiTGraph(net, "features", DTYPES[dtype]), dit_args, dit_dyn,
+                  list(DIT_INPUTS), ["features"])]
     if head:
         jobs += _head_jobs(model, batch, dev)
     for name, module, args, dyn, ins, outs in jobs:
@@ -278,6 +280,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="DiT weight/compute dtype inside the graph")
     p.add_argument("--no-head", action="store_true", help="export the DiT graphs only")
+    p.add_argument("--no-dit", action="store_true", help="export the head graphs only")
     p.add_argument("--graph-only", action="store_true",
                    help="no weights: build on the meta device and write the graph structure (2 B presets on a CPU)")
 
@@ -286,8 +289,10 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     model = load_model(args.preset, args.checkpoint, args.seed, meta=args.graph_only)
     print(f"[export] {model.cfg.name}: model ready in {time.perf_counter() - t0:.1f} s; opset {OPSET}, {args.dtype}")
+    if args.no_head and args.no_dit:
+        raise SystemExit("--no-head and --no-dit together leave nothing to export")
     m = export_onnx(model, args.out, args.dtype, head=not args.no_head, with_weights=not args.graph_only,
-                    checkpoint=args.checkpoint)
+                    checkpoint=args.checkpoint, dit=not args.no_dit)
     print(f"[export] wrote {len(m['graphs'])} graphs + manifest.json to {args.out} "
           f"in {time.perf_counter() - t0:.1f} s")
     return 0

@@ -49,8 +49,6 @@ def _summ(xs: list[float]) -> dict:
 
 def bench_replan(preset: str, backend: str, repeats: int, threads: int) -> dict:
     """Per-stage timing of `VamPolicy.infer` for each guidance mode (stage times in ms)."""
-    import torch
-
     from vam_policy_node.backends import BackendConfig
     from vam_policy_node.guidance import GuidanceConfig
     from vam_policy_node.policy import PolicyConfig, build_policy
@@ -70,17 +68,16 @@ def bench_replan(preset: str, backend: str, repeats: int, threads: int) -> dict:
         policies[name] = p
     stages: dict[str, dict[str, list[float]]] = {name: {} for name in MODES}
     branches = {}
-    for rep in range(repeats + 1):                                       # round 0 is warm-up
-        for name, (_, tr0) in MODES.items():
+    policies["unguided"].infer(obs)                                      # warm-up: the modes share model and backend
+    for _ in range(repeats):
+        for name, (_, tr0) in MODES.items():                             # interleaved: drift hits every mode alike
             p = policies[name]
             p.guidance.tr0 = tr0
-            torch.manual_seed(rep)
             out = p.infer(obs)
             branches[name] = out["branches_computed"]
-            if rep:
-                for k, v in out["timing_ms"].items():
-                    stages[name].setdefault(k, []).append(v)
-    res = {"backend": base.backend.describe(), "branches": branches,
+            for k, v in out["timing_ms"].items():
+                stages[name].setdefault(k, []).append(v)
+    res = {"backend": base.backend.describe(), "branches": branches, "euler_steps": base.cfg.euler_steps,
            "stages": {name: {k: _summ(v) for k, v in st.items()} for name, st in stages.items()}}
     med = {name: res["stages"][name]["total"]["median_ms"] for name in MODES}
     res["total_median_ms"] = med
@@ -131,7 +128,7 @@ def bench_head(preset: str, repeats: int, steps: int = 10) -> dict:
 def achieved_flops(info: dict, replan: dict) -> dict:
     """GFLOP/s of the unguided replan's stages against the model-info FLOP model."""
     f, st = info["flops"], replan["stages"]["unguided"]
-    steps = len(replan.get("euler_steps_seen", [])) or 10
+    steps = replan["euler_steps"]
 
     def rate(flop, ms):
         return round(flop / (ms / 1e3) / 1e9, 3) if ms > 0 else None
