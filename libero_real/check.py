@@ -9,6 +9,7 @@ Drives the same probe actions through the mocked bridge (in this process) and re
   gripper      +1 closes (finger gap proprio[6] - proprio[7] shrinks), -1 opens
   rate         metres per step at |action| = 1, steps per second, episode length in seconds
   frame        eef position at reset (informational: the mock uses its own table frame)
+  task         the instruction of the same suite/index (a different task order is a warning)
 Sign and orientation mismatches fail the check (exit 1); rate, time limit and frame
 differences are reported as warnings. Real LIBERO needs its own environment:
 `--libero-python <venv>/bin/python` or $VAM_LIBERO_PYTHON.
@@ -42,7 +43,7 @@ def probe(env: Any) -> dict:
         "wrist": [list(obs["wrist"].shape), str(obs["wrist"].dtype)],
         "proprio": [list(obs["proprio"].shape), str(obs["proprio"].dtype)],
         "eef_at_reset": [round(float(v), 4) for v in obs["proprio"][:3]],
-        "control_hz": float(env.control_hz), "max_steps": int(env.max_steps),
+        "instruction": env.instruction, "control_hz": float(env.control_hz), "max_steps": int(env.max_steps),
         "episode_s": round(env.max_steps / env.control_hz, 2)}
     frames = [obs["agentview"].astype(np.float32)]
     z0 = obs["proprio"][2]
@@ -97,6 +98,8 @@ def compare(mock: dict, real: dict) -> tuple[list[str], list[str]]:
         warn.append(f"policy steps per second: mock {mock['control_hz']} vs real {real['control_hz']}")
     if abs(mock["episode_s"] - real["episode_s"]) > 0.5:
         warn.append(f"episode time limit: mock {mock['episode_s']} s vs real {real['episode_s']} s")
+    if mock["instruction"] != real["instruction"]:
+        warn.append(f"task instruction: mock {mock['instruction']!r} vs real {real['instruction']!r}")
     warn.append(f"eef frame (informational): mock reset at {mock['eef_at_reset']}, real at {real['eef_at_reset']}")
     return fail, warn
 
