@@ -16,7 +16,7 @@ from typing import Callable
 import mujoco
 import numpy as np
 
-from .model import ARM_JOINTS, ARMS, HOME
+from .model import ARM_JOINTS, ARMS
 from .sim import YamSim
 from .tasks import HandoverTask, TrayLiftTask
 
@@ -214,9 +214,3 @@ def make_expert(sim: YamSim, rate_hz: float = 30.0) -> ScriptedExpert:
     else:
         raise ValueError(f"no scripted expert for task {task.name!r}")
     return ScriptedExpert(sim, plans, rate_hz)
-
-
-def home_targets() -> np.ndarray:
-    """(14,) driver units: both arms at the ready pose, grippers open."""
-    arm = list(HOME) + [OPEN]
-    return np.asarray(arm + arm, dtype=np.float64)

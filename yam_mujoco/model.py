@@ -15,13 +15,12 @@ its parent are MuJoCo's default exclusion; the extra exclusions below cover the 
 that still touch (base/link2, fingers/each other, wrist camera mount).
 
 Cameras: `top` above the table looking down, `<arm>_wrist` on each link6 looking along the
-fingers. Objects of a task are free bodies appended by `build_mjcf(objects=...)`.
+fingers. Objects of a task are free bodies (or fixed markers) listed in `SceneSpec.objects`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 
 ARMS = ("left", "right")
 ARM_JOINTS = ("joint1", "joint2", "joint3", "joint4", "joint5", "joint6")
@@ -186,8 +185,3 @@ def build_mjcf(scene: SceneSpec = SceneSpec()) -> str:
 </actuator>
 </mujoco>
 """
-
-
-def arm_home_qpos() -> np.ndarray:
-    """(6,) rad: the ready pose."""
-    return np.asarray(HOME, dtype=np.float64)
