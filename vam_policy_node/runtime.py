@@ -8,7 +8,9 @@ thread; they only store. Episodes start and stop in the runtime's own control th
 stopping waits for an inference in flight: neither may block a ROS callback. Inference runs
 in the executor's worker thread; each tick's target goes through the safety filter (absolute
 joints) or, for end-effector deltas, an e-stop gate (zero motion, gripper command kept), then
-to `send`. When inputs are missing or stale the observation raises, and the executor holds.
+to `send`. When inputs are missing or stale the observation raises, the executor holds, and
+the runtime freezes the joint targets at the last one sent (the executor alone would repeat
+its last commanded target, which the safety filter may still be rate-limiting toward).
 
 E-stop: `estop(True)` latches the hold at once and stops the policy; `estop(False)` releases
 the latch, and motion waits for the next episode start.
@@ -153,6 +155,7 @@ class PolicyRuntime:
         return True, f"stopped ({why})"
 
     def _start(self, instruction: str | None, quiet: bool = False) -> tuple[bool, str]:
+        """Start an episode; `quiet`: a retry of an armed instruction (logs at debug level)."""
         if self._estop.is_set():
             self.pending = None
             return self._refuse("e-stop latched: release it first")
@@ -163,7 +166,8 @@ class PolicyRuntime:
         with self._lock:
             state, fresh = self._state, self.clock() - self._state_t <= self.cfg.max_state_age_s
         if self.absolute and (state is None or not fresh):
-            return self._refuse("waiting for a fresh joint state to prime the safety filter", quiet)
+            return self._refuse("episode armed: waiting for a fresh joint state to prime the safety filter",
+                                "debug" if quiet else "info")
         try:
             if self.safety is not None:
                 self.safety.reset(state)
@@ -176,8 +180,8 @@ class PolicyRuntime:
         self.log.info(f"episode started: {instruction!r}")
         return True, f"episode started: {instruction!r}"
 
-    def _refuse(self, message: str, quiet: bool = False) -> tuple[bool, str]:
-        (self.log.debug if quiet else self.log.error)(message)
+    def _refuse(self, message: str, level: str = "error") -> tuple[bool, str]:
+        getattr(self.log, level)(message)
         return False, message
 
     # ---- executor threads ----
@@ -196,6 +200,9 @@ class PolicyRuntime:
         return {"frames": frames, "proprio": state.astype(np.float32)}
 
     def _send(self, target: np.ndarray) -> None:
+        info = self.executor.last_info
+        if info is not None and info.reason == "error" and self._last_sent is not None and self.absolute:
+            target = self._last_sent  # no observation: freeze where the arm was sent, not where it was heading
         if self.safety is not None:
             sent = self.safety.filter(target).sent
         elif self._estop.is_set():  # deltas: zero motion, gripper command kept

@@ -134,7 +134,7 @@ def test_bad_messages_are_rejected_logged_and_the_arm_held(ros_harness):
     def bad():
         h.publish("joint_states", bad_state)
         h.publish("stacked_image", msgs.image_msg(np.zeros((H + 1, W, 3), np.uint8), 0.0))
-    h.spin_for(0.3, every=bad)
+    assert h.spin_until(lambda: node.runtime.executor.last_info.reason == "error", every=bad)
     n = len(out["joint_targets"])
     h.spin_for(1.0, every=bad)
     errors = " ".join(h.errors("vam_policy_node"))
