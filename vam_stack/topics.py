@@ -88,7 +88,7 @@ TOPICS: dict[str, Topic] = {
         "TR-layer attention of the action queries over the video tokens of the latest replan, "
         "[A_H, n_video_tokens] (feeds the monitor's overlay)"),
     "instruction": Topic("/vam/instruction", "std_msgs/msg/String", "latched", "",
-                      "operator", "language instruction; a new one starts an episode"),
+                      "operator, libero_bridge", "language instruction; a new one starts an episode"),
     "estop": Topic("/vam/estop", "std_msgs/msg/Bool", "latched", "",
                 "operator", "true holds the arm and stops the policy until cleared"),
     "trace_image": Topic(
@@ -123,7 +123,7 @@ def camera_topic(view: str) -> Topic:
             f"camera view name must be lowercase letters/digits/underscores and not 'stacked', "
             f"got {view!r}")
     return Topic(f"/camera/{view}/image_raw", "sensor_msgs/msg/Image", "sensor_data",
-                 f"{view}_camera", "camera_bridge", f"camera view {view!r}, rgb8")
+                 f"{view}_camera", "camera_bridge, libero_bridge", f"camera view {view!r}, rgb8")
 
 
 def topic(key: str) -> Topic:
