@@ -100,6 +100,20 @@ def write_meta(root: Path, episodes: list[dict], stats: dict, info: dict) -> Non
     (meta / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
 
 
+def write_dataset(root: str | Path, demos, info: dict | None = None) -> Path:
+    """Write an iterable of rendered `Demo`s as a complete dataset (episodes, stats, meta)."""
+    root = Path(root)
+    metas, arrays = [], {"action": [], "proprio": []}
+    for demo in demos:
+        metas.append(write_episode(root, len(metas), demo))
+        arrays["action"].append(demo.actions)
+        arrays["proprio"].append(demo.proprio)
+    if not metas:
+        raise DatasetError(f"{root}: no demonstrations to write")
+    write_meta(root, metas, compute_stats(arrays), info or {})
+    return root
+
+
 @dataclass
 class Episode:
     meta: dict

@@ -65,6 +65,9 @@ class TrainConfig:
     warmup: int = 30                       # linear warm-up steps
     min_lr_ratio: float = 0.1              # cosine decay floor, as a fraction of lr
     grad_clip: float = 1.0                 # global gradient-norm clip
+    train_tokenizer: bool = False          # the causal-patch tokenizer stays at its calibrated init when false: its
+                                           # latents are the video loss's own target, and training it lets their
+                                           # scale drift (the paper's tokenizer is a frozen pretrained VAE too)
     ema: float = 0.99                      # EMA decay of the exported weights (0 = export raw weights)
     feature_reuse: int = 2                 # two_stage stage 2: head updates per frozen-feature batch
     seed: int = 0                          # seeds init, data order and all noise
@@ -209,6 +212,8 @@ class Trainer:
             load_checkpoint(cfg.init_from, self.model)
         else:
             self.calibration = calibrate_tokenizer(self.model, self.batches.make(CALIBRATION_STEP)["frames"])
+        if not cfg.train_tokenizer:
+            self.model.tokenizer.requires_grad_(False)
         if cfg.lora_rank:
             apply_lora(self.model, cfg)
         self.ema = copy.deepcopy(self.model).requires_grad_(False) if cfg.ema > 0 else None
@@ -301,7 +306,7 @@ class Trainer:
         if self.stage in ("joint", "video"):
             losses = joint_losses(self.model, batch, cfg.loss, gen, with_action=self.stage == "joint")
             self._optimise(losses["total"])
-            logs = {k: float(v) for k, v in losses.items()}
+            logs = {k: float(v.detach()) for k, v in losses.items()}
         else:
             feats, sigma = frozen_features(self.model, batch, cfg.loss, gen)
             acc = []
@@ -309,7 +314,7 @@ class Trainer:
                 loss = action_loss(self.model, feats, sigma, batch["state"], batch["actions"],
                                    cfg.loss.action_samples, cfg.loss.beta_a, gen)
                 self._optimise(loss)
-                acc.append(float(loss))
+                acc.append(float(loss.detach()))
             logs = {"action": float(np.mean(acc)), "total": float(np.mean(acc))}
         self._update_ema()
         return logs
@@ -323,7 +328,8 @@ class Trainer:
         torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
         self.opt.step()
 
-    def fit(self, progress: bool = True) -> dict:
+    def fit(self, progress: bool = True, stop_after: int | None = None) -> dict:
+        """Train to the end (or to step `stop_after`, which simulates an interruption); returns the last losses."""
         from tqdm import tqdm
 
         cfg = self.cfg
@@ -351,6 +357,8 @@ class Trainer:
                     log.flush()
                 if self.step % cfg.checkpoint_every == 0:
                     self.save_state()
+                if stop_after is not None and self.step >= stop_after:
+                    break
                 if budget and self.elapsed >= budget:
                     print(f"\ntime budget of {cfg.time_budget_min} min reached at step {self.step}", flush=True)
                     break
