@@ -46,24 +46,31 @@ PARAMS = (
 
 
 def build_policy(p: dict):
-    """The policy the parameters name (a ProcessPolicy proxy with `policy_process`)."""
+    """(policy, frame skip of its model) as the parameters name them (`policy_process`: a
+    ProcessPolicy proxy, whose model config stays in the child, so the skip is read here)."""
+    from vam_policy_node.networks.checkpoint import read_metadata
+    from vam_policy_node.networks.config import load_config
     from vam_policy_node.policy import build_policy as build
     from vam_stack.paths import models_dir
 
     shipped = models_dir() / f"{p['preset']}.safetensors"
     ckpt = p["checkpoint"] or (str(shipped) if shipped.is_file() else None)
+    skip = (read_metadata(ckpt)[0] if ckpt else load_config(p["preset"])).robot.frame_skip
     factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=p["guidance"], seed=p["seed"])
     if p["policy_process"]:
         from vam_policy_node.executor_worker import ProcessPolicy
-        return ProcessPolicy(factory)
-    return factory()
+        return ProcessPolicy(factory), skip
+    return factory(), skip
 
 
 class VamPolicyNode(Node):
     def __init__(self, policy=None, **node_kwargs):
         super().__init__("vam_policy_node", **node_kwargs)
         p = ros.declare(self, PARAMS)
-        self.policy = policy if policy is not None else build_policy(p)
+        if policy is not None:  # injected (tests, in-process demos): its model config, if it has one
+            self.policy, model_skip = policy, getattr(getattr(getattr(policy, "mcfg", None), "robot", None), "frame_skip", 1)
+        else:
+            self.policy, model_skip = build_policy(p)
         s = self.policy.spec
         rates = dict(chunk=s.chunk, execute=s.execute, action_dim=s.action_dim, rate_hz=float(s.rate_hz), rt_priority=p["rt_priority"])
         safety = None
@@ -80,8 +87,7 @@ class VamPolicyNode(Node):
             ex_cfg = libero_config(mode="realtime", **rates)
         if len(self.action_names) != s.action_dim:
             raise ros.ParameterError(f"{len(self.action_names)} joint names for a policy with {s.action_dim} actions")
-        robot = getattr(getattr(self.policy, "mcfg", None), "robot", None)
-        cfg = RuntimeConfig(p["max_frame_age_s"], p["max_state_age_s"], p["frame_skip"] or getattr(robot, "frame_skip", 1))
+        cfg = RuntimeConfig(p["max_frame_age_s"], p["max_state_age_s"], p["frame_skip"] or model_skip)
         self.pub = {k: ros.publisher(self, k) for k in ("joint_targets", "telemetry", "attention", "diagnostics")}
         self.runtime = PolicyRuntime(self.policy, ex_cfg, cfg, state_names, self._publish_target, self._publish_telemetry,
                                      safety, log=self.get_logger())

@@ -36,7 +36,7 @@ def test_robot_stack_runs_the_policy_on_the_emulated_arm(ros_harness, tmp_path):
     assert h.spin_until(lambda: out["telemetry"] and out["attention_overlay"] and len(out["joint_targets"]) > 30,
                         timeout=240)
     tel = json.loads(out["telemetry"][-1].data)
-    assert tel["tr"] > 0 and policy.policy.instruction == "fold the towel"
+    assert tel["tr"] > 0 and policy.runtime.instruction == "fold the towel"
     target = msgs.joint_state_to_numpy(out["joint_targets"][-1])
     assert target.names == driver.names and np.isfinite(target.position).all()
     assert msgs.image_to_numpy(out["attention_overlay"][-1]).shape == (168, 672, 3)
