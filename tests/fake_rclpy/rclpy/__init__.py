@@ -6,6 +6,12 @@ with descriptors, publishers, subscriptions, timers, services, clients, logging,
 queries), QoS matching, executors, spin/spin_once/spin_until_future_complete. Message
 classes come from rosbags' ROS 2 typestore and check field types as rclpy's generated
 classes do; every message crosses a CDR serialisation between publisher and subscriber.
+
+Where it differs from rclpy: one process only; ROS time is the system clock (no /clock);
+executors run callbacks one at a time; `--ros-args -p name:=value` is parsed but parameter
+files are not; two message types on one topic raise TypeError at once (ROS would just not
+connect them). Callbacks are dispatched in creation order, so tests must not rely on the
+order of messages across different topics (ROS does not guarantee it either).
 """
 from __future__ import annotations
 
