@@ -121,6 +121,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="tiny")
     p.add_argument("--checkpoint")
     p.add_argument("--plots", action="store_true", help="also write per-episode TR trace PNGs")
+    p.add_argument("--max-steps", type=int, help="cap episode length below the suite's limit (budgeted runs)")
     p.add_argument("--out", required=True)
 
 
@@ -153,7 +154,8 @@ def run_eval(args: argparse.Namespace) -> int:
             for seed in seeds:
                 cfg = SimConfig(suite=suite, episodes=10 * args.episodes_per_task, seed=seed,
                                 guidance=g if g != "expert" else "none", policy=args.policy, preset=args.preset,
-                                checkpoint=args.checkpoint, record=False, plots=args.plots)
+                                checkpoint=args.checkpoint, record=False, plots=args.plots,
+                                max_steps=getattr(args, "max_steps", None))
                 run_out = out / f"{g}" / f"{suite}_s{seed}"
                 if policy is not None:           # one model for every schedule; only the schedule changes
                     from dataclasses import replace
@@ -168,10 +170,12 @@ def run_eval(args: argparse.Namespace) -> int:
         by_guidance[g] = {"success_rate": success_rates(eps), "per_task": _per_task(eps), "stats": summarise(eps)}
         all_eps.extend(eps)
     results = {"suites": suites, "seeds": seeds, "episodes_per_task": args.episodes_per_task,
+               "max_steps": getattr(args, "max_steps", None),
                "guidance": schedules, "success_rate": by_guidance[schedules[0]]["success_rate"],
                "by_guidance": by_guidance,
                "episodes": [{k: e[k] for k in ("suite", "task", "seed", "episode", "guidance", "success", "steps",
-                                                "termination")} for e in all_eps]}
+                                                "termination")} | {"tr_summary": e.get("tr_summary")}
+                            for e in all_eps]}
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     table = markdown_table(suites, schedules, by_guidance)
     (out / "results.md").write_text(table + "\n")
