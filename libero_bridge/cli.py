@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(libero_real); yam-mujoco: simulated bimanual YAM (yam_mujoco)")
     p.add_argument("--libero-python", help="libero-real: interpreter of the LIBERO environment "
                                            "(default $VAM_LIBERO_PYTHON)")
-    p.add_argument("--task", help="yam-mujoco task (handover, tray_lift); the LIBERO robot uses --suite")
+    p.add_argument("--task", help="yam-mujoco task (handover, relay, tray_lift); the LIBERO robot uses --suite")
     p.add_argument("--suite", default="goal", choices=SUITES)
     p.add_argument("--episodes", type=int, default=3, help="episodes (task i %% 10 for episode i)")
     p.add_argument("--seed", type=int, default=0, help="seed id hashed into every initial state")

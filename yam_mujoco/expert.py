@@ -18,7 +18,7 @@ import numpy as np
 
 from .model import ARM_JOINTS, ARMS
 from .sim import YamSim
-from .tasks import HandoverTask, TrayLiftTask
+from .tasks import HandoverTask, RelayTask, TrayLiftTask
 
 IK_MARGIN = 0.17  # rad kept inside each joint range (the safety filter keeps 0.15)
 OPEN, CLOSED = 1.0, 0.0  # gripper opening fraction
@@ -75,12 +75,41 @@ class ArmIK:
         return q, err_p
 
 
+Pose = tuple[np.ndarray, np.ndarray]  # (grasp-site position (3,), rotation 3x3) in the world
+
+
+def to_quat(rot: np.ndarray) -> np.ndarray:
+    q = np.empty(4)
+    mujoco.mju_mat2Quat(q, np.ascontiguousarray(rot).ravel())
+    return q
+
+
+def slerp(q0: np.ndarray, q1: np.ndarray, s: float) -> np.ndarray:
+    """Rotation matrix a fraction `s` of the way from quaternion q0 to q1 (shortest arc)."""
+    d = float(np.dot(q0, q1))
+    if d < 0:
+        q1, d = -q1, -d
+    if d > 0.9995:
+        q = (1 - s) * q0 + s * q1
+    else:
+        th = np.arccos(d)
+        q = (np.sin((1 - s) * th) * q0 + np.sin(s * th) * q1) / np.sin(th)
+    mat = np.empty(9)
+    mujoco.mju_quat2Mat(mat, q / np.linalg.norm(q))
+    return mat.reshape(3, 3)
+
+
+def down(pos, yaw: float) -> Pose:
+    """A top-down grasp pose at `pos` with the fingers sliding along `yaw`."""
+    return np.asarray(pos, dtype=np.float64), down_rotation(yaw)
+
+
 @dataclass
 class Segment:
-    """Move to `goal(sim)` -> (position, yaw) in `duration` s; gripper opening during it."""
+    """Move to `goal(sim)` -> Pose in `duration` s (smoothstep, slerp); gripper opening during it."""
 
     duration: float
-    goal: Callable[[YamSim], tuple[np.ndarray, float]] | None  # None: stay where the last segment ended
+    goal: Callable[[YamSim], Pose] | None  # None: stay where the last segment ended
     gripper: float
 
 
@@ -102,13 +131,13 @@ class ScriptedExpert:
         self.grip = {a: OPEN for a in ARMS}
         self.index = {a: -1 for a in ARMS}
         self.seg_start = {a: 0.0 for a in ARMS}
-        self.from_pose: dict[str, tuple[np.ndarray, float]] = {}
-        self.to_pose: dict[str, tuple[np.ndarray, float]] = {}
+        self.from_pose: dict[str, Pose] = {}
+        self.to_pose: dict[str, Pose] = {}
         self.q_ready = {}
         for a in ARMS:
             p, _ = self.iks[a].fk(self.q[a])
             self.q_ready[a], _ = self.iks[a].solve(self.q[a], p, down_rotation(0.0), iters=100)
-            self.from_pose[a] = self.to_pose[a] = (p, 0.0)
+            self.from_pose[a] = self.to_pose[a] = down(p, 0.0)
 
     @property
     def duration(self) -> float:
@@ -136,9 +165,9 @@ class ScriptedExpert:
                 seg = plan[i]
                 u = np.clip((self.t - self.seg_start[a]) / seg.duration, 0.0, 1.0)
                 s = u * u * (3 - 2 * u)  # smoothstep: zero velocity at both ends
-                (p0, y0), (p1, y1) = self.from_pose[a], self.to_pose[a]
-                pos, yaw = (1 - s) * p0 + s * p1, y0 + s * _wrap(y1 - y0)
-                self.q[a], _ = self.iks[a].solve(self.q[a], pos, down_rotation(yaw))
+                (p0, r0), (p1, r1) = self.from_pose[a], self.to_pose[a]
+                rot = slerp(to_quat(r0), to_quat(r1), s)
+                self.q[a], _ = self.iks[a].solve(self.q[a], (1 - s) * p0 + s * p1, rot)
                 self.grip[a] = seg.gripper
             out[7 * k:7 * k + 6], out[7 * k + 6] = self.q[a], self.grip[a]
         self.t += self.dt
@@ -158,10 +187,6 @@ class ScriptedExpert:
                 elapsed += seg.duration
 
 
-def _wrap(a: float) -> float:
-    return (a + np.pi) % (2 * np.pi) - np.pi
-
-
 def _finger_yaw(yaw: float) -> float:
     """Equivalent yaw of a symmetric two-finger grasp closest to 0 (avoid needless wrist turns)."""
     return ((yaw + np.pi / 2) % np.pi) - np.pi / 2
@@ -172,19 +197,19 @@ def _block_yaw(sim: YamSim) -> float:
     return _finger_yaw(float(np.arctan2(r[1, 0], r[0, 0])))
 
 
-def handover_plans(sim: YamSim, task: HandoverTask) -> dict[str, list[Segment]]:
+def relay_plans(sim: YamSim, task: RelayTask) -> dict[str, list[Segment]]:
     h = task.half
-    hand = lambda z: (lambda s: (np.array([*task.handoff, z]), 0.0))  # noqa: E731
-    above_block = lambda z: (lambda s: (s.body_pos("block") + [0, 0, z], _block_yaw(s)))  # noqa: E731
-    target = lambda z: (lambda s: (np.array([*task.target, z]), 0.0))  # noqa: E731
+    hand = lambda z: (lambda s: down([*task.handoff, z], 0.0))  # noqa: E731
+    above_block = lambda z: (lambda s: down(s.body_pos("block") + [0, 0, z], _block_yaw(s)))  # noqa: E731
+    target = lambda z: (lambda s: down([*task.target, z], 0.0))  # noqa: E731
     y_l, y_r = sim.cfg.arm_spacing / 2, -sim.cfg.arm_spacing / 2
     left = [Segment(1.5, above_block(0.10), OPEN), Segment(1.0, above_block(0.002), OPEN),
             Segment(GRIP_S, None, CLOSED), Segment(1.0, above_block(0.10), CLOSED),
             Segment(1.5, hand(h + 0.10), CLOSED), Segment(1.0, hand(h + 0.006), CLOSED),
             Segment(GRIP_S, None, OPEN), Segment(0.8, hand(h + 0.12), OPEN),
-            Segment(1.2, lambda s: (np.array([0.28, y_l - 0.05, 0.20]), 0.0), OPEN)]
+            Segment(1.2, lambda s: down([0.28, y_l - 0.05, 0.20], 0.0), OPEN)]
     wait = sum(s.duration for s in left[:-1])
-    right = [Segment(1.5, lambda s: (np.array([0.28, y_r + 0.05, 0.20]), 0.0), OPEN), Segment(wait - 1.5, None, OPEN),
+    right = [Segment(1.5, lambda s: down([0.28, y_r + 0.05, 0.20], 0.0), OPEN), Segment(wait - 1.5, None, OPEN),
              Segment(1.5, above_block(0.10), OPEN), Segment(1.0, above_block(0.002), OPEN),
              Segment(GRIP_S, None, CLOSED), Segment(1.0, above_block(0.10), CLOSED),
              Segment(1.5, target(h + 0.10), CLOSED), Segment(1.0, target(h + 0.008), CLOSED),
@@ -192,13 +217,52 @@ def handover_plans(sim: YamSim, task: HandoverTask) -> dict[str, list[Segment]]:
     return {"left": left, "right": right}
 
 
+def side_rotation(heading: float) -> np.ndarray:
+    """A horizontal gripper pointing along `heading` (rad from +x), fingers sliding horizontally,
+    wrist camera above."""
+    c, s = np.cos(heading), np.sin(heading)
+    return np.column_stack([[-s, c, 0.0], [0.0, 0.0, 1.0], [c, s, 0.0]])
+
+
+def handover_plans(sim: YamSim, task: HandoverTask) -> dict[str, list[Segment]]:
+    """Left: pick the block top-down near its top, bring it to `task.meet`, turned so its faces
+    meet the right fingers. Right: reach it from its own base's direction with a horizontal
+    grasp below the left fingers, close; left opens and leaves; right carries the block over."""
+    hz = task.half[2]
+    top = hz - 0.008  # left grasp site below the block top: its pads hold the top 1.8 cm
+    meet = task.meet
+    base_r = sim.body_pos("right_base")
+    heading = float(np.arctan2(meet[1] - base_r[1], meet[0] - base_r[0]))  # right arm's outstretched direction
+    rot = side_rotation(heading)
+    forward = rot[:, 2]
+    left_yaw = _finger_yaw(heading + np.pi / 2)  # left fingers along the right fingers' axis
+    above_block = lambda dz: (lambda s: down(s.body_pos("block") + [0, 0, top + dz], _block_yaw(s)))  # noqa: E731
+    y_l, y_r = sim.cfg.arm_spacing / 2, -sim.cfg.arm_spacing / 2
+    left = [Segment(1.5, above_block(0.10), OPEN), Segment(1.0, above_block(0.0), OPEN),
+            Segment(GRIP_S, None, CLOSED), Segment(1.0, above_block(0.10), CLOSED),
+            Segment(2.0, lambda s: down(meet + [0, 0, top], left_yaw), CLOSED)]
+    t_meet = sum(seg.duration for seg in left)
+    right = [Segment(3.0, lambda s: (meet - 0.12 * forward, rot), OPEN), Segment(t_meet - 3.0, None, OPEN),
+             Segment(1.5, lambda s: (s.body_pos("block") + 0.005 * forward + [0, 0, 0.005], rot), OPEN),
+             Segment(GRIP_S, None, CLOSED)]
+    t_held = sum(seg.duration for seg in right)
+    left += [Segment(t_held - t_meet, None, CLOSED), Segment(GRIP_S, None, OPEN),
+             Segment(1.0, lambda s: down(s.site_pos("left_grasp") + [0, 0, 0.08], left_yaw), OPEN),
+             Segment(1.5, lambda s: down([0.28, y_l - 0.05, 0.25], 0.0), OPEN)]
+    away = np.array([0.30, y_r + 0.17, meet[2]])
+    away_heading = float(np.arctan2(away[1] - base_r[1], away[0] - base_r[0]))
+    right += [Segment(GRIP_S + 1.0, None, CLOSED),
+              Segment(2.5, lambda s: (away, side_rotation(away_heading)), CLOSED), Segment(1.0, None, CLOSED)]
+    return {"left": left, "right": right}
+
+
 def tray_plans(sim: YamSim, task: TrayLiftTask) -> dict[str, list[Segment]]:
     def handle(side: str, dz: float):
-        return lambda s: (task.handle_pos(s, side) + [0, 0, dz], np.pi / 2)
+        return lambda s: down(task.handle_pos(s, side) + [0, 0, dz], np.pi / 2)
 
     plans = {}
     for arm, side in (("left", "l"), ("right", "r")):
-        lift = lambda s, side=side: (task.handle_pos(s, side) + [0, 0, task.lift_m + 0.04], np.pi / 2)  # noqa: E731
+        lift = lambda s, side=side: down(task.handle_pos(s, side) + [0, 0, task.lift_m + 0.04], np.pi / 2)  # noqa: E731
         plans[arm] = [Segment(1.5, handle(side, 0.10), OPEN), Segment(1.0, handle(side, 0.005), OPEN),
                       Segment(GRIP_S, None, CLOSED), Segment(2.0, lift, CLOSED), Segment(1.0, None, CLOSED)]
     return plans
@@ -209,6 +273,8 @@ def make_expert(sim: YamSim, rate_hz: float = 30.0) -> ScriptedExpert:
     task = sim.task
     if isinstance(task, HandoverTask):
         plans = handover_plans(sim, task)
+    elif isinstance(task, RelayTask):
+        plans = relay_plans(sim, task)
     elif isinstance(task, TrayLiftTask):
         plans = tray_plans(sim, task)
     else:

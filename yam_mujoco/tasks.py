@@ -5,8 +5,10 @@ generator at reset, says in words what to do (the policy's instruction), decides
 the simulator state, and labels the phase of a step for the TR monitor: "manipulation" when a
 gripper is within `NEAR_M` of a task object, "planning" (free-space transport) otherwise.
 
-- handover: the left arm picks a block on its side and sets it down in the shared middle of
-  the table; the right arm picks it up there and places it on the red target on its side.
+- handover: the left arm picks a tall block and holds it up; the right arm grasps it from
+  the side in mid-air, the left lets go, and the right carries it over to its side.
+- relay: the left arm picks a block on its side and sets it down in the shared middle of the
+  table; the right arm picks it up there and places it on the red target on its side.
 - tray_lift: both arms grasp the handles at the two ends of a tray and lift it level.
 """
 from __future__ import annotations
@@ -50,11 +52,11 @@ class Task(abc.ABC):
         return "manipulation" if near else "planning"
 
 
-class HandoverTask(Task):
+class RelayTask(Task):
     """Left picks the block, sets it down mid-table; right takes it to the red target."""
 
-    name = "handover"
-    instruction = "hand the blue block from the left arm to the right arm and put it on the red square"
+    name = "relay"
+    instruction = "move the blue block to the middle with the left arm, then onto the red square with the right arm"
     max_steps = 900  # 30 s: two picks and two places
     tracked = ("block",)
     half = 0.02  # m, block half extent (4 cm cube)
@@ -77,6 +79,34 @@ class HandoverTask(Task):
         p = sim.body_pos("block")
         resting = p[2] < self.half + 0.01
         return bool(resting and np.linalg.norm(p[:2] - self.target) < self.target_radius)
+
+
+class HandoverTask(Task):
+    """Left picks a tall block and holds it up; right takes it from the side in mid-air and
+    carries it to its own side; success once only the right gripper holds it there."""
+
+    name = "handover"
+    instruction = "pick up the blue block with the left arm and hand it to the right arm"
+    max_steps = 750  # 25 s
+    tracked = ("block",)
+    half = (0.02, 0.02, 0.05)  # m: a 4 x 4 x 10 cm block, tall enough for two grippers
+    meet = np.array([0.38, 0.0, 0.22])  # m: block centre while the grippers exchange it
+    min_height = 0.12  # m: the block's centre must be this high (held, not resting)
+    max_y = -0.08  # m: ... and on the right arm's side of the table
+
+    def objects(self) -> tuple[ObjectSpec, ...]:
+        return (ObjectSpec("block", "box", self.half, (0.15, 0.35, 0.85, 1.0), 0.06),)
+
+    def reset(self, sim: "YamSim", rng: np.random.Generator) -> None:
+        y_left = sim.cfg.arm_spacing / 2
+        start = (rng.uniform(0.30, 0.38), y_left - rng.uniform(0.10, 0.16), self.half[2])
+        sim.place_free_body("block", start, yaw=rng.uniform(-0.3, 0.3))
+
+    def success(self, sim: "YamSim") -> bool:
+        p = sim.body_pos("block")
+        held_right = sim.contacts_between("right_finger", "block") >= 2
+        free_left = sim.contacts_between("left_finger", "block") == 0
+        return bool(held_right and free_left and p[2] > self.min_height and p[1] < self.max_y)
 
 
 class TrayLiftTask(Task):
@@ -113,7 +143,7 @@ class TrayLiftTask(Task):
         return bool(p[2] - self.half[2] > self.lift_m and tilt < self.max_tilt_deg)
 
 
-TASKS: dict[str, type[Task]] = {"handover": HandoverTask, "tray_lift": TrayLiftTask}
+TASKS: dict[str, type[Task]] = {"handover": HandoverTask, "relay": RelayTask, "tray_lift": TrayLiftTask}
 
 
 def make_task(name: str) -> Task:
