@@ -3,8 +3,9 @@
 An expert is a timeline of segments per arm. A segment moves that arm's grasp site from
 where the previous segment ended to a goal (computed from the simulator state when the
 segment starts, so it follows where the objects really are) along a smoothstep profile,
-with the gripper pointing down and its fingers sliding along a chosen horizontal direction,
-and sets the gripper opening. Every tick the IK turns the interpolated pose into joint
+turning the gripper by quaternion slerp (top-down grasps with the fingers along a chosen
+horizontal direction; the handover's receiving grasp is horizontal), and sets the gripper
+opening. The experts use privileged simulator state (object poses, contacts). Every tick the IK turns the interpolated pose into joint
 angles (warm-started from the previous solution) and `act()` returns the 14 driver-unit
 targets (rad; grippers as an opening fraction) that go through the driver like any policy.
 """
