@@ -21,6 +21,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
+from vam_policy_node.backends.base import BACKENDS, PRECISIONS
 from vam_policy_node.executor import libero_config, robot_config
 from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
 from vam_policy_node.safety import SafetyFilter, load_safety_config
@@ -33,6 +34,9 @@ PARAMS = (
     P("checkpoint", "", "safetensors checkpoint; empty = models/<preset>.safetensors if shipped, else seeded random weights"),
     P("guidance", "tr_adaptive", "guidance schedule", choices=("none", "flat", "tr_adaptive")),
     P("seed", 0, "noise seed of the policy", range=(0, 2**31 - 1)),
+    P("backend", "torch", "runtime of the DiT calls (onnxruntime/tensorrt need `vam-stack export onnx` graphs or export on first use)",
+      choices=BACKENDS),
+    P("backend_precision", "bf16", "TensorRT precision", choices=PRECISIONS),
     P("instruction", "", "episode started as soon as frames and joint states arrive; empty = wait for /vam/instruction"),
     P("frame_skip", 0, "camera messages between window frames; 0 = the model preset's", range=(0, 30)),
     P("safety_config", "", "safety limits YAML (absolute joint targets); empty = config/yam_safety.yaml"),
@@ -48,15 +52,17 @@ PARAMS = (
 def build_policy(p: dict):
     """(policy, frame skip of its model) as the parameters name them (`policy_process`: a
     ProcessPolicy proxy, whose model config stays in the child, so the skip is read here)."""
+    from vam_policy_node.backends import BackendConfig
     from vam_policy_node.networks.checkpoint import read_metadata
     from vam_policy_node.networks.config import load_config
-    from vam_policy_node.policy import build_policy as build
+    from vam_policy_node.policy import PolicyConfig, build_policy as build
     from vam_stack.paths import models_dir
 
     shipped = models_dir() / f"{p['preset']}.safetensors"
     ckpt = p["checkpoint"] or (str(shipped) if shipped.is_file() else None)
     skip = (read_metadata(ckpt)[0] if ckpt else load_config(p["preset"])).robot.frame_skip
-    factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=p["guidance"], seed=p["seed"])
+    cfg = PolicyConfig(seed=p["seed"], backend=BackendConfig(name=p["backend"], precision=p["backend_precision"]))
+    factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=p["guidance"], config=cfg)
     if p["policy_process"]:
         from vam_policy_node.executor_worker import ProcessPolicy
         return ProcessPolicy(factory), skip
