@@ -17,7 +17,7 @@ from rclpy.node import Node
 from camera_bridge.bridge import CameraBridge
 from camera_bridge.config import load_bridge_config
 from vam_stack import msgs, ros
-from vam_stack.topics import camera_topic, topic
+from vam_stack.topics import camera_topic
 
 P = ros.Param
 PARAMS = (
@@ -46,7 +46,8 @@ class CameraBridgeNode(Node):
         self.bridge.start()
         self.create_timer(1.0 / cfg.source_fps, self._publish_frame)
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
-        self.get_logger().info(f"{len(cfg.cameras)} cameras stacked to {cfg.stacked_shape[1]}x{cfg.stacked_shape[0]} at {cfg.source_fps} Hz")
+        h, w, _ = cfg.stacked_shape
+        self.get_logger().info(f"{len(cfg.cameras)} cameras stacked to {w}x{h} at {cfg.source_fps} Hz")
 
     def _publish_frame(self) -> None:
         w = self.bridge.latest()
@@ -56,10 +57,10 @@ class CameraBridgeNode(Node):
         ns = self.get_clock().now().nanoseconds - int((w.newest_age_ms or 0.0) * 1e6)
         stamp = msgs.time_from_ns(max(ns, 0))
         frame = w.frames[-1]  # [H, W*cams, 3] RGB
-        self.stacked_pub.publish(ros.to_ros(msgs.image_msg(frame, stamp, topic("stacked_image").frame_id)))
+        self.stacked_pub.publish(ros.image(self, "stacked_image", frame, stamp))
         vw = self.bridge.cfg.view_width
         for i, (name, pub) in enumerate(self.view_pubs.items()):
-            pub.publish(ros.to_ros(msgs.image_msg(frame[:, i * vw:(i + 1) * vw], stamp, camera_topic(name).frame_id)))
+            pub.publish(ros.image(self, camera_topic(name), frame[:, i * vw:(i + 1) * vw], stamp))
 
     def _publish_diagnostics(self) -> None:
         now = self.bridge.clock()

@@ -22,7 +22,7 @@ from libero_bridge.config import LiberoMockConfig
 from libero_bridge.env import make_env, validate_action
 from libero_bridge.tasks import SUITES
 from vam_stack import msgs, ros
-from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES, camera_topic, topic
+from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES, camera_topic
 
 P = ros.Param
 PARAMS = (
@@ -92,10 +92,11 @@ class LiberoBridgeNode(Node):
                                        f"({sum(self.results)}/{len(self.results)} successes)")
             self._status()
         stamp = ros.stamp(self)
-        self.pub["stacked_image"].publish(ros.to_ros(msgs.image_msg(self.obs["stacked"], stamp, topic("stacked_image").frame_id)))
+        self.pub["stacked_image"].publish(ros.image(self, "stacked_image", self.obs["stacked"], stamp))
         for view, pub in self.view_pubs.items():
-            pub.publish(ros.to_ros(msgs.image_msg(self.obs[view], stamp, camera_topic(view).frame_id)))
-        self.pub["joint_states"].publish(ros.to_ros(msgs.joint_state_msg(LIBERO_PROPRIO_NAMES, self.obs["proprio"], stamp_s=stamp)))
+            pub.publish(ros.image(self, camera_topic(view), self.obs[view], stamp))
+        state = msgs.joint_state_msg(LIBERO_PROPRIO_NAMES, self.obs["proprio"], stamp_s=stamp)
+        self.pub["joint_states"].publish(ros.to_ros(state))
 
     def _status(self) -> None:
         e = self.env

@@ -21,7 +21,6 @@ from rclpy.node import Node
 from tr_monitor_node.monitor import SCALAR_KEYS, MonitorConfig, TRMonitor
 from vam_stack import msgs, ros
 from vam_stack.config import from_yaml
-from vam_stack.topics import topic
 
 P = ros.Param
 PARAMS = (
@@ -39,7 +38,8 @@ class TRMonitorNode(Node):
         p = ros.declare(self, PARAMS)
         cfg = from_yaml(MonitorConfig, ros.config_path(p["config_file"], "tr_monitor.yaml"), "tr_monitor")
         if p["token_rows"] or p["token_cols"]:
-            cfg = dataclasses.replace(cfg, token_grid=(p["token_rows"] or cfg.token_grid[0], p["token_cols"] or cfg.token_grid[1]))
+            grid = (p["token_rows"] or cfg.token_grid[0], p["token_cols"] or cfg.token_grid[1])
+            cfg = dataclasses.replace(cfg, token_grid=grid)
         if p["render_every_replans"]:
             cfg = dataclasses.replace(cfg, render_every_replans=p["render_every_replans"])
         self.monitor = TRMonitor(cfg)
@@ -55,14 +55,15 @@ class TRMonitorNode(Node):
         try:
             att = msgs.float32_array_to_numpy(ros.from_ros(msg, "std_msgs/msg/Float32MultiArray"))
             if att.ndim != 2 or att.size == 0 or not np.isfinite(att).all() or (att < 0).any():
-                raise msgs.MessageError(f"attention must be a finite, non-negative [A_H, n_video_tokens] array, got shape {att.shape}")
+                raise msgs.MessageError("attention must be a finite, non-negative [A_H, n_video_tokens] array, "
+                                        f"got shape {att.shape}")
             self.monitor.trace.latest_attention = att
             overlay = self.monitor.render_overlay()
         except ValueError as e:
             self.get_logger().error(f"attention rejected: {e}")
             return
         if overlay is not None:
-            self.pub["attention_overlay"].publish(ros.to_ros(msgs.image_msg(overlay, ros.stamp(self), topic("attention_overlay").frame_id)))
+            self.pub["attention_overlay"].publish(ros.image(self, "attention_overlay", overlay))
 
     def _on_frame(self, msg) -> None:
         try:
@@ -86,7 +87,7 @@ class TRMonitorNode(Node):
         if out.phase_changed:
             self.pub["phase"].publish(ros.to_ros(msgs.string_msg(out.phase)))
         if out.trace_image is not None:
-            self.pub["trace_image"].publish(ros.to_ros(msgs.image_msg(out.trace_image, ros.stamp(self), topic("trace_image").frame_id)))
+            self.pub["trace_image"].publish(ros.image(self, "trace_image", out.trace_image))
 
     def _publish_diagnostics(self) -> None:
         self.pub["diagnostics"].publish(ros.diagnostics(self, [self.monitor.diagnostics()]))

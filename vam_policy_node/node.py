@@ -31,11 +31,12 @@ from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES
 P = ros.Param
 PARAMS = (
     P("preset", "tiny", "model preset (models/<preset>.yaml) used when no checkpoint is given"),
-    P("checkpoint", "", "safetensors checkpoint; empty = models/<preset>.safetensors if shipped, else seeded random weights"),
+    P("checkpoint", "", "safetensors checkpoint; empty = models/<preset>.safetensors if shipped, "
+                        "else seeded random weights"),
     P("guidance", "tr_adaptive", "guidance schedule", choices=("none", "flat", "tr_adaptive")),
     P("seed", 0, "noise seed of the policy", range=(0, 2**31 - 1)),
-    P("backend", "torch", "runtime of the DiT calls (onnxruntime/tensorrt need `vam-stack export onnx` graphs or export on first use)",
-      choices=BACKENDS),
+    P("backend", "torch", "runtime of the DiT calls (onnxruntime/tensorrt: graphs of `vam-stack export onnx`, "
+                          "else exported on first use)", choices=BACKENDS),
     P("backend_precision", "bf16", "TensorRT precision", choices=PRECISIONS),
     P("instruction", "", "episode started as soon as frames and joint states arrive; empty = wait for /vam/instruction"),
     P("frame_skip", 0, "camera messages between window frames; 0 = the model preset's", range=(0, 30)),
@@ -78,11 +79,13 @@ class VamPolicyNode(Node):
         else:
             self.policy, model_skip = build_policy(p)
         s = self.policy.spec
-        rates = dict(chunk=s.chunk, execute=s.execute, action_dim=s.action_dim, rate_hz=float(s.rate_hz), rt_priority=p["rt_priority"])
+        rates = dict(chunk=s.chunk, execute=s.execute, action_dim=s.action_dim, rate_hz=float(s.rate_hz),
+                     rt_priority=p["rt_priority"])
         safety = None
         if s.action_type != "eef_delta":  # absolute joint targets: the arm's names and the safety filter
             from yam_driver.config import load_config
-            state_names = self.action_names = load_config(ros.config_path(p["driver_config"], "yam_driver_damiao.yaml")).joint_names
+            driver_cfg = load_config(ros.config_path(p["driver_config"], "yam_driver_damiao.yaml"))
+            state_names = self.action_names = driver_cfg.joint_names
             safety = SafetyFilter(load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")))
             if (safety.cfg.dim, safety.cfg.rate_hz) != (s.action_dim, float(s.rate_hz)):
                 raise ros.ParameterError(f"safety config is for {safety.cfg.dim} dims at {safety.cfg.rate_hz} Hz, "
@@ -101,8 +104,9 @@ class VamPolicyNode(Node):
         ros.subscription(self, "joint_states", self._on_state)
         ros.subscription(self, "instruction", lambda m: self.runtime.request_start(m.data))
         ros.subscription(self, "estop", lambda m: self.runtime.estop(bool(m.data)))
-        self.create_service(Trigger, "~/start_episode", lambda q, r: self._answer(r, self.runtime.request_start(None, wait=True)))
-        self.create_service(Trigger, "~/reset", lambda q, r: self._answer(r, self.runtime.request_stop("reset service", wait=True)))
+        rt = self.runtime
+        self.create_service(Trigger, "~/start_episode", lambda q, r: self._answer(r, rt.request_start(None, wait=True)))
+        self.create_service(Trigger, "~/reset", lambda q, r: self._answer(r, rt.request_stop("reset service", wait=True)))
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
         if p["instruction"]:
             self.runtime.request_start(p["instruction"])

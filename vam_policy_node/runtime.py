@@ -82,7 +82,8 @@ class PolicyRuntime:
     # ---- inputs (any thread; store only) ----
     def add_frame(self, image: np.ndarray) -> None:
         if image.shape != self.ring.frames.shape[1:] or image.dtype != np.uint8:
-            raise ValueError(f"stacked frame is {image.dtype} {image.shape}, the policy needs uint8 {self.ring.frames.shape[1:]}")
+            raise ValueError(f"stacked frame is {image.dtype} {image.shape}, "
+                             f"the policy needs uint8 {self.ring.frames.shape[1:]}")
         with self._lock:
             self.ring.next_slot()[...] = image
             self.ring.commit(self.clock(), 0.0)

@@ -182,6 +182,12 @@ def config_path(value: str, default_name: str) -> str:
     return value
 
 
+def image(node: Any, row: str | Topic, array: np.ndarray, stamp_time: Any = None) -> Any:
+    """rclpy Image of an RGB array for a topic-table row (its frame id), stamped now by default."""
+    t = row if isinstance(row, Topic) else resolve(row)
+    return to_ros(msgs.image_msg(array, stamp(node) if stamp_time is None else stamp_time, t.frame_id))
+
+
 def diagnostics(node: Any, statuses: Sequence[dict]) -> Any:
     """rclpy DiagnosticArray from dicts {"name", "level", "message", "values"}."""
     built = [msgs.diagnostic_status(s["name"], s.get("values", {}), s.get("level", "ok"),
