@@ -3,8 +3,9 @@
 One `YamDriver` (plain Python) does the work; each timer tick is one driver step (read every
 joint, update health, slew-limited write). Targets are matched by joint name; a message with
 a missing joint or a non-finite value is rejected with a logged error, and the driver's
-watchdog holds the arm when targets stop or go stale. /vam/estop true: targets are ignored
-(so the watchdog holds where the arm is) until false. Safe state on every exit path:
+watchdog holds the arm when targets stop or go stale. /vam/estop true: the measured position
+becomes the target at once and later targets are ignored (the watchdog then keeps holding)
+until false. Safe state on every exit path:
 destroy_node, Ctrl-C and exceptions hold the measured position, then turn torque off as
 configured. `use_emulator` runs the same driver against emulated buses (yam_driver.emulators).
 """
@@ -43,6 +44,7 @@ class YamDriverNode(Node):
         self.driver = YamDriver(cfg)
         self.names = cfg.joint_names
         self.estopped = False
+        self._position: np.ndarray | None = None  # latest measured position (all joints valid)
         self._ticks: list[float] = []
         self.pub = {k: ros.publisher(self, k) for k in ("joint_states", "diagnostics")}
         try:
@@ -69,9 +71,12 @@ class YamDriverNode(Node):
             self.get_logger().error(f"joint targets rejected (holding): {e}")
 
     def _on_estop(self, msg) -> None:
-        if bool(msg.data) != self.estopped:
-            self.estopped = bool(msg.data)
-            self.get_logger().warning("e-stop: ignoring targets, holding" if self.estopped else "e-stop released")
+        if bool(msg.data) == self.estopped:
+            return
+        self.estopped = bool(msg.data)
+        if self.estopped and self._position is not None:
+            self.driver.set_targets(self._position)  # hold where the arm is now, not where it was heading
+        self.get_logger().warning("e-stop: holding, targets ignored" if self.estopped else "e-stop released")
 
     def _tick(self) -> None:
         if self.driver.mode == Mode.STOPPED:
@@ -82,6 +87,7 @@ class YamDriverNode(Node):
         for f in report.new_faults:
             self.get_logger().error(f"fault latched: {f}")
         if np.isfinite(report.position).all():
+            self._position = report.position
             vel = np.nan_to_num(report.velocity)
             eff = np.nan_to_num(report.effort)
             self.pub["joint_states"].publish(ros.to_ros(msgs.joint_state_msg(
