@@ -143,7 +143,10 @@ class PolicyRuntime:
                 continue
             if kind == "exit":
                 return
-            ok, message = self._start(arg or self.instruction) if kind == "start" else self._stop(arg)
+            if kind == "start":  # arg None: the last instruction again (the start_episode service)
+                ok, message = self._start(self.instruction if arg is None else arg)
+            else:
+                ok, message = self._stop(arg)
             if done is not None:
                 done.update(ok=ok, message=message)
                 done["event"].set()
@@ -160,8 +163,8 @@ class PolicyRuntime:
         if self._estop.is_set():
             self.pending = None
             return self._refuse("e-stop latched: release it first")
-        if not instruction:
-            return self._refuse("no instruction given yet")
+        if not instruction or not instruction.strip():
+            return self._refuse(f"no instruction to start an episode with (got {instruction!r})")
         self._stop("new episode")
         self.pending = self.instruction = instruction
         with self._lock:
