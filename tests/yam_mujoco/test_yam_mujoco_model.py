@@ -1,7 +1,9 @@
 """The generated MJCF: loads, steps, excludes neighbour contacts, tracks position targets."""
-import mujoco
 import numpy as np
 import pytest
+
+import yam_mujoco  # noqa: F401  (sets MUJOCO_GL=egl before mujoco is first imported)
+import mujoco  # noqa: E402
 
 from vam_stack.config import ConfigError
 from yam_mujoco.config import MujocoConfig, load_mujoco_config
