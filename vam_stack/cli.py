@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("vam_policy_node.training.collect", "scripted-expert demonstrations into a dataset on disk"),
     "train": ("vam_policy_node.training.train", "train the video-action model (joint or two-stage)"),
     "export": ("vam_policy_node.export", "export the DiT feature extractor / head to ONNX"),
+    "libero-check": ("libero_real.check", "compare the mocked LIBERO bridge's conventions with real LIBERO's"),
 }
 
 # `vam-stack bench NAME`: benchmarks that print numbers (never timed unit tests).
@@ -26,6 +27,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "driver": ("yam_driver.bench", "read + write of 14 motors per tick on each emulator"),
     "libero": ("libero_bridge.bench", "mocked LIBERO: physics step, each camera, full env step"),
     "backends": ("vam_policy_node.backends.bench", "feature-extractor latency and parity per backend"),
+    "yam-mujoco": ("yam_mujoco.bench", "simulated YAM: physics and three-view render time per 30 Hz tick"),
     "all": ("vam_stack.bench_all", "every benchmark in one run, one JSON"),
 }
 
