@@ -5,16 +5,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 
-# pyrealsense2's wheel links libusb-1.0 (Debian/Ubuntu: libusb-1.0-0).
-if ! ldconfig -p 2>/dev/null | grep -q "libusb-1.0.so.0"; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "[setup] installing libusb-1.0-0 (needed by pyrealsense2)"
-    (apt-get update -qq && apt-get install -y -qq libusb-1.0-0) >/dev/null
-  elif command -v sudo >/dev/null; then
-    echo "[setup] installing libusb-1.0-0 with sudo (needed by pyrealsense2)"
-    sudo apt-get update -qq && sudo apt-get install -y -qq libusb-1.0-0 >/dev/null
+# System libraries: pyrealsense2's wheel links libusb-1.0; MuJoCo renders offscreen through EGL
+# with Mesa's software rasteriser (libegl1, libgl1-mesa-dri).
+APT_PKGS="libusb-1.0-0 libegl1 libgl1-mesa-dri"
+MISSING=""
+for p in $APT_PKGS; do
+  dpkg -s "$p" >/dev/null 2>&1 || MISSING="$MISSING $p"
+done
+if [ -n "$MISSING" ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else SUDO="-"; fi
+  if [ "$SUDO" = "-" ]; then
+    echo "[setup] WARNING: missing Debian packages:$MISSING and no root/sudo; RealSense/MuJoCo-render tests will skip" >&2
   else
-    echo "[setup] WARNING: libusb-1.0-0 missing and no root/sudo: RealSense tests will be skipped" >&2
+    echo "[setup] installing Debian packages:$MISSING"
+    $SUDO apt-get update -qq >/dev/null && $SUDO apt-get install -y -qq $MISSING >/dev/null
   fi
 fi
 
