@@ -319,8 +319,12 @@ class ChunkExecutor:
             if not np.all(np.isfinite(a)):
                 raise ValueError(f"actions contain non-finite values at rows {np.flatnonzero(~np.isfinite(a).all(1)).tolist()}")
         except Exception as e:  # logged with context; the schedule holds the arm
-            log.exception("inference failed: tick %d, next chunk %d, obs %s", origin, self.schedule.chunk_id + 1,
-                          _describe(obs))
+            if isinstance(e, ValueError):   # a rejected input (e.g. window not ready): one line, no traceback
+                log.warning("inference refused its input: tick %d, next chunk %d, obs %s: %s", origin,
+                            self.schedule.chunk_id + 1, _describe(obs), e)
+            else:
+                log.exception("inference failed: tick %d, next chunk %d, obs %s", origin,
+                              self.schedule.chunk_id + 1, _describe(obs))
             return _Result(origin, self.clock() - t_req, error=f"{type(e).__name__}: {e}")
         telemetry = {k: v for k, v in result.items() if k != "actions"}
         return _Result(origin, self.clock() - t_req, actions=a, telemetry=telemetry)
