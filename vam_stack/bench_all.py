@@ -23,6 +23,7 @@ import contextlib
 import importlib
 import io
 import json
+import os
 import platform
 import resource
 import sys
@@ -189,17 +190,19 @@ def run(args: argparse.Namespace) -> int:
     big = cfg.dit.layers * cfg.dit.width > 10_000 and not torch.cuda.is_available() and not args.full
     result: dict = {"meta": {"preset": args.preset, "backend": args.backend, "quick": q, "repeats": reps,
                              "torch": torch.__version__, "python": platform.python_version(),
-                             "cpu_count": __import__("os").cpu_count(),
+                             "cpu_count": os.cpu_count(),
                              "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
                              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}
+    from vam_policy_node.backends.bench import bench_backends, default_backends
+    from vam_policy_node.networks.info import model_info
+
     sections = {
-        "model_info": lambda: __import__("vam_policy_node.networks.info", fromlist=["x"]).model_info(args.preset),
+        "model_info": lambda: model_info(args.preset),
         "replan": (lambda: {"skipped": "2 B DiT on a CPU: minutes per replan (use --full or a GPU)"}) if big else
                   (lambda: bench_replan(args.preset, args.backend, reps, args.threads)),
         "head": lambda: bench_head(args.preset, reps),
-        "backends": lambda: __import__("vam_policy_node.backends.bench", fromlist=["x"]).bench_backends(
-            args.preset, __import__("vam_policy_node.backends.bench", fromlist=["x"]).default_backends(),
-            reps, args.threads, cache_dir=args.cache_dir, progress=lambda m: print(m, flush=True)),
+        "backends": lambda: bench_backends(args.preset, default_backends(), reps, args.threads,
+                                           cache_dir=args.cache_dir, progress=lambda m: print(m, flush=True)),
         "camera": lambda: _sub_bench("camera_bridge.bench", ["--ticks", "60" if q else "600"]),
         "executor": lambda: _sub_bench("vam_policy_node.executor_bench",
                                        ["--seconds", "2" if q else "20", "--fake-policy-ms", "50", "--worker", "thread",

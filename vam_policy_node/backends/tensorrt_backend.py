@@ -166,12 +166,13 @@ class TensorRTBackend(DiTBackend):
         self.runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
         for g in GRAPHS:
             src = graph_path(onnx_dir, g, graph_dtype)
+            onnx_sha = manifest["graphs"][src.stem]["sha256"]                # of the graph before any FP8 quantisation
             if cfg.precision == "fp8":
                 calib = {k: v.numpy() for k, v in example_inputs(self.mcfg, batch=1).items()}
                 src = quantize_fp8(src, onnx_dir / f"{g}_fp8.onnx", calib)
             key = EngineKey(torch.cuda.get_device_name(), trt.__version__, self.mcfg.name, manifest["weights_hash"],
                             cfg.precision, g, cfg.builder_level, cfg.max_batch, self.mcfg.solver.plan_latent_frames,
-                            manifest["graphs"][src.stem]["sha256"] if src.stem in manifest["graphs"] else "fp8")
+                            onnx_sha)
             path = cache / key.filename()
             if not path.is_file():
                 build_engine(src, path, shapes, cfg.workspace_gb, cfg.builder_level, progress)
