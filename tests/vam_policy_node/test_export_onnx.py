@@ -153,3 +153,32 @@ def test_export_rejects_bad_options(tiny, tmp_path):
     meta = load_model("tiny", meta=True)
     with pytest.raises(ExportError, match="meta device"):
         export_onnx(meta, tmp_path, with_weights=True)
+
+
+@pytest.mark.unit
+def test_fp16_graph_the_tensorrt_path_builds_from(tiny, tmp_path):
+    """`--dtype fp16` (what TensorRT 11's strongly typed build uses): fp16 weights inside, fp32 I/O,
+    inside the fp16 parity bounds in onnxruntime. One DiT block keeps the export short."""
+    from vam_policy_node.backends import within_bounds
+
+    small = dataclasses.replace(tiny.cfg, dit=dataclasses.replace(tiny.cfg.dit, layers=1, feature_block=1))
+    torch.manual_seed(0)
+    model = VideoActionModel(small).eval()
+    before = weights_hash(model.dit)
+    manifest = export_onnx(model, tmp_path, dtype="fp16", head=False, progress=lambda m: None)
+    assert set(manifest["graphs"]) == {"dit_velocity_fp16", "dit_features_fp16"}
+    assert weights_hash(model.dit) == before                           # the fp32 model is left untouched
+    graph = onnx.load(str(tmp_path / "dit_velocity_fp16.onnx"))
+    sizes = {}
+    for init in graph.graph.initializer:                                # fp32 leftovers: folded RoPE tables, scalars
+        sizes[init.data_type] = sizes.get(init.data_type, 0) + int(np.prod(init.dims))
+    assert sizes[onnx.TensorProto.FLOAT16] >= 0.9 * sum(sizes.values()), sizes
+    assert graph.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(tmp_path / "dit_velocity_fp16.onnx"), providers=["CPUExecutionProvider"])
+    ex = example_inputs(small, batch=1)
+    out = torch.from_numpy(sess.run(None, {k: v.numpy() for k, v in ex.items()})[0])
+    with torch.no_grad():
+        ref = model.dit.velocity(ex["x"], ex["mask"], ex["sigma_frames"], ex["text"])
+    assert within_bounds(parity(out, ref), "fp16"), parity(out, ref)
