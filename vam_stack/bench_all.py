@@ -48,14 +48,15 @@ def _summ(xs: list[float]) -> dict:
     return {"median_ms": round(float(np.median(a)), 3), "p90_ms": round(float(np.percentile(a, 90)), 3), "n": int(a.size)}
 
 
-def bench_replan(preset: str, backend: str, repeats: int, threads: int) -> dict:
+def bench_replan(preset: str, backend: str, repeats: int, threads: int, cache_dir: str | None = None) -> dict:
     """Per-stage timing of `VamPolicy.infer` for each guidance mode (stage times in ms)."""
     from vam_policy_node.backends import BackendConfig
     from vam_policy_node.guidance import GuidanceConfig
     from vam_policy_node.policy import PolicyConfig, build_policy
 
     base = build_policy(preset, config=PolicyConfig(threads=threads, return_attention=False,
-                                                    backend=BackendConfig(name=backend)))
+                                                    backend=BackendConfig(name=backend, **(
+                                                        {"cache_dir": cache_dir} if cache_dir else {}))))
     r = base.mcfg.robot
     rng = np.random.default_rng(0)
     obs = {"frames": rng.integers(0, 256, (r.frames, r.image_height, r.image_width, 3), dtype=np.uint8),
@@ -199,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
     sections = {
         "model_info": lambda: model_info(args.preset),
         "replan": (lambda: {"skipped": "2 B DiT on a CPU: minutes per replan (use --full or a GPU)"}) if big else
-                  (lambda: bench_replan(args.preset, args.backend, reps, args.threads)),
+                  (lambda: bench_replan(args.preset, args.backend, reps, args.threads, args.cache_dir)),
         "head": lambda: bench_head(args.preset, reps),
         "backends": lambda: bench_backends(args.preset, default_backends(), reps, args.threads,
                                            cache_dir=args.cache_dir, progress=lambda m: print(m, flush=True)),
