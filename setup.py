@@ -46,7 +46,7 @@ setup(
     extras_require={
         "realsense": ["pyrealsense2>=2.54"],
         "sim": ["mujoco>=3.1"],
-        "export": ["onnx>=1.15", "onnxruntime>=1.17"],
+        "export": ["onnx>=1.15", "onnxruntime>=1.17", "onnxscript>=0.5"],
         "gpu": ["tensorrt>=10"],
         "test": ["pytest>=7", "mcap>=1.1", "mcap-ros2-support>=0.5"],
     },
