@@ -118,3 +118,19 @@ def test_train_config_validates_and_the_shipped_yaml_loads():
     assert cfg.steps == 7 and cfg.loss.video_weight == 1.0 and cfg.loss.beta_a == 1.5
     with pytest.raises(ConfigError, match="did you mean"):
         load_train_config(Path(config_dir()) / "train_tiny.yaml", {"stepz": 1})
+
+
+@pytest.mark.unit
+def test_head_text_path_trains_only_the_text_route_of_the_dit(data, micro_cfg, tmp_path):
+    tr = Trainer(_cfg(mode="two_stage", stage1_steps=0, steps=1, ema=0.0, head_text_path=True, feature_reuse=1),
+                 tmp_path / "r", data=data, model_cfg=micro_cfg)
+    k = micro_cfg.dit.feature_block
+    trainable = {n for n, p in tr.model.dit.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith(("model.crossattn_proj.", f"model.transformer_blocks.{k - 1}.attn2."))
+                             for n in trainable)
+    before = {n: p.detach().clone() for n, p in tr.model.dit.named_parameters()}
+    tr.fit(progress=False)
+    for n, p in tr.model.dit.named_parameters():
+        assert torch.equal(before[n], p) != (n in trainable), n
+    with pytest.raises(ConfigError, match="feature_reuse"):
+        TrainConfig(head_text_path=True, feature_reuse=2)

@@ -150,3 +150,24 @@ def frozen_features(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: 
     z = encode_clip(model, batch["frames"])
     x, mask, sf, _ = noisy_video(model, z, sigma, gen, True)
     return model.dit.features(x, mask, sf, text), sigma                  # [B, T, N, D], [B]
+
+
+def text_path_features(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: torch.Generator):
+    """Block-k features with gradients only into block k and the shared text projection.
+
+    Blocks 1..k-1 run without gradients; block k runs with them, so the action loss can train
+    the DiT's text route (crossattn projection and block-k cross-attention) at the cost of one
+    block's backward pass instead of the whole DiT's.
+    """
+    b = batch["frames"].shape[0]
+    sigma = sample_sigma_v(model, b, cfg.sigma_v_grid_prob, gen)
+    text = project_text(model, batch["text"], cfg.text_dropout, gen)     # [B, L, text_dim], differentiable
+    k = model.cfg.dit.feature_block
+    with torch.no_grad():
+        z = encode_clip(model, batch["frames"])
+        x, mask, sf, _ = noisy_video(model, z, sigma, gen, True)
+        tokens, temb, emb_t, rope, extra, (t, gh, gw, _, _) = model.dit._embed(x, mask, sf)
+        tokens = model.dit._blocks(tokens, text.detach(), emb_t, temb, rope, extra, k - 1)
+    tokens = model.dit.model.transformer_blocks[k - 1](tokens, text, emb_t, temb, rope, extra)
+    return tokens.view(b, t, gh * gw, -1), sigma                        # [B, T, N, D], [B]
+

@@ -41,7 +41,7 @@ from ..networks.checkpoint import load_checkpoint, save_checkpoint
 from ..networks.config import load_config
 from ..networks.model import VideoActionModel
 from .dataset import Dataset
-from .losses import LossConfig, action_loss, frozen_features, joint_losses
+from .losses import LossConfig, action_loss, frozen_features, joint_losses, text_path_features
 
 MODES = ("joint", "two_stage")
 CALIBRATION_STEP = 2**31 - 1  # data "step" of the tokenizer-calibration batch (never a training step)
@@ -69,6 +69,8 @@ class TrainConfig:
                                            # latents are the video loss's own target, and training it lets their
                                            # scale drift (the paper's tokenizer is a frozen pretrained VAE too)
     ema: float = 0.99                      # EMA decay of the exported weights (0 = export raw weights)
+    head_text_path: bool = False           # head stage also trains the DiT's text route (shared text projection and
+                                           # block-k cross-attention); the rest of the DiT stays frozen
     feature_reuse: int = 2                 # two_stage stage 2: head updates per frozen-feature batch
     seed: int = 0                          # seeds init, data order and all noise
     threads: int = 2                       # torch intra-op threads
@@ -93,6 +95,8 @@ class TrainConfig:
         check(self.lr > 0 and math.isfinite(self.lr), f"train.lr must be > 0, got {self.lr!r}")
         check(0 <= self.min_lr_ratio <= 1, f"train.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
         check(0 <= self.ema < 1, f"train.ema must be in [0, 1), got {self.ema!r}")
+        check(not self.head_text_path or self.feature_reuse == 1,
+              f"train.head_text_path recomputes features every update: feature_reuse must be 1, got {self.feature_reuse!r}")
         check(self.feature_reuse >= 1, f"train.feature_reuse must be >= 1, got {self.feature_reuse!r}")
         check(self.threads >= 1, f"train.threads must be >= 1, got {self.threads!r}")
         check(self.checkpoint_every >= 1 and self.log_every >= 1,
@@ -246,6 +250,13 @@ class Trainer:
             for p in list(m.tokenizer.parameters()) + list(m.dit.parameters()):
                 p.requires_grad_(False)
             params = list(m.head.parameters())
+            if self.cfg.head_text_path:
+                k = self.mcfg.dit.feature_block
+                text_path = list(m.dit.model.crossattn_proj.parameters()) + \
+                    list(m.dit.model.transformer_blocks[k - 1].attn2.parameters())
+                for p in text_path:
+                    p.requires_grad_(True)
+                params += text_path
         elif stage == "video":
             params = list(m.tokenizer.parameters()) + list(m.dit.parameters())
         else:
@@ -276,7 +287,10 @@ class Trainer:
             self.ema.load_state_dict(state["ema"])
         self.step, self.elapsed, self.calibration = state["step"], state["elapsed"], state["calibration"]
         self._set_stage(state["stage"])
-        self.opt.load_state_dict(state["opt"])
+        try:
+            self.opt.load_state_dict(state["opt"])
+        except ValueError as e:                 # the trainable set changed (e.g. head_text_path switched on)
+            print(f"optimiser state not restored ({e}); continuing with fresh moments", flush=True)
 
     def export(self, path: Path) -> Path:
         model = self.ema if self.ema is not None else self.model
@@ -308,7 +322,7 @@ class Trainer:
             self._optimise(losses["total"])
             logs = {k: float(v.detach()) for k, v in losses.items()}
         else:
-            feats, sigma = frozen_features(self.model, batch, cfg.loss, gen)
+            feats, sigma = (text_path_features if cfg.head_text_path else frozen_features)(self.model, batch, cfg.loss, gen)
             acc = []
             for _ in range(cfg.feature_reuse):                           # cached features, fresh action noise
                 loss = action_loss(self.model, feats, sigma, batch["state"], batch["actions"],
