@@ -115,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise SystemExit(f"--repeats must be >= 1, got {args.repeats}")
     presets = args.preset or ["tiny", "libero"]
+    if args.threads:
+        torch.set_num_threads(args.threads)   # fewer threads = steadier ratios on a shared machine
     results = {}
     for preset in presets:
         cfg = load_config(preset)
