@@ -45,19 +45,20 @@ def test_shipped_weights_run_one_replan(policy):
 @pytest.mark.sim
 @pytest.mark.slow
 def test_shipped_model_solves_seeded_goal_episodes(policy, tmp_path):
-    from dataclasses import replace
-
     from libero_bridge.runner import SimConfig, SimRunner
 
-    cfg = SimConfig(suite="goal", episodes=1, seed=0, guidance="none", record=False, plots=False, max_steps=150)
+    cfg = SimConfig(suite="goal", episodes=1, seed=0, guidance="none", record=False, plots=False,
+                    first_task=FLOOR_TASK, max_steps=150)
     wins = 0
     with SimRunner(cfg, tmp_path, policy=policy) as runner:
-        for task in FLOOR_TASKS:
-            runner.cfg = replace(cfg, first_task=task)
-            policy.generator.manual_seed(0)
-            wins += runner.run_episode(0)["success"]
-    assert wins >= FLOOR, f"the shipped model solved {wins}/{len(FLOOR_TASKS)} seeded goal episodes (floor {FLOOR})"
+        for rep in range(FLOOR_EPISODES):
+            policy.generator.manual_seed(rep)
+            wins += runner.run_episode(10 * rep)["success"]          # episode index 10*rep: task FLOOR_TASK, rep
+    assert wins >= FLOOR, f"the shipped model solved {wins}/{FLOOR_EPISODES} seeded episodes of goal task {FLOOR_TASK}"
 
 
-FLOOR_TASKS = (1, 6, 8)      # goal tasks the shipped model solves at seed 0 in the measured evaluation
-FLOOR = 1                    # well below the measured rate: a broken model fails, noise does not
+# Goal task 6 ("put the black bowl on the plate") is the task the shipped model solves in the measured
+# evaluation (1/10 goal tasks at seed 0); measured here: see the report. The floor sits below that.
+FLOOR_TASK = 6
+FLOOR_EPISODES = 3
+FLOOR = 1
