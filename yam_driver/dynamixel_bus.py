@@ -37,6 +37,9 @@ RAD_PER_TICK = 2.0 * math.pi / dxl.TICKS_PER_REV
 MIN_ROUND_MS = 1.0  # a retry round needs at least this much of the budget left
 
 
+CONNECT_REPLY_TIMEOUT_MS = 100.0  # PING window at connect (per try); ticks use reply_timeout_ms
+
+
 class TimedPortHandler(sdk.PortHandler):
     """PortHandler with a configurable reply timeout, a monotonic clock and no busy wait."""
 
@@ -145,10 +148,18 @@ class DynamixelBus(JointBus):
     def _check_servo(self, port: _Port, idx: int, dxl_id: int) -> None:
         name = self.joint_names[idx]
         result = sdk.COMM_RX_TIMEOUT
-        for _ in range(self.config.connect_retries):
-            model, result, _err = port.packet.ping(port.handler, dxl_id)
-            if result == sdk.COMM_SUCCESS:
-                break
+        # Start-up is not time-critical: give PING a generous reply window (a loaded host can
+        # be slow to answer), and drop any late reply before retrying so replies stay in step.
+        tick_timeout = port.handler.reply_timeout_ms
+        port.handler.reply_timeout_ms = max(tick_timeout, CONNECT_REPLY_TIMEOUT_MS)
+        try:
+            for _ in range(self.config.connect_retries):
+                model, result, _err = port.packet.ping(port.handler, dxl_id)
+                if result == sdk.COMM_SUCCESS:
+                    break
+                port.handler.clearPort()
+        finally:
+            port.handler.reply_timeout_ms = tick_timeout
         if result != sdk.COMM_SUCCESS:
             raise BusMismatchError(
                 f"joint {name!r}: Dynamixel id {dxl_id} on {port.name!r} did not answer PING "
