@@ -11,7 +11,6 @@ frame that is not ready (stale or failed cameras) is not published; diagnostics 
 from __future__ import annotations
 
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 from camera_bridge.bridge import CameraBridge
@@ -88,17 +87,7 @@ class CameraBridgeNode(Node):
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = CameraBridgeNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    ros.spin_node(CameraBridgeNode, args)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ import time
 
 import numpy as np
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 from libero_bridge.config import LiberoMockConfig
@@ -108,17 +107,7 @@ class LiberoBridgeNode(Node):
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = LiberoBridgeNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    ros.spin_node(LiberoBridgeNode, args)
 
 
 if __name__ == "__main__":

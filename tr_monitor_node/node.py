@@ -15,7 +15,6 @@ import dataclasses
 
 import numpy as np
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 from tr_monitor_node.monitor import SCALAR_KEYS, MonitorConfig, TRMonitor
@@ -94,17 +93,7 @@ class TRMonitorNode(Node):
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = TRMonitorNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    ros.spin_node(TRMonitorNode, args)
 
 
 if __name__ == "__main__":

@@ -193,3 +193,24 @@ def diagnostics(node: Any, statuses: Sequence[dict]) -> Any:
     built = [msgs.diagnostic_status(s["name"], s.get("values", {}), s.get("level", "ok"),
                                     s.get("message", ""), s.get("hardware_id", "")) for s in statuses]
     return to_ros(msgs.diagnostic_array_msg(built, stamp(node)))
+
+
+# --- process entry point ------------------------------------------------------------------
+
+def spin_node(node_factory: Any, args: Sequence[str] | None = None) -> None:
+    """Every node's `main()`: init, build, spin until Ctrl-C or shutdown, then always destroy
+    the node (its `destroy_node` drives the hardware to a safe state) and shut rclpy down."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = node_factory()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()

@@ -15,7 +15,6 @@ import time
 
 import numpy as np
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 from vam_stack import msgs, ros
@@ -116,17 +115,7 @@ class YamDriverNode(Node):
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = YamDriverNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    ros.spin_node(YamDriverNode, args)
 
 
 if __name__ == "__main__":
