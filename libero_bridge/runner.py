@@ -201,7 +201,7 @@ class SimRunner:
         replans, step, info = [], 0, {"termination": None, "success": False}
         while not env.done:
             window.push(obs["stacked"])
-            trace.label_step(step, env.phase())
+            trace.label_step(step, env.last_info["phase"])   # computed by reset()/step() already
             action, sinfo = execu.next_action({"frames": window.window(), "proprio": obs["proprio"]})
             if sinfo.error:
                 log.error("%s step %d: inference failed: %s (holding)", result["name"], step, sinfo.error)
