@@ -72,7 +72,9 @@ def bench_replan(preset: str, repeats: int, threads: int) -> dict:
 
 
 @torch.no_grad()
-def bench_head(preset: str, repeats: int, steps: int = 10) -> dict:
+def head_timings(preset: str, repeats: int, steps: int = 10) -> tuple[dict[str, list[float]], int]:
+    """Seconds per round (after one warm-up round), interleaved: prefix + `steps` cached Euler
+    evaluations vs `steps` full-sequence evaluations. Returns (samples, head sequence length)."""
     cfg = load_config(preset)
     torch.manual_seed(0)
     head = ActionHead(cfg.head, cfg.dit.width, cfg.robot.action_dim, cfg.robot.proprio_dim).eval()
@@ -98,8 +100,13 @@ def bench_head(preset: str, repeats: int, steps: int = 10) -> dict:
             fn()
             if rep:
                 t[name].append(time.perf_counter() - t0)
+    return t, prefix.shape[1] + cfg.robot.chunk
+
+
+def bench_head(preset: str, repeats: int, steps: int = 10) -> dict:
+    t, tokens = head_timings(preset, repeats, steps)
     med = {k: _median_ms(v) for k, v in t.items()}
-    return {"head_ms": med, "head_tokens": prefix.shape[1] + cfg.robot.chunk, "euler_steps": steps,
+    return {"head_ms": med, "head_tokens": tokens, "euler_steps": steps,
             "cache_speedup": round(med["uncached"] / med["cached"], 3)}
 
 

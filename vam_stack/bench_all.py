@@ -91,37 +91,10 @@ def bench_replan(preset: str, backend: str, repeats: int, threads: int, cache_di
 
 def bench_head(preset: str, repeats: int, steps: int = 10) -> dict:
     """Prefix + `steps` cached Euler evaluations vs `steps` full-sequence evaluations."""
-    import torch
+    from vam_policy_node.policy_bench import head_timings
 
-    from vam_policy_node.networks.action_head import ActionHead
-    from vam_policy_node.networks.config import load_config
-
-    cfg = load_config(preset)
-    torch.manual_seed(0)
-    head = ActionHead(cfg.head, cfg.dit.width, cfg.robot.action_dim, cfg.robot.proprio_dim).eval()
-    feats = torch.randn(1, cfg.solver.latent_frames, cfg.dit_tokens_per_frame, cfg.dit.width)
-    actions = torch.randn(1, cfg.robot.chunk, cfg.robot.action_dim)
-    sig = torch.linspace(1, 0, steps + 1)
-    with torch.no_grad():
-        prefix = head.embed_prefix(feats, cfg.dit_grid, torch.tensor([0.883]), torch.zeros(1, cfg.robot.proprio_dim))
-
-        def cached():
-            cache = head.prefix_cache(prefix)
-            for i in range(steps):
-                head.denoise_step(cache, actions, sig[i:i + 1])
-
-        def uncached():
-            for i in range(steps):
-                head.denoise_step_uncached(prefix, actions, sig[i:i + 1])
-
-        t = {"cached": [], "uncached": []}
-        for rep in range(repeats + 1):
-            for name, fn in (("cached", cached), ("uncached", uncached)):
-                t0 = time.perf_counter()
-                fn()
-                if rep:
-                    t[name].append((time.perf_counter() - t0) * 1e3)
-    res = {k: _summ(v) for k, v in t.items()}
+    t, _ = head_timings(preset, repeats, steps)
+    res = {k: _summ([x * 1e3 for x in v]) for k, v in t.items()}
     res["euler_steps"] = steps
     res["cache_speedup"] = round(res["uncached"]["median_ms"] / res["cached"]["median_ms"], 3)
     return res
