@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("libero_bridge.cli_eval", "success per task and suite, ID vs OOD, across guidance schedules"),
     "collect": ("vam_policy_node.training.collect", "scripted-expert demonstrations into a dataset on disk"),
     "train": ("vam_policy_node.training.train", "train the video-action model (joint or two-stage)"),
+    "tr-study": ("vam_policy_node.training.tr_study", "TR of a trained model by expert phase and against sigma_v"),
     "export": ("vam_policy_node.export", "export the DiT feature extractor / head to ONNX"),
     "libero-check": ("libero_real.check", "compare the mocked LIBERO bridge's conventions with real LIBERO's"),
 }

@@ -95,3 +95,16 @@ def test_loss_config_validates():
         LossConfig(text_dropout=1.5)
     with pytest.raises(ConfigError, match="0"):
         LossConfig(action_samples=0)
+
+
+@pytest.mark.unit
+def test_sigma_v_feature_prob_picks_the_inference_level(micro_model):
+    from vam_policy_node.networks.solver import sigma_grid
+    level = np.float32(sigma_grid(micro_model.cfg.solver)[micro_model.cfg.solver.feature_index])
+    g = torch.Generator().manual_seed(0)
+    assert np.allclose(sample_sigma_v(micro_model, 50, 0.0, g, feature_prob=1.0).numpy(), level)
+    mixed = sample_sigma_v(micro_model, 6000, 0.5, g, feature_prob=0.3).numpy()
+    share = float(np.isclose(mixed, level).mean())          # 0.3 direct + 0.5 / grid size via the grid draw
+    assert abs(share - (0.3 + 0.5 / len(sigma_grid(micro_model.cfg.solver)))) < 0.03
+    with pytest.raises(ConfigError, match="sigma_v_grid_prob \\+ sigma_v_feature_prob"):
+        LossConfig(sigma_v_grid_prob=0.8, sigma_v_feature_prob=0.3)

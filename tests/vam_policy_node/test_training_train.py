@@ -134,3 +134,19 @@ def test_head_text_path_trains_only_the_text_route_of_the_dit(data, micro_cfg, t
         assert torch.equal(before[n], p) != (n in trainable), n
     with pytest.raises(ConfigError, match="feature_reuse"):
         TrainConfig(head_text_path=True, feature_reuse=2)
+
+
+@pytest.mark.unit
+def test_planning_weight_oversamples_planning_steps(data, micro_cfg, tmp_path):
+    from vam_policy_node.training.train import Batches
+
+    phase = np.concatenate([e.phase for e in data.episodes])
+    base = 1.0 - phase.mean()                                 # planning share of the recorded steps
+    b = Batches(data, _cfg(planning_weight=4.0, batch=64), {}, 17, 17, (224, 448))
+    picked = np.concatenate([np.random.default_rng([0, s]).choice(len(data), 64, p=b.p) for s in range(40)])
+    share = float((phase[picked] == 0).mean())
+    expect = 4 * base / (4 * base + (1 - base))
+    assert abs(share - expect) < 0.05 and share > base + 0.1
+    assert Batches(data, _cfg(), {}, 17, 17, (224, 448)).p is None
+    with pytest.raises(ConfigError, match="planning_weight"):
+        TrainConfig(planning_weight=0.0)

@@ -39,6 +39,8 @@ class LossConfig:
     video_weight: float = 1.0          # lambda, weight of the video loss in joint training (paper: 1.0)
     action_samples: int = 4            # action-noise draws per video forward (they share one prefix)
     sigma_v_grid_prob: float = 0.0     # fraction of samples whose sigma_v is a solver grid point instead of U[0,1]
+    sigma_v_feature_prob: float = 0.0  # fraction of samples at exactly the inference feature level (grid point
+                                       # solver.feature_index), where the head reads features at run time
     text_dropout: float = 0.1          # probability of the zero (null) text embedding, trains the null-text branch
     detach_video_target: bool = True   # no gradient into the tokenizer through x0 of the future frames
     beta_a: float = 1.5                # sigma_a ~ Beta(beta_a, 1) * 0.999 + 0.001 (pi0 / paper: 1.5)
@@ -47,19 +49,27 @@ class LossConfig:
         check(self.video_weight >= 0, f"loss.video_weight must be >= 0, got {self.video_weight!r}")
         check(self.action_samples >= 1, f"loss.action_samples must be >= 1, got {self.action_samples!r}")
         check(0.0 <= self.sigma_v_grid_prob <= 1.0, f"loss.sigma_v_grid_prob must be in [0, 1], got {self.sigma_v_grid_prob!r}")
+        check(0.0 <= self.sigma_v_feature_prob <= 1.0,
+              f"loss.sigma_v_feature_prob must be in [0, 1], got {self.sigma_v_feature_prob!r}")
+        check(self.sigma_v_grid_prob + self.sigma_v_feature_prob <= 1.0,
+              f"loss.sigma_v_grid_prob + sigma_v_feature_prob must be <= 1, got "
+              f"{self.sigma_v_grid_prob!r} + {self.sigma_v_feature_prob!r}")
         check(0.0 <= self.text_dropout < 1.0, f"loss.text_dropout must be in [0, 1), got {self.text_dropout!r}")
         check(self.beta_a > 0, f"loss.beta_a must be > 0, got {self.beta_a!r}")
 
 
-def sample_sigma_v(model: VideoActionModel, b: int, grid_prob: float, gen: torch.Generator) -> torch.Tensor:
-    """[B] video noise levels: U[0,1], or (with probability grid_prob) a point of the solver grid."""
+def sample_sigma_v(model: VideoActionModel, b: int, grid_prob: float, gen: torch.Generator,
+                   feature_prob: float = 0.0) -> torch.Tensor:
+    """[B] video noise levels: with probability feature_prob the inference feature level, with
+    probability grid_prob a uniformly chosen point of the solver grid, otherwise U[0,1]."""
     u = torch.rand(b, generator=gen)
-    if grid_prob <= 0:
+    if grid_prob <= 0 and feature_prob <= 0:
         return u
     grid = torch.tensor(sigma_grid(model.cfg.solver), dtype=torch.float32)
     pick = grid[torch.randint(len(grid), (b,), generator=gen)]
-    use = torch.rand(b, generator=gen) < grid_prob
-    return torch.where(use, pick, u)
+    r = torch.rand(b, generator=gen)
+    out = torch.where(r < grid_prob, pick, u)
+    return torch.where(r >= 1.0 - feature_prob, grid[model.cfg.solver.feature_index], out)
 
 
 def sample_sigma_a(b: int, beta_a: float, gen: torch.Generator) -> torch.Tensor:
@@ -127,7 +137,7 @@ def joint_losses(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: tor
     batch: frames uint8 [B,17,H,W,3], text [B,L,text_in] raw, state [B,P], actions [B,A,D] (normalised).
     """
     b = batch["frames"].shape[0]
-    sigma = sample_sigma_v(model, b, cfg.sigma_v_grid_prob, gen)
+    sigma = sample_sigma_v(model, b, cfg.sigma_v_grid_prob, gen, cfg.sigma_v_feature_prob)
     text = project_text(model, batch["text"], cfg.text_dropout, gen)
     z = encode_clip(model, batch["frames"])                              # [B, 16, 5, h, w]
     x, mask, sf, target = noisy_video(model, z, sigma, gen, cfg.detach_video_target)
@@ -145,7 +155,7 @@ def joint_losses(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: tor
 def frozen_features(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: torch.Generator):
     """Stage 2 of two-stage: block-k features of the frozen DiT at sampled sigma_v (no gradients)."""
     b = batch["frames"].shape[0]
-    sigma = sample_sigma_v(model, b, cfg.sigma_v_grid_prob, gen)
+    sigma = sample_sigma_v(model, b, cfg.sigma_v_grid_prob, gen, cfg.sigma_v_feature_prob)
     text = project_text(model, batch["text"], cfg.text_dropout, gen)
     z = encode_clip(model, batch["frames"])
     x, mask, sf, _ = noisy_video(model, z, sigma, gen, True)
@@ -160,7 +170,7 @@ def text_path_features(model: VideoActionModel, batch: dict, cfg: LossConfig, ge
     block's backward pass instead of the whole DiT's.
     """
     b = batch["frames"].shape[0]
-    sigma = sample_sigma_v(model, b, cfg.sigma_v_grid_prob, gen)
+    sigma = sample_sigma_v(model, b, cfg.sigma_v_grid_prob, gen, cfg.sigma_v_feature_prob)
     text = project_text(model, batch["text"], cfg.text_dropout, gen)     # [B, L, text_dim], differentiable
     k = model.cfg.dit.feature_block
     with torch.no_grad():

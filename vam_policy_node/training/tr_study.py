@@ -1,7 +1,7 @@
 """TR study of a trained model: TR by expert phase, and TR against the extraction noise sigma_v.
 
-    python -m vam_policy_node.training.tr_study --checkpoint models/tiny.safetensors \
-        --suite goal --episodes 10 --every 5 --out runs/tr_study
+    vam-stack tr-study --checkpoint models/tiny.safetensors --suite goal --episodes 10 --every 5 \
+        --out runs/tr_study
 
 States come from held-out scripted-expert episodes (seed id `--seed`, default 0, the one
 evaluation uses; training demonstrations use another seed id), so each state carries the
@@ -97,8 +97,7 @@ def plot(summary: dict, path: Path) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--suite", default="goal")
     p.add_argument("--episodes", type=int, default=10)
@@ -106,11 +105,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--every", type=int, default=5, help="use every n-th state of each expert episode")
     p.add_argument("--indices", default="0,1,2,3,4,5", help="solver grid indices to extract features at")
     p.add_argument("--out", required=True)
-    args = p.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
     from vam_policy_node.policy import build_policy
 
     policy = build_policy(checkpoint=args.checkpoint, guidance="none", seed=0)
-    indices = [int(x) for x in args.indices.split(",")]
+    try:
+        indices = [int(x) for x in args.indices.split(",")]
+    except ValueError:
+        raise SystemExit(f"--indices must be comma-separated integers, got {args.indices!r}") from None
+    steps = policy.mcfg.solver.steps
+    bad = [i for i in indices if not 0 <= i < steps]
+    if bad:
+        raise SystemExit(f"--indices {bad} outside the solver grid [0, {steps - 1}]")
+    if args.episodes < 1 or args.every < 1:
+        raise SystemExit(f"--episodes and --every must be >= 1, got {args.episodes}, {args.every}")
     states = collect_states(args.suite, args.episodes, args.seed, args.every)
     rows = measure(policy, states, indices)
     summary = summarise(rows, policy.mcfg.solver.feature_index) | {
@@ -122,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({k: summary[k] for k in ("by_phase_at_default_index", "by_sigma_v")}, indent=1))
     print(f"wrote {out / 'tr_study.json'} and {png}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(p)
+    return run(p.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -60,6 +60,8 @@ class TrainConfig:
                                            # trains the head alone on the frozen jointly-trained DiT (1 = pure joint)
     time_budget_min: float = 0.0           # stop after this many minutes of training (0 = no limit)
     batch: int = 4                         # clips per step
+    planning_weight: float = 1.0           # sampling weight of steps the expert labelled `planning` (free-space moves
+                                           # whose target only the instruction names) relative to `manipulation`
     lr: float = 3e-4                       # peak AdamW learning rate
     weight_decay: float = 0.01             # AdamW decoupled weight decay
     warmup: int = 30                       # linear warm-up steps
@@ -92,6 +94,8 @@ class TrainConfig:
         check(0.0 < self.joint_frac <= 1.0, f"train.joint_frac must be in (0, 1], got {self.joint_frac!r}")
         check(self.time_budget_min >= 0, f"train.time_budget_min must be >= 0, got {self.time_budget_min!r}")
         check(self.batch >= 1, f"train.batch must be >= 1, got {self.batch!r}")
+        check(self.planning_weight > 0 and math.isfinite(self.planning_weight),
+              f"train.planning_weight must be > 0, got {self.planning_weight!r}")
         check(self.lr > 0 and math.isfinite(self.lr), f"train.lr must be > 0, got {self.lr!r}")
         check(0 <= self.min_lr_ratio <= 1, f"train.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
         check(0 <= self.ema < 1, f"train.ema must be in [0, 1), got {self.ema!r}")
@@ -118,6 +122,13 @@ class Batches:
                  image_hw: tuple[int, int]):
         self.data, self.cfg, self.texts, self.chunk, self.frames = data, cfg, texts, chunk, frames
         self.image_hw = image_hw        # the model's input size; stored frames are resized when they differ
+        self.p = None                   # per-sample probabilities (None = uniform)
+        if cfg.planning_weight != 1.0:
+            from .dataset import PHASE_CODES
+
+            phase = np.concatenate([e.phase for e in data.episodes])
+            w = np.where(phase == PHASE_CODES["planning"], cfg.planning_weight, 1.0)
+            self.p = w / w.sum()
 
     def _frames(self, clip: np.ndarray) -> np.ndarray:
         h, w = self.image_hw
@@ -129,7 +140,10 @@ class Batches:
 
     def make(self, step: int) -> dict:
         rng = np.random.default_rng([self.cfg.seed, step])
-        idx = rng.integers(0, len(self.data), self.cfg.batch)
+        if self.p is None:
+            idx = rng.integers(0, len(self.data), self.cfg.batch)
+        else:
+            idx = rng.choice(len(self.data), self.cfg.batch, p=self.p)
         samples = [self.data.sample(int(i), self.frames, self.chunk) for i in idx]
         return {
             "frames": torch.from_numpy(np.stack([self._frames(s["frames"]) for s in samples])),  # [B, F, H, W, 3]
@@ -349,8 +363,11 @@ class Trainer:
         cfg = self.cfg
         budget = cfg.time_budget_min * 60
         log = (self.out / "log.jsonl").open("a")
-        bar = tqdm(total=cfg.total_steps, initial=self.step, unit="step", disable=not progress, file=sys.stdout,
-                   desc=cfg.mode)
+        # with a time budget the bar counts minutes (the budget, not `steps`, usually ends the run)
+        bar = tqdm(total=round(budget / 60, 1) if budget else cfg.total_steps,
+                   initial=round(self.elapsed / 60, 1) if budget else self.step,
+                   unit="min" if budget else "step", disable=not progress, file=sys.stdout, desc=cfg.mode,
+                   bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} min [{elapsed}<{remaining}{postfix}]" if budget else None)
         last = {}
         t_last = time.perf_counter()
         try:
@@ -363,8 +380,8 @@ class Trainer:
                 now = time.perf_counter()
                 self.elapsed += now - t_last
                 t_last = now
-                bar.update(1)
-                bar.set_postfix_str(" ".join(f"{k} {v:.3f}" for k, v in last.items()))
+                bar.update(round(self.elapsed / 60, 2) - bar.n if budget else 1)
+                bar.set_postfix_str(f"step {self.step} {self.stage} " + " ".join(f"{k} {v:.3f}" for k, v in last.items()))
                 if self.step % cfg.log_every == 0 or self.step == cfg.total_steps:
                     log.write(json.dumps({"step": self.step, "stage": self.stage, "lr": self.opt.param_groups[0]["lr"],
                                           "elapsed_s": round(self.elapsed, 1), **last}) + "\n")
