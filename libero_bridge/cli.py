@@ -167,7 +167,8 @@ def run_eval(args: argparse.Namespace) -> int:
                 got, runner = run_suite(cfg, run_out, policy=policy)
                 policy = runner.policy if args.policy == "vam" else None
                 eps.extend(got)
-        by_guidance[g] = {"success_rate": success_rates(eps), "per_task": _per_task(eps), "stats": summarise(eps)}
+        by_guidance[g] = {"success_rate": success_rates(eps), "counts": _counts(eps), "per_task": _per_task(eps),
+                          "stats": summarise(eps)}
         all_eps.extend(eps)
     results = {"suites": suites, "seeds": seeds, "episodes_per_task": args.episodes_per_task,
                "max_steps": getattr(args, "max_steps", None),
@@ -182,6 +183,16 @@ def run_eval(args: argparse.Namespace) -> int:
     print(table)
     print(f"\nresults: {out / 'results.json'}, {out / 'results.md'}")
     return 0
+
+
+def _counts(eps: list[dict]) -> dict[str, list[int]]:
+    """suite -> [successes, episodes]."""
+    by: dict = {}
+    for e in eps:
+        k = by.setdefault(e["suite"], [0, 0])
+        k[0] += bool(e["success"])
+        k[1] += 1
+    return by
 
 
 def _per_task(eps: list[dict]) -> dict:
@@ -204,7 +215,10 @@ def markdown_table(suites: list[str], schedules: list[str], by_guidance: dict) -
 
     def cell(g, s):
         r = by_guidance[g]["success_rate"].get(s)
-        return "-" if r is None else f"{100 * r:.1f} %"
+        if r is None:
+            return "-"
+        k = by_guidance[g].get("counts", {}).get(s)
+        return f"{100 * r:.1f} %" + (f" ({k[0]}/{k[1]})" if k else "")
 
     for fam in fams:
         rows.append(f"| {fam} | " + " | ".join(f"{cell(g, fam)} | {cell(g, fam + '_ood')}" for g in schedules) + " |")

@@ -90,3 +90,5 @@ def test_eval_expert_table(tmp_path, capsys):
     assert len(res["episodes"]) == 20
     md = (out / "results.md").read_text()
     assert "| goal |" in md and "expert OOD" in md
+    k, n = res["by_guidance"]["expert"]["counts"]["goal"]
+    assert n == 10 and f"({k}/10)" in md

@@ -42,28 +42,73 @@ def test_shipped_weights_run_one_replan(policy):
     assert np.abs(out["actions"][:5, :3]).max() > 0.05
 
 
+def first_chunk_errors(policy, seed: int = 7, wrong_per_task: int = 3):
+    """Normalised MSE between the policy's first 10 actions and the scripted expert's, on the first
+    state of one held-out `goal` episode per task (seed id 7: neither training nor evaluation),
+    with the task's own instruction and with `wrong_per_task` other tasks' instructions."""
+    import torch
+
+    from libero_bridge import make_env
+    from libero_bridge.expert import expert_action
+
+    std = np.asarray(policy.stats["action"][1])
+    starts, experts, instr = [], [], []
+    for task in range(10):
+        env = make_env("goal", task, 0, seed)
+        obs = env.reset()
+        starts.append(obs)
+        instr.append(env.instruction)
+        acts = []
+        for _ in range(10):
+            acts.append(np.clip(expert_action(env), -1, 1))
+            env.step(acts[-1])
+        experts.append(np.stack(acts))
+    right, wrong = [], []
+    for task in range(10):
+        for j in [task] + [(task + k) % 10 for k in range(1, wrong_per_task + 1)]:
+            policy.reset(instr[j])
+            g = torch.Generator().manual_seed(task)
+            noise = {"video": policy.model.video_noise(1, 5, g), "action": torch.randn(1, 17, 7, generator=g)}
+            out = policy.infer({"frames": np.repeat(starts[task]["stacked"][None], 17, axis=0),
+                                "proprio": starts[task]["proprio"]}, noise)
+            err = float((((out["actions"][:10] - experts[task]) / std) ** 2).mean())
+            (right if j == task else wrong).append(err)
+    return float(np.mean(right)), float(np.mean(wrong))
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_shipped_model_follows_the_instruction_on_held_out_states(policy):
+    """Open-loop floor: the first chunk is close to the expert's with the right instruction and
+    clearly further with a wrong one (a broken model, text route or normalisation fails both)."""
+    right, wrong = first_chunk_errors(policy)
+    assert right < RIGHT_MAX, f"first-chunk error with the right instruction {right:.3f} >= {RIGHT_MAX} (measured {RIGHT_MEASURED})"
+    assert right / wrong < RATIO_MAX, (f"right/wrong instruction error ratio {right / wrong:.3f} >= {RATIO_MAX} "
+                                       f"(measured {RATIO_MEASURED}): the instruction no longer steers the policy")
+
+
+# Measured on the shipped model (this test's own computation, 2 threads): right-instruction error
+# RIGHT_MEASURED (normalised units; an unconditioned average policy is ~0.45) and right/wrong ratio
+# RATIO_MEASURED (1.0 = the instruction is ignored). The limits sit well above both.
+RIGHT_MEASURED, RATIO_MEASURED = 0.111, 0.217
+RIGHT_MAX, RATIO_MAX = 0.25, 0.6
+
+
 @pytest.mark.sim
 @pytest.mark.slow
 def test_shipped_model_solves_the_measured_goal_episode(policy, tmp_path):
-    """The episode the measured evaluation solved, under the same noise stream, must still succeed.
-
-    `vam-stack eval` seeds the policy's generator once per suite run; tasks 0-5 before task 6 all
-    ran to the 150-step cap (15 replans each), so task 6 starts after 90 replans' noise draws.
-    """
+    """The first episode of the measured evaluation (goal task FLOOR_TASK, seed 0, unguided, fresh
+    noise stream, 150-step cap) was solved; under the same noise it must still be."""
     from libero_bridge.runner import SimConfig, SimRunner
 
     cfg = SimConfig(suite="goal", episodes=1, seed=0, guidance="none", record=False, plots=False,
                     first_task=FLOOR_TASK, max_steps=150)
-    policy.generator.manual_seed(0)
-    for _ in range(NOISE_REPLANS_BEFORE):
-        policy._noise(None)                       # advance the stream exactly as the evaluation did
+    policy.generator.manual_seed(0)                 # as `vam-stack eval` seeds the first suite run
     with SimRunner(cfg, tmp_path, policy=policy) as runner:
         ep = runner.run_episode(0)
     assert ep["success"], f"the shipped model no longer solves goal task {FLOOR_TASK} at seed 0 ({ep['termination']})"
 
 
-# Measured (vam-stack eval --suites goal,goal_ood --episodes-per-task 1 --seeds 0 --max-steps 150): the shipped
-# model solves 1/10 goal tasks, task 6 ("put the black bowl on the plate", 42 steps). Its success depends on the
-# sampling noise (3 other noise seeds: 0/3), so the floor is this one measured episode, replayed exactly.
-FLOOR_TASK = 6
-NOISE_REPLANS_BEFORE = 6 * 15
+# Measured (vam-stack eval --suites goal,goal_ood --seeds 0 --guidance none --max-steps 150, models/tiny.md):
+# the first episode, goal task 0 "put the black bowl in the top drawer of the cabinet", succeeds.
+FLOOR_TASK = 0

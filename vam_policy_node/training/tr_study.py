@@ -32,14 +32,16 @@ def collect_states(suite: str, episodes: int, seed: int, every: int) -> list[dic
     return states
 
 
-def measure(policy, states: list[dict], indices: list[int]) -> list[dict]:
+def measure(policy, states: list[dict], indices: list[int], progress: bool = True) -> list[dict]:
     """TR of every state at every grid index (same per-state noise across indices)."""
     from vam_policy_node.networks.solver import sigma_grid
+
+    from tqdm import tqdm
 
     grid = sigma_grid(policy.mcfg.solver)
     frames = policy.spec.frames
     rows = []
-    for k, s in enumerate(states):
+    for k, s in enumerate(tqdm(states, desc="tr-study", unit="state", disable=not progress)):
         policy.reset(s["instruction"])
         obs = {"frames": np.repeat(s["frame"][None], frames, axis=0), "proprio": s["proprio"]}
         for idx in indices:
