@@ -24,7 +24,11 @@ def test_policy_drives_the_mocked_libero_over_ros_topics(ros_harness):
     policy = h.add(VamPolicyNode(parameter_overrides=[Parameter("preset", value="tiny"), Parameter("seed", value=0)]))
     monitor = h.add(TRMonitorNode())
     bridge = h.add(LiberoBridgeNode(parameter_overrides=[Parameter("suite", value="goal"), Parameter("max_steps", value=400)]))
-    assert h.spin_until(lambda: len(out["tr"]) >= 2 and out["attention_overlay"] and bridge.env.steps >= 12, timeout=120)
+    def status_step() -> int:                # the env steps before its status message is delivered: wait for both
+        return json.loads(out["episode_status"][-1].data)["step"] if out["episode_status"] else -1
+
+    assert h.spin_until(lambda: len(out["tr"]) >= 2 and out["attention_overlay"] and bridge.env.steps >= 12
+                        and status_step() >= 12, timeout=120)
     assert policy.policy.instruction == bridge.env.instruction
     tel = json.loads(out["telemetry"][-1].data)
     assert tel["tr"] > 0 and tel["tr0"] > 0 and tel["branches_computed"][0] == "cond"
@@ -32,5 +36,5 @@ def test_policy_drives_the_mocked_libero_over_ros_topics(ros_harness):
     assert monitor.monitor.trace.replans[-1].tr == pytest.approx(out["tr"][-1].data, rel=1e-6)
     actions = np.array([msgs.joint_state_to_numpy(m).position for m in out["joint_targets"]])
     assert actions.shape[1] == 7 and np.isfinite(actions).all() and np.abs(actions).max() > 0
-    assert json.loads(out["episode_status"][-1].data)["step"] >= 12
+    assert status_step() >= 12
     assert not h.errors("vam_policy_node") and not h.errors("libero_bridge")
