@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from .runner import SimConfig, SimRunner, success_rates, summarise
+from .runner import SimConfig, SimRunner, success_counts, success_rates, summarise
 from .tasks import SUITES
 
 GUIDANCE = ("none", "flat", "tr_adaptive")
@@ -167,7 +167,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 got, runner = run_suite(cfg, run_out, policy=policy)
                 policy = runner.policy if args.policy == "vam" else None
                 eps.extend(got)
-        by_guidance[g] = {"success_rate": success_rates(eps), "counts": _counts(eps), "per_task": _per_task(eps),
+        by_guidance[g] = {"success_rate": success_rates(eps), "counts": success_counts(eps), "per_task": _per_task(eps),
                           "stats": summarise(eps)}
         all_eps.extend(eps)
     results = {"suites": suites, "seeds": seeds, "episodes_per_task": args.episodes_per_task,
@@ -183,16 +183,6 @@ def run_eval(args: argparse.Namespace) -> int:
     print(table)
     print(f"\nresults: {out / 'results.json'}, {out / 'results.md'}")
     return 0
-
-
-def _counts(eps: list[dict]) -> dict[str, list[int]]:
-    """suite -> [successes, episodes]."""
-    by: dict = {}
-    for e in eps:
-        k = by.setdefault(e["suite"], [0, 0])
-        k[0] += bool(e["success"])
-        k[1] += 1
-    return by
 
 
 def _per_task(eps: list[dict]) -> dict:

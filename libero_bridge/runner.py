@@ -232,11 +232,18 @@ class SimRunner:
         return out
 
 
-def success_rates(episodes: list[dict]) -> dict[str, float]:
-    by: dict[str, list[bool]] = {}
+def success_counts(episodes: list[dict]) -> dict[str, list[int]]:
+    """suite -> [successes, episodes]."""
+    by: dict[str, list[int]] = {}
     for e in episodes:
-        by.setdefault(e["suite"], []).append(bool(e["success"]))
-    return {s: round(sum(v) / len(v), 4) for s, v in by.items()}
+        k = by.setdefault(e["suite"], [0, 0])
+        k[0] += bool(e["success"])
+        k[1] += 1
+    return by
+
+
+def success_rates(episodes: list[dict]) -> dict[str, float]:
+    return {s: round(k / n, 4) for s, (k, n) in success_counts(episodes).items()}
 
 
 def summarise(episodes: list[dict]) -> dict:

@@ -25,7 +25,13 @@ def test_summarise_splits_by_phase_and_sigma(tmp_path):
 
 
 @pytest.mark.unit
-def test_tr_study_is_a_vam_stack_command():
-    from vam_stack.cli import COMMANDS
+def test_tr_study_command_rejects_bad_arguments_before_loading_a_model(tmp_path):
+    from vam_stack.cli import main
 
-    assert COMMANDS["tr-study"][0] == "vam_policy_node.training.tr_study"
+    out = str(tmp_path / "o")
+    with pytest.raises(SystemExit, match="comma-separated integers"):
+        main(["tr-study", "--checkpoint", "nope.safetensors", "--indices", "0,x", "--out", out])
+    with pytest.raises(SystemExit, match="--episodes and --every"):
+        main(["tr-study", "--checkpoint", "nope.safetensors", "--every", "0", "--out", out])
+    with pytest.raises(SystemExit, match="is not a file"):
+        main(["tr-study", "--checkpoint", str(tmp_path / "missing.safetensors"), "--out", out])

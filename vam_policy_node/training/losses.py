@@ -130,17 +130,25 @@ def action_loss(model: VideoActionModel, feats: torch.Tensor, sigma_v: torch.Ten
     return F.mse_loss(v, eps - a0)
 
 
+def noised_inputs(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: torch.Generator,
+                  detach_target: bool = True):
+    """The start every loss shares, in one fixed order of noise draws (exact resume):
+    sigma_v [B], projected text [B,L,text_dim] (prompts dropped with p=text_dropout), and the
+    noised latents with the clean anchor: x, mask, per-frame sigmas, velocity target."""
+    sigma = sample_sigma_v(model, batch["frames"].shape[0], cfg.sigma_v_grid_prob, gen, cfg.sigma_v_feature_prob)
+    text = project_text(model, batch["text"], cfg.text_dropout, gen)
+    z = encode_clip(model, batch["frames"])                              # [B, 16, 5, h, w]
+    x, mask, sf, target = noisy_video(model, z, sigma, gen, detach_target)
+    return sigma, text, x, mask, sf, target
+
+
 def joint_losses(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: torch.Generator,
                  with_action: bool = True) -> dict[str, torch.Tensor]:
     """One DiT forward giving the video loss and (with_action) the action loss on its block-k features.
 
     batch: frames uint8 [B,17,H,W,3], text [B,L,text_in] raw, state [B,P], actions [B,A,D] (normalised).
     """
-    b = batch["frames"].shape[0]
-    sigma = sample_sigma_v(model, b, cfg.sigma_v_grid_prob, gen, cfg.sigma_v_feature_prob)
-    text = project_text(model, batch["text"], cfg.text_dropout, gen)
-    z = encode_clip(model, batch["frames"])                              # [B, 16, 5, h, w]
-    x, mask, sf, target = noisy_video(model, z, sigma, gen, cfg.detach_video_target)
+    sigma, text, x, mask, sf, target = noised_inputs(model, batch, cfg, gen, cfg.detach_video_target)
     k = model.cfg.dit.feature_block if with_action else None
     v, feats = model.dit.velocity_and_features(x, mask, sf, text, block=k)
     out = {"video": video_loss(v, target)}
@@ -154,11 +162,7 @@ def joint_losses(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: tor
 @torch.no_grad()
 def frozen_features(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: torch.Generator):
     """Stage 2 of two-stage: block-k features of the frozen DiT at sampled sigma_v (no gradients)."""
-    b = batch["frames"].shape[0]
-    sigma = sample_sigma_v(model, b, cfg.sigma_v_grid_prob, gen, cfg.sigma_v_feature_prob)
-    text = project_text(model, batch["text"], cfg.text_dropout, gen)
-    z = encode_clip(model, batch["frames"])
-    x, mask, sf, _ = noisy_video(model, z, sigma, gen, True)
+    sigma, text, x, mask, sf, _ = noised_inputs(model, batch, cfg, gen)
     return model.dit.features(x, mask, sf, text), sigma                  # [B, T, N, D], [B]
 
 
@@ -167,17 +171,13 @@ def text_path_features(model: VideoActionModel, batch: dict, cfg: LossConfig, ge
 
     Blocks 1..k-1 run without gradients; block k runs with them, so the action loss can train
     the DiT's text route (crossattn projection and block-k cross-attention) at the cost of one
-    block's backward pass instead of the whole DiT's.
+    block's backward pass instead of the whole DiT's. The tokenizer is frozen in this stage, so
+    the latents carry no graph.
     """
-    b = batch["frames"].shape[0]
-    sigma = sample_sigma_v(model, b, cfg.sigma_v_grid_prob, gen, cfg.sigma_v_feature_prob)
-    text = project_text(model, batch["text"], cfg.text_dropout, gen)     # [B, L, text_dim], differentiable
-    k = model.cfg.dit.feature_block
+    sigma, text, x, mask, sf, _ = noised_inputs(model, batch, cfg, gen)  # text [B, L, text_dim] differentiable
+    b, k = x.shape[0], model.cfg.dit.feature_block
     with torch.no_grad():
-        z = encode_clip(model, batch["frames"])
-        x, mask, sf, _ = noisy_video(model, z, sigma, gen, True)
         tokens, temb, emb_t, rope, extra, (t, gh, gw, _, _) = model.dit._embed(x, mask, sf)
         tokens = model.dit._blocks(tokens, text.detach(), emb_t, temb, rope, extra, k - 1)
     tokens = model.dit.model.transformer_blocks[k - 1](tokens, text, emb_t, temb, rope, extra)
     return tokens.view(b, t, gh * gw, -1), sigma                        # [B, T, N, D], [B]
-

@@ -112,17 +112,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from vam_policy_node.policy import build_policy
 
-    policy = build_policy(checkpoint=args.checkpoint, guidance="none", seed=0)
-    try:
+    try:                                             # cheap checks before a model is loaded
         indices = [int(x) for x in args.indices.split(",")]
     except ValueError:
         raise SystemExit(f"--indices must be comma-separated integers, got {args.indices!r}") from None
+    if args.episodes < 1 or args.every < 1:
+        raise SystemExit(f"--episodes and --every must be >= 1, got {args.episodes}, {args.every}")
+    if not Path(args.checkpoint).is_file():
+        raise SystemExit(f"--checkpoint {args.checkpoint!r} is not a file")
+    policy = build_policy(checkpoint=args.checkpoint, guidance="none", seed=0)
     steps = policy.mcfg.solver.steps
     bad = [i for i in indices if not 0 <= i < steps]
     if bad:
         raise SystemExit(f"--indices {bad} outside the solver grid [0, {steps - 1}]")
-    if args.episodes < 1 or args.every < 1:
-        raise SystemExit(f"--episodes and --every must be >= 1, got {args.episodes}, {args.every}")
     states = collect_states(args.suite, args.episodes, args.seed, args.every)
     rows = measure(policy, states, indices)
     summary = summarise(rows, policy.mcfg.solver.feature_index) | {
