@@ -40,15 +40,27 @@ def rollout_expert(suite: str, task: int, episode: int, seed: int, render: bool 
     env = make_env(suite, task, episode, seed, render=render, cfg=cfg)
     obs = env.reset()
     rng = np.random.default_rng(env.state_seed ^ 0x5EED) if noise > 0 else None
+    return record_expert(env, obs, noise=noise, rng=rng)
+
+
+def record_expert(env, obs: dict, noise: float = 0.0, rng: np.random.Generator | None = None) -> Demo:
+    """Let the expert finish `env`'s episode from its current state (`obs`), recording every step.
+
+    Used from a fresh reset (a demonstration) and from a state a policy left behind (a
+    recovery demonstration: the expert's feedback brings it back to the task).
+    """
     frames, proprio, actions, phases = [], [], [], []
     while not env.done:
         phases.append(expert_phase(env))
         action = expert_action(env, noise=noise, rng=rng)
         proprio.append(obs["proprio"])
-        if render:
+        if env.render_enabled:
             frames.append(obs["stacked"])
         actions.append(np.clip(action, -1.0, 1.0))
         obs, _, _, _ = env.step(action)
-    return Demo(suite, task, episode, seed, env.instruction, env.termination == "success",
-                env.termination, np.stack(proprio), np.stack(actions), phases,
-                np.stack(frames) if render else None)
+    if not actions:
+        raise ValueError(f"record_expert: the episode of {env.task.suite} task {env.task.index} is already over "
+                         f"({env.termination}); nothing to record")
+    return Demo(env.task.suite, env.task.index, env.episode, env.seed, env.instruction,
+                env.termination == "success", env.termination, np.stack(proprio), np.stack(actions), phases,
+                np.stack(frames) if env.render_enabled else None)

@@ -4,7 +4,8 @@ Layout of a dataset directory:
 
     meta/info.json         format version, fps, shapes, feature names, episode/frame counts
     meta/episodes.jsonl    one JSON line per episode: index, suite, task, episode, seed,
-                           instruction, length, success, file
+                           instruction, length, success, file (recovery rounds add
+                           source "recovery", takeover_step, round)
     meta/stats.json        per-dimension mean/std of `action` and `proprio` (all frames)
     data/chunk-000/episode_000000.npz   one file per episode (1000 episodes per chunk):
         proprio        float32 [T, 8]   observation.state at step t
@@ -161,6 +162,16 @@ class Dataset:
         lengths = np.array([len(e) for e in self.episodes])
         self._cum = np.concatenate([[0], np.cumsum(lengths)])
         self.instructions = sorted({e.meta["instruction"] for e in self.episodes})
+
+    def extend(self, other: "Dataset") -> None:
+        """Append `other`'s episodes (e.g. a recovery round); this dataset's statistics stay in force."""
+        new = sorted({e.meta["instruction"] for e in other.episodes} - set(self.instructions))
+        if new:
+            raise DatasetError(f"{other.root}: instructions {new} are not in {self.root}; the trainer embeds the "
+                               f"base dataset's instructions only")
+        self.episodes.extend(other.episodes)
+        lengths = np.array([len(e) for e in self.episodes])
+        self._cum = np.concatenate([[0], np.cumsum(lengths)])
 
     def __len__(self) -> int:
         """Number of training samples (one per recorded step)."""

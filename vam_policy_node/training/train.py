@@ -11,6 +11,11 @@ Starting from a pretrained backbone (`init_from`), `lora_rank` > 0 wraps the DiT
 and MLP projections with LoRA adapters (peft) and freezes the rest of the DiT; the export
 merges the adapters into plain weights.
 
+Recovery rounds (`recovery.at`, see recovery.py): at those fractions of the run the current
+EMA weights drive the policy in the mocked LIBERO bridge, the scripted expert takes over at
+replan boundaries, and its segments join the training data (OUT/recovery/round_<r>/; their
+minutes count against the time budget; a resumed run reloads the rounds it already collected).
+
 The run stops at `steps` or at `time_budget_min` minutes of training (whichever comes first;
 the learning-rate schedule follows the same progress), writes OUT/train_state.pt (weights,
 EMA, optimiser, step, elapsed time) every `checkpoint_every` steps and at the end, and
@@ -30,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from queue import Queue
+from queue import Empty, Queue
 
 import numpy as np
 import torch
@@ -42,6 +47,7 @@ from ..networks.config import load_config
 from ..networks.model import VideoActionModel
 from .dataset import Dataset
 from .losses import LossConfig, action_loss, frozen_features, joint_losses, text_path_features
+from .recovery import RecoveryConfig
 
 MODES = ("joint", "two_stage")
 CALIBRATION_STEP = 2**31 - 1  # data "step" of the tokenizer-calibration batch (never a training step)
@@ -84,6 +90,7 @@ class TrainConfig:
     lora_alpha: float = 0.0                # LoRA alpha (0 = rank, as the paper: alpha = r)
     lora_targets: tuple[str, ...] = LORA_TARGETS  # DiT Linear modules given adapters
     loss: LossConfig = field(default_factory=LossConfig)
+    recovery: RecoveryConfig = field(default_factory=RecoveryConfig)  # DAgger-style rounds (recovery.py); off by default
 
     def __post_init__(self):
         check(self.mode in MODES, f"train.mode must be one of {MODES}, got {self.mode!r}")
@@ -123,11 +130,13 @@ class Batches:
         self.data, self.cfg, self.texts, self.chunk, self.frames = data, cfg, texts, chunk, frames
         self.image_hw = image_hw        # the model's input size; stored frames are resized when they differ
         self.p = None                   # per-sample probabilities (None = uniform)
-        if cfg.planning_weight != 1.0:
+        recovery = [e.meta.get("source") == "recovery" for e in data.episodes]
+        if cfg.planning_weight != 1.0 or (any(recovery) and cfg.recovery.weight != 1.0):
             from .dataset import PHASE_CODES
 
             phase = np.concatenate([e.phase for e in data.episodes])
             w = np.where(phase == PHASE_CODES["planning"], cfg.planning_weight, 1.0)
+            w = w * np.repeat(np.where(recovery, cfg.recovery.weight, 1.0), [len(e) for e in data.episodes])
             self.p = w / w.sum()
 
     def _frames(self, clip: np.ndarray) -> np.ndarray:
@@ -153,16 +162,29 @@ class Batches:
         }
 
     def iterate(self, start: int, stop: int):
+        """(step, batch) for start <= step < stop; closing the generator early stops the prefetch thread."""
         q: Queue = Queue(maxsize=2)
+        halt = threading.Event()
 
         def worker():
             for s in range(start, stop):
+                if halt.is_set():
+                    return
                 q.put((s, self.make(s)))
             q.put(None)
 
-        threading.Thread(target=worker, daemon=True).start()
-        while (item := q.get()) is not None:
-            yield item
+        thread = threading.Thread(target=worker, daemon=True)
+        thread.start()
+        try:
+            while (item := q.get()) is not None:
+                yield item
+        finally:
+            halt.set()
+            while thread.is_alive():                     # unblock a worker waiting on a full queue
+                try:
+                    q.get(timeout=0.05)
+                except Empty:
+                    pass
 
 
 # ---- model setup ----------------------------------------------------------------------------
@@ -226,6 +248,7 @@ class Trainer:
         r = self.mcfg.robot
         self.batches = Batches(self.data, cfg, self.texts, r.chunk, r.frames, (r.image_height, r.image_width))
         self.step, self.elapsed, self.calibration = 0, 0.0, None
+        self.recovery_rounds = 0                                         # recovery rounds merged into self.data
         if cfg.init_from:
             load_checkpoint(cfg.init_from, self.model)
         else:
@@ -285,6 +308,7 @@ class Trainer:
 
     def save_state(self) -> None:
         state = {"step": self.step, "elapsed": self.elapsed, "stage": self.stage, "config": to_dict(self.cfg),
+                 "recovery_rounds": self.recovery_rounds,
                  "model": self.model.state_dict(), "opt": self.opt.state_dict(),
                  "ema": self.ema.state_dict() if self.ema is not None else None, "calibration": self.calibration}
         tmp = self.state_path.with_suffix(".tmp")
@@ -300,6 +324,8 @@ class Trainer:
         if self.ema is not None and state["ema"] is not None:
             self.ema.load_state_dict(state["ema"])
         self.step, self.elapsed, self.calibration = state["step"], state["elapsed"], state["calibration"]
+        for r in range(state.get("recovery_rounds", 0)):                 # the rounds this run already collected
+            self._merge_recovery(r)
         self._set_stage(state["stage"])
         try:
             self.opt.load_state_dict(state["opt"])
@@ -313,9 +339,56 @@ class Trainer:
         extra = {"stats": self.data.stats, "text_encoder": self.cfg.text_encoder,
                  "training": {"mode": self.cfg.mode, "step": self.step, "elapsed_min": round(self.elapsed / 60, 2),
                               "dataset": str(self.cfg.dataset), "episodes": len(self.data.episodes),
+                              "recovery_rounds": self.recovery_rounds,
+                              "recovery_episodes": sum(e.meta.get("source") == "recovery" for e in self.data.episodes),
                               "suites": sorted({e.meta["suite"] for e in self.data.episodes}),
                               "batch": self.cfg.batch, "seed": self.cfg.seed, "ema": self.cfg.ema}}
         return save_checkpoint(path, model, self.mcfg, extra)
+
+    # ---- recovery rounds (recovery.py) --------------------------------------------------------
+    def _round_dir(self, r: int) -> Path:
+        return self.out / "recovery" / f"round_{r}"
+
+    def _merge_recovery(self, r: int) -> None:
+        if r == 0:                                       # extend a private copy, never the caller's dataset
+            self.data = copy.copy(self.data)
+            self.data.episodes = list(self.data.episodes)
+        self.data.extend(Dataset(self._round_dir(r) / "data"))
+        self.recovery_rounds = r + 1
+        rob = self.mcfg.robot
+        self.batches = Batches(self.data, self.cfg, self.texts, rob.chunk, rob.frames, (rob.image_height, rob.image_width))
+
+    def recovery_due(self) -> bool:
+        at = self.cfg.recovery.at
+        return self.recovery_rounds < len(at) and self.progress(self.step) >= at[self.recovery_rounds]
+
+    def recovery_round(self, progress: bool = True) -> dict:
+        """Roll out the current EMA weights, let the expert take over, merge the segments into the data."""
+        import shutil
+
+        from tqdm import tqdm
+
+        from ..policy import build_policy
+        from .recovery import collect_round
+
+        r, rc = self.recovery_rounds, self.cfg.recovery
+        root = self._round_dir(r)
+        if root.exists():                                # a round interrupted before it was merged
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        ckpt = self.export(root / "policy.safetensors")  # the weights that drove the rollouts
+        policy = build_policy(checkpoint=ckpt, guidance=rc.guidance, seed=self.cfg.seed + r)
+        suites = sorted({e.meta["suite"] for e in self.data.episodes})
+        bar = tqdm(total=len(suites) * 10 * rc.episodes_per_task, unit="rollout", desc=f"recovery round {r}",
+                   disable=not progress, file=sys.stdout, leave=False)
+        try:
+            summary = collect_round(policy, rc, suites, r, root / "data", progress=lambda k, n: bar.update(1))
+        finally:
+            bar.close()
+            torch.set_num_threads(self.cfg.threads)      # the policy sets its own thread count
+        self._merge_recovery(r)
+        (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
 
     # ---- steps ------------------------------------------------------------------------------
     def _update_ema(self) -> None:
@@ -368,36 +441,57 @@ class Trainer:
                    initial=round(self.elapsed / 60, 1) if budget else self.step,
                    unit="min" if budget else "step", disable=not progress, file=sys.stdout, desc=cfg.mode,
                    bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} min [{elapsed}<{remaining}{postfix}]" if budget else None)
-        last = {}
+        self._last = {}
         t_last = time.perf_counter()
+        finished = False
         try:
-            for step, batch in self.batches.iterate(self.step, cfg.total_steps):
-                self._set_stage(self._stage_of(step))
-                for g in self.opt.param_groups:
-                    g["lr"] = lr_at(cfg, step, self.progress(step))
-                last = self.train_step(batch)
-                self.step = step + 1
-                now = time.perf_counter()
-                self.elapsed += now - t_last
-                t_last = now
-                bar.update(round(self.elapsed / 60, 2) - bar.n if budget else 1)
-                bar.set_postfix_str(f"step {self.step} {self.stage} " + " ".join(f"{k} {v:.3f}" for k, v in last.items()))
-                if self.step % cfg.log_every == 0 or self.step == cfg.total_steps:
-                    log.write(json.dumps({"step": self.step, "stage": self.stage, "lr": self.opt.param_groups[0]["lr"],
-                                          "elapsed_s": round(self.elapsed, 1), **last}) + "\n")
+            while not finished:
+                finished = self._fit_until_round(log, bar, budget, stop_after, t_last)
+                if not finished:                            # a recovery round is due at this step
+                    t0 = time.perf_counter()
+                    summary = self.recovery_round(progress=not bar.disable)
+                    self.elapsed += time.perf_counter() - t0    # collection counts against the budget
+                    log.write(json.dumps({"step": self.step, "recovery": summary, "elapsed_s": round(self.elapsed, 1)}) + "\n")
                     log.flush()
-                if self.step % cfg.checkpoint_every == 0:
+                    bar.write(f"recovery round {summary['round']}: {summary['episodes']} expert takeovers from "
+                              f"{summary['rollouts']} rollouts in {summary['seconds']:.0f} s")
                     self.save_state()
-                if stop_after is not None and self.step >= stop_after:
-                    break
-                if budget and self.elapsed >= budget:
-                    print(f"\ntime budget of {cfg.time_budget_min} min reached at step {self.step}", flush=True)
-                    break
+                    t_last = time.perf_counter()
+                    finished = bool(budget and self.elapsed >= budget)
         finally:
             bar.close()
             log.close()
         self.save_state()
-        return {"step": self.step, "elapsed_min": round(self.elapsed / 60, 2), **last}
+        return {"step": self.step, "elapsed_min": round(self.elapsed / 60, 2), **self._last}
+
+    def _fit_until_round(self, log, bar, budget: float, stop_after: int | None, t_last: float) -> bool:
+        """Train from self.step; True when the run ends, False when a recovery round is due first."""
+        cfg = self.cfg
+        for step, batch in self.batches.iterate(self.step, cfg.total_steps):
+            if self.recovery_due():
+                return False
+            self._set_stage(self._stage_of(step))
+            for g in self.opt.param_groups:
+                g["lr"] = lr_at(cfg, step, self.progress(step))
+            self._last = self.train_step(batch)
+            self.step = step + 1
+            now = time.perf_counter()
+            self.elapsed += now - t_last
+            t_last = now
+            bar.update(round(self.elapsed / 60, 2) - bar.n if budget else 1)
+            bar.set_postfix_str(f"step {self.step} {self.stage} " + " ".join(f"{k} {v:.3f}" for k, v in self._last.items()))
+            if self.step % cfg.log_every == 0 or self.step == cfg.total_steps:
+                log.write(json.dumps({"step": self.step, "stage": self.stage, "lr": self.opt.param_groups[0]["lr"],
+                                      "elapsed_s": round(self.elapsed, 1), **self._last}) + "\n")
+                log.flush()
+            if self.step % cfg.checkpoint_every == 0:
+                self.save_state()
+            if stop_after is not None and self.step >= stop_after:
+                return True
+            if budget and self.elapsed >= budget:
+                print(f"\ntime budget of {cfg.time_budget_min} min reached at step {self.step}", flush=True)
+                return True
+        return True
 
 
 # ---- CLI ------------------------------------------------------------------------------------
