@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from .reach import reach_stats
 from .runner import SimConfig, SimRunner, success_counts, success_rates, summarise
 from .tasks import SUITES
 
@@ -101,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
               f"p95 {stats['latency_ms_p95']:.0f} ms")
         print(f"TR: mean {stats['tr_mean']:.3f} (min {stats['tr_min']:.3f}, max {stats['tr_max']:.3f}); "
               f"guidance branches computed on {100 * stats['guided_fraction']:.0f} % of replans")
+    if stats.get("reach"):
+        print("reach: " + reach_line(stats["reach"]))
     for e in episodes:
         status = "success" if e["success"] else e["termination"]
         extra = f"  -> {out / e['tr_trace']}" if e.get("tr_trace") else ""
@@ -168,17 +171,22 @@ def run_eval(args: argparse.Namespace) -> int:
                 policy = runner.policy if args.policy == "vam" else None
                 eps.extend(got)
         by_guidance[g] = {"success_rate": success_rates(eps), "counts": success_counts(eps), "per_task": _per_task(eps),
-                          "stats": summarise(eps)}
+                          "stats": summarise(eps),
+                          "reach": {s: reach_stats([e for e in eps if e["suite"] == s]) for s in suites}}
         all_eps.extend(eps)
     results = {"suites": suites, "seeds": seeds, "episodes_per_task": args.episodes_per_task,
                "max_steps": getattr(args, "max_steps", None),
                "guidance": schedules, "success_rate": by_guidance[schedules[0]]["success_rate"],
                "by_guidance": by_guidance,
                "episodes": [{k: e[k] for k in ("suite", "task", "seed", "episode", "guidance", "success", "steps",
-                                                "termination")} | {"tr_summary": e.get("tr_summary")}
+                                                "termination")}
+                            | {"tr_summary": e.get("tr_summary"), "reach": e.get("reach")}
                             for e in all_eps]}
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     table = markdown_table(suites, schedules, by_guidance)
+    reach = reach_table(suites, schedules, by_guidance)
+    table += ("\n\nWhy episodes fail (named object grasped / another object grasped, median closest xy "
+              "approach to the first named object):\n\n" + reach) if reach else ""
     (out / "results.md").write_text(table + "\n")
     print(table)
     print(f"\nresults: {out / 'results.json'}, {out / 'results.md'}")
@@ -190,6 +198,32 @@ def _per_task(eps: list[dict]) -> dict:
     for e in eps:
         by.setdefault(e["suite"], {}).setdefault(str(e["task"]), []).append(bool(e["success"]))
     return {s: {t: round(sum(v) / len(v), 4) for t, v in d.items()} for s, d in by.items()}
+
+
+def reach_line(r: dict) -> str:
+    closest = "-" if r["closest_xy_cm_median"] is None else f"{r['closest_xy_cm_median']:.1f} cm"
+    return (f"named object grasped in {r['grasped_named']}/{r['episodes']} episodes, another object in "
+            f"{r['grasped_other']}/{r['episodes']}, median closest approach {closest}")
+
+
+def reach_table(suites: list[str], schedules: list[str], by_guidance: dict) -> str | None:
+    """Rows: suite; columns: schedule; cells: named grasps k/n, other grasps, median closest approach."""
+    per = {}
+    for g in schedules:
+        for s in suites:
+            per[g, s] = by_guidance[g].get("reach", {}).get(s)
+    if not any(per.values()):
+        return None
+    rows = ["| suite | " + " | ".join(schedules) + " |", "|---|" + "---|" * len(schedules)]
+    for s in suites:
+        cells = []
+        for g in schedules:
+            r = per[g, s]
+            cells.append("-" if r is None else
+                         f"{r['grasped_named']}/{r['episodes']} named, {r['grasped_other']} other, "
+                         + ("-" if r["closest_xy_cm_median"] is None else f"{r['closest_xy_cm_median']:.1f} cm"))
+        rows.append(f"| {s} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 def markdown_table(suites: list[str], schedules: list[str], by_guidance: dict) -> str:

@@ -23,6 +23,7 @@ from vam_stack.config import check
 
 from .env import LiberoMockEnv, make_env
 from .expert import expert_action
+from .reach import ReachTracker, reach_stats
 from .tasks import SUITES, suite_tasks
 
 log = logging.getLogger(__name__)
@@ -172,12 +173,16 @@ class SimRunner:
     def _run_expert(self, env: LiberoMockEnv, obs: dict) -> dict:
         dt = 1.0 / env.control_hz
         step, info = 0, {"termination": None, "success": False}
+        reach = ReachTracker(env)
+        reach.update()
         while not env.done:
             action = expert_action(env)
             self._record_step(step, obs, action, dt)
             obs, _, _, info = env.step(action)
+            reach.update()
             step += 1
-        out = {"success": bool(info["success"]), "steps": step, "termination": info["termination"]}
+        out = {"success": bool(info["success"]), "steps": step, "termination": info["termination"],
+               "reach": reach.summary()}
         self._finish_recording(out | {"suite": env.task.suite, "task": env.task.index, "instruction": env.instruction,
                                       "seed": env.seed, "episode": env.episode}, step, dt)
         return out
@@ -199,6 +204,9 @@ class SimRunner:
         trace.reset()
         dt = 1.0 / env.control_hz
         replans, step, info = [], 0, {"termination": None, "success": False}
+        reach = ReachTracker.for_env(env)
+        if reach is not None:
+            reach.update()
         while not env.done:
             window.push(obs["stacked"])
             trace.label_step(step, env.last_info["phase"])   # computed by reset()/step() already
@@ -218,11 +226,15 @@ class SimRunner:
                 log.error("%s step %d: %s", result["name"], step, e)
                 info = env.last_info
                 break
+            if reach is not None:
+                reach.update()
             step += 1
             if self.progress is not None:
                 self.progress({"step": step, "max_steps": env.max_steps})
         out = {"success": bool(info["success"]), "steps": step, "termination": info["termination"],
                "replans": replans, "inference_errors": execu.errors}
+        if reach is not None:
+            out["reach"] = reach.summary()
         if self.cfg.plots and replans:
             title = f"{result['name']}: {env.instruction} ({'success' if out['success'] else out['termination']})"
             png = save_trace_png(trace, self.out / result["name"] / "tr_trace.png", title=title, end_step=step)
@@ -258,6 +270,7 @@ def summarise(episodes: list[dict]) -> dict:
         "tr_min": float(np.min(trs)) if trs else None,
         "tr_max": float(np.max(trs)) if trs else None,
         "guided_fraction": float(np.mean(guided)) if guided else None,
+        "reach": reach_stats(episodes),
     }
 
 

@@ -53,6 +53,8 @@ def test_sim_tiny_policy_writes_summary_png_and_mcap(tmp_path, capsys):
     for key in ("suite", "task", "instruction", "seed", "success", "steps", "replans"):
         assert key in ep
     assert ep["steps"] == 20 and ep["termination"] == "timeout"
+    assert ep["reach"]["object"] and 0.0 <= ep["reach"]["closest_xy_m"] < 1.0
+    assert "reach: named object grasped in" in text
     assert [r["step"] for r in ep["replans"]] == [0, 10]
     for r in ep["replans"]:
         assert set(r) >= {"step", "tr", "tr0", "s", "w_lang", "w_plan", "branches_computed", "latency_ms"}
@@ -78,6 +80,8 @@ def test_sim_expert_succeeds(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["success_rate"] == {"spatial": 1.0}
     assert all(e["replans"] == [] for e in summary["episodes"])
+    assert summary["stats"]["reach"] == {"episodes": 2, "grasped_named": 2, "grasped_other": 0,
+                                         "closest_xy_cm_median": 0.0}
 
 
 @pytest.mark.sim
@@ -92,3 +96,5 @@ def test_eval_expert_table(tmp_path, capsys):
     assert "| goal |" in md and "expert OOD" in md
     k, n = res["by_guidance"]["expert"]["counts"]["goal"]
     assert n == 10 and f"({k}/10)" in md
+    assert res["by_guidance"]["expert"]["reach"]["goal_ood"]["grasped_named"] == 10
+    assert "| goal_ood | 10/10 named, 0 other, 0.0 cm |" in md

@@ -123,3 +123,16 @@ def test_dataset_extend_rejects_instructions_the_trainer_did_not_embed(root, tmp
     full.extend(one)
     assert len(full) == n + len(one) and full.locate(n) == (10, 0)
     assert isinstance(Batches(full, _cfg(), {}, 17, 17, (224, 448)).p, type(None))
+
+
+@pytest.mark.unit
+def test_train_command_checks_recovery_at_before_loading_data(tmp_path):
+    from vam_stack.cli import main
+
+    out = str(tmp_path / "run")
+    with pytest.raises(ConfigError, match=r"recovery.at.*1.5"):
+        main(["train", "--recovery-at", "0.2,1.5", "--dataset", "no/such/dir", "--out", out])
+    with pytest.raises(ConfigError, match="--recovery-at.*'0.3,x'"):
+        main(["train", "--recovery-at", "0.3,x", "--dataset", "no/such/dir", "--out", out])
+    with pytest.raises(ConfigError, match="increasing"):
+        main(["train", "--recovery-at", "0.5,0.3", "--dataset", "no/such/dir", "--out", out])

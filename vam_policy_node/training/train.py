@@ -33,7 +33,7 @@ import math
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from queue import Empty, Queue
 
@@ -504,6 +504,14 @@ def load_train_config(path: str | Path, overrides: dict) -> TrainConfig:
     return from_dict(TrainConfig, section, f"{path} [train]")
 
 
+def parse_fractions(text: str, name: str) -> tuple[float, ...]:
+    """'0.3, 0.55' -> (0.3, 0.55); '' -> (); anything else is a ConfigError naming the value."""
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"{name}: expected comma-separated numbers, got {text!r}") from None
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from vam_stack.paths import config_dir
 
@@ -515,12 +523,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, help="override train.steps")
     p.add_argument("--time-budget-min", type=float, help="override train.time_budget_min")
     p.add_argument("--seed", type=int, help="override train.seed")
+    p.add_argument("--recovery-at", help="override train.recovery.at: comma-separated progress fractions of the "
+                                         "recovery rounds, e.g. 0.3,0.55 ('' = no rounds)")
     p.add_argument("--ship", help="also copy the final exported weights to this path (e.g. models/tiny.safetensors)")
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_train_config(args.config, {"dataset": args.dataset, "mode": args.mode, "steps": args.steps,
                                           "time_budget_min": args.time_budget_min, "seed": args.seed})
+    if args.recovery_at is not None:
+        cfg = replace(cfg, recovery=replace(cfg.recovery, at=parse_fractions(args.recovery_at, "--recovery-at")))
     trainer = Trainer(cfg, args.out)
     if args.resume:
         trainer.load_state()
