@@ -116,6 +116,7 @@ def test_train_config_validates_and_the_shipped_yaml_loads():
         TrainConfig(mode="both")
     cfg = load_train_config(Path(config_dir()) / "train_tiny.yaml", {"steps": 7})
     assert cfg.steps == 7 and cfg.loss.video_weight == 1.0 and cfg.loss.beta_a == 1.5
+    assert cfg.recovery.at == () and cfg.recovery.weight == 2.0   # the shipped model trained without rounds
     with pytest.raises(ConfigError, match="did you mean"):
         load_train_config(Path(config_dir()) / "train_tiny.yaml", {"stepz": 1})
 
