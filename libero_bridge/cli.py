@@ -200,29 +200,26 @@ def _per_task(eps: list[dict]) -> dict:
     return {s: {t: round(sum(v) / len(v), 4) for t, v in d.items()} for s, d in by.items()}
 
 
+def _closest(r: dict) -> str:
+    return "-" if r["closest_xy_cm_median"] is None else f"{r['closest_xy_cm_median']:.1f} cm"
+
+
 def reach_line(r: dict) -> str:
-    closest = "-" if r["closest_xy_cm_median"] is None else f"{r['closest_xy_cm_median']:.1f} cm"
     return (f"named object grasped in {r['grasped_named']}/{r['episodes']} episodes, another object in "
-            f"{r['grasped_other']}/{r['episodes']}, median closest approach {closest}")
+            f"{r['grasped_other']}/{r['episodes']}, median closest approach {_closest(r)}")
 
 
 def reach_table(suites: list[str], schedules: list[str], by_guidance: dict) -> str | None:
     """Rows: suite; columns: schedule; cells: named grasps k/n, other grasps, median closest approach."""
-    per = {}
-    for g in schedules:
-        for s in suites:
-            per[g, s] = by_guidance[g].get("reach", {}).get(s)
+    per = {(g, s): by_guidance[g].get("reach", {}).get(s) for g in schedules for s in suites}
     if not any(per.values()):
         return None
+
+    def cell(r):
+        return "-" if r is None else f"{r['grasped_named']}/{r['episodes']} named, {r['grasped_other']} other, {_closest(r)}"
+
     rows = ["| suite | " + " | ".join(schedules) + " |", "|---|" + "---|" * len(schedules)]
-    for s in suites:
-        cells = []
-        for g in schedules:
-            r = per[g, s]
-            cells.append("-" if r is None else
-                         f"{r['grasped_named']}/{r['episodes']} named, {r['grasped_other']} other, "
-                         + ("-" if r["closest_xy_cm_median"] is None else f"{r['closest_xy_cm_median']:.1f} cm"))
-        rows.append(f"| {s} | " + " | ".join(cells) + " |")
+    rows += [f"| {s} | " + " | ".join(cell(per[g, s]) for g in schedules) + " |" for s in suites]
     return "\n".join(rows)
 
 

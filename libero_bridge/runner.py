@@ -78,6 +78,27 @@ class FrameWindow:
         return np.stack(buf[:: -self.skip][::-1])                  # [frames, H, W, 3], oldest first
 
 
+class PolicyDriver:
+    """The policy side of the closed loop on the mocked bridge: the frame window feeding a
+    lockstep chunk executor (a new chunk every `execute` steps)."""
+
+    def __init__(self, policy, instruction: str):
+        from vam_policy_node.executor import ChunkExecutor, libero_config
+
+        spec = policy.spec
+        if spec.action_type != "eef_delta" or spec.action_dim != 7:
+            raise ValueError(f"the mocked LIBERO bridge needs a 7-dim eef_delta policy, got "
+                             f"{spec.action_dim}-dim {spec.action_type!r} (preset {policy.mcfg.name!r})")
+        self.executor = ChunkExecutor(policy, libero_config(chunk=spec.chunk, execute=spec.execute, rate_hz=spec.rate_hz))
+        self.executor.reset(instruction=instruction)
+        self.window = FrameWindow(spec.frames, policy.mcfg.robot.frame_skip)
+
+    def act(self, obs: dict):
+        """Push the observation's frame; returns (action [7], executor StepInfo)."""
+        self.window.push(obs["stacked"])
+        return self.executor.next_action({"frames": self.window.window(), "proprio": obs["proprio"]})
+
+
 def episode_name(suite: str, task: int, episode: int, seed: int) -> str:
     return f"{suite}_t{task:02d}_e{episode:03d}_s{seed}"
 
@@ -190,16 +211,7 @@ class SimRunner:
     def _run_vam(self, env: LiberoMockEnv, obs: dict, result: dict) -> dict:
         from tr_monitor_node.plot import save_trace_png
         from tr_monitor_node.trace import TRTrace
-        from vam_policy_node.executor import ChunkExecutor, libero_config
-
-        p = self.policy
-        spec = p.spec
-        if spec.action_type != "eef_delta" or spec.action_dim != 7:
-            raise ValueError(f"the mocked LIBERO bridge needs a 7-dim eef_delta policy, got "
-                             f"{spec.action_dim}-dim {spec.action_type!r} (preset {p.mcfg.name!r})")
-        execu = ChunkExecutor(p, libero_config(chunk=spec.chunk, execute=spec.execute, rate_hz=spec.rate_hz))
-        execu.reset(instruction=env.instruction)
-        window = FrameWindow(spec.frames, p.mcfg.robot.frame_skip)
+        driver = PolicyDriver(self.policy, env.instruction)
         trace = TRTrace()
         trace.reset()
         dt = 1.0 / env.control_hz
@@ -208,9 +220,8 @@ class SimRunner:
         if reach is not None:
             reach.update()
         while not env.done:
-            window.push(obs["stacked"])
             trace.label_step(step, env.last_info["phase"])   # computed by reset()/step() already
-            action, sinfo = execu.next_action({"frames": window.window(), "proprio": obs["proprio"]})
+            action, sinfo = driver.act(obs)
             if sinfo.error:
                 log.error("%s step %d: inference failed: %s (holding)", result["name"], step, sinfo.error)
             if sinfo.replanned and sinfo.telemetry is not None:
@@ -232,7 +243,7 @@ class SimRunner:
             if self.progress is not None:
                 self.progress({"step": step, "max_steps": env.max_steps})
         out = {"success": bool(info["success"]), "steps": step, "termination": info["termination"],
-               "replans": replans, "inference_errors": execu.errors}
+               "replans": replans, "inference_errors": driver.executor.errors}
         if reach is not None:
             out["reach"] = reach.summary()
         if self.cfg.plots and replans:

@@ -41,7 +41,7 @@ def test_takeover_steps_are_distinct_replan_boundaries_in_range():
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("kw,match", [({"at": (0.5, 0.3)}, "increasing"), ({"at": (1.0,)}, "at"),
+@pytest.mark.parametrize("kw,match", [({"at": (0.5, 0.3)}, "increasing"), ({"at": (1.0,)}, r"\(0, 1\)"),
                                       ({"weight": 0.0}, "weight"), ({"takeovers": 0}, "takeovers"),
                                       ({"first_takeover": 30, "last_takeover": 20}, "first_takeover"),
                                       ({"guidance": "cfg"}, "'cfg'")])
@@ -122,7 +122,7 @@ def test_dataset_extend_rejects_instructions_the_trainer_did_not_embed(root, tmp
     n = len(full)
     full.extend(one)
     assert len(full) == n + len(one) and full.locate(n) == (10, 0)
-    assert isinstance(Batches(full, _cfg(), {}, 17, 17, (224, 448)).p, type(None))
+    assert Batches(full, _cfg(), {}, 17, 17, (224, 448)).p is None       # no recovery episodes: uniform
 
 
 @pytest.mark.unit

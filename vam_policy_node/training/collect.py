@@ -21,7 +21,14 @@ from pathlib import Path
 
 from vam_stack.config import check
 
-from .dataset import compute_stats, write_episode, write_meta
+from .dataset import DatasetWriter
+
+# what every dataset recorded on the mocked LIBERO bridge says about itself (meta/info.json)
+BRIDGE_INFO = {"fps": 10.0, "robot": "mocked LIBERO (libero_bridge)", "frame_shape": [224, 448, 3],
+               "action_dim": 7, "proprio_dim": 8,
+               "features": {"frames": "PNG, stacked agentview|wrist RGB", "proprio": "tcp xyz, axis-angle, fingers",
+                            "actions": "eef delta xyz, rot xyz, gripper (+1 close)",
+                            "phase": "0 planning, 1 manipulation"}}
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,7 @@ def collect(cfg: CollectConfig, out: str | Path, progress=None) -> dict:
         if not (root / "meta" / "info.json").is_file() and any(root.iterdir()):
             raise FileExistsError(f"{str(root)!r} exists and is not a dataset; refusing to overwrite it")
         shutil.rmtree(root)
-    metas, arrays = [], {"action": [], "proprio": []}
+    writer = DatasetWriter(root)
     attempts = failures = 0
     t0 = time.perf_counter()
     for suite in cfg.suites:
@@ -71,25 +78,19 @@ def collect(cfg: CollectConfig, out: str | Path, progress=None) -> dict:
                     failures += 1
                     if not cfg.keep_failures:
                         continue
-                metas.append(write_episode(root, len(metas), demo))
-                arrays["action"].append(demo.actions)
-                arrays["proprio"].append(demo.proprio)
+                writer.add(demo)
                 kept += 1
                 if progress is not None:
                     progress(suite, task, kept)
             if kept < cfg.episodes_per_task:
                 raise RuntimeError(f"collect: the expert succeeded only {kept} times in {e} episodes of "
                                    f"{suite} task {task}; cannot reach {cfg.episodes_per_task}")
-    info = {"fps": 10.0, "robot": "mocked LIBERO (libero_bridge)", "frame_shape": [224, 448, 3],
-            "action_dim": 7, "proprio_dim": 8, "suites": list(cfg.suites), "seed": cfg.seed,
-            "episodes_per_task": cfg.episodes_per_task, "noise": cfg.noise, "noise_every": cfg.noise_every,
-            "expert_attempts": attempts, "expert_failures": failures,
-            "expert_success_rate": round(1.0 - failures / max(attempts, 1), 4),
-            "collect_s": round(time.perf_counter() - t0, 1),
-            "features": {"frames": "PNG, stacked agentview|wrist RGB", "proprio": "tcp xyz, axis-angle, fingers",
-                         "actions": "eef delta xyz, rot xyz, gripper (+1 close)", "phase": "0 planning, 1 manipulation"}}
-    write_meta(root, metas, compute_stats(arrays), info)
-    return info | {"total_episodes": len(metas), "total_frames": int(sum(m["length"] for m in metas))}
+    info = BRIDGE_INFO | {
+        "suites": list(cfg.suites), "seed": cfg.seed, "episodes_per_task": cfg.episodes_per_task,
+        "noise": cfg.noise, "noise_every": cfg.noise_every, "expert_attempts": attempts, "expert_failures": failures,
+        "expert_success_rate": round(1.0 - failures / max(attempts, 1), 4), "collect_s": round(time.perf_counter() - t0, 1)}
+    writer.close(info)
+    return info | {"total_episodes": len(writer.metas), "total_frames": writer.frames}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

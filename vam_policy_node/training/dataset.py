@@ -101,18 +101,40 @@ def write_meta(root: Path, episodes: list[dict], stats: dict, info: dict) -> Non
     (meta / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
 
 
+class DatasetWriter:
+    """Writes episodes one at a time (frames never all in memory), then the meta files with the
+    statistics of every frame written."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.metas: list[dict] = []
+        self._arrays: dict[str, list[np.ndarray]] = {"action": [], "proprio": []}
+
+    def add(self, demo, **extra) -> dict:
+        """Write one rendered `Demo` as the next episode; `extra` joins its episodes.jsonl line."""
+        meta = write_episode(self.root, len(self.metas), demo) | extra
+        self.metas.append(meta)
+        self._arrays["action"].append(demo.actions)
+        self._arrays["proprio"].append(demo.proprio)
+        return meta
+
+    @property
+    def frames(self) -> int:
+        return int(sum(m["length"] for m in self.metas))
+
+    def close(self, info: dict) -> Path:
+        if not self.metas:
+            raise DatasetError(f"{self.root}: no demonstrations to write")
+        write_meta(self.root, self.metas, compute_stats(self._arrays), info)
+        return self.root
+
+
 def write_dataset(root: str | Path, demos, info: dict | None = None) -> Path:
     """Write an iterable of rendered `Demo`s as a complete dataset (episodes, stats, meta)."""
-    root = Path(root)
-    metas, arrays = [], {"action": [], "proprio": []}
+    writer = DatasetWriter(root)
     for demo in demos:
-        metas.append(write_episode(root, len(metas), demo))
-        arrays["action"].append(demo.actions)
-        arrays["proprio"].append(demo.proprio)
-    if not metas:
-        raise DatasetError(f"{root}: no demonstrations to write")
-    write_meta(root, metas, compute_stats(arrays), info or {})
-    return root
+        writer.add(demo)
+    return writer.close(info or {})
 
 
 @dataclass

@@ -31,7 +31,8 @@ import numpy as np
 
 from vam_stack.config import check
 
-GUIDANCE = ("none", "flat", "tr_adaptive")
+from ..guidance import SCHEDULES
+
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class RecoveryConfig:
               f"{self.last_takeover!r}")
         check(self.seed >= 0, f"train.recovery.seed must be >= 0, got {self.seed!r}")
         check(self.weight > 0 and math.isfinite(self.weight), f"train.recovery.weight must be > 0, got {self.weight!r}")
-        check(self.guidance in GUIDANCE, f"train.recovery.guidance must be one of {GUIDANCE}, got {self.guidance!r}")
+        check(self.guidance in SCHEDULES, f"train.recovery.guidance must be one of {SCHEDULES}, got {self.guidance!r}")
 
 
 def takeover_steps(cfg: RecoveryConfig, execute: int, rng: np.random.Generator) -> list[int]:
@@ -78,19 +79,11 @@ def recovery_segments(policy, suite: str, task: int, episode: int, seed: int, ta
     "expert_failures": n}.
     """
     from libero_bridge import make_env, record_expert
-    from libero_bridge.runner import FrameWindow
+    from libero_bridge.runner import PolicyDriver
 
-    from ..executor import ChunkExecutor, libero_config
-
-    spec = policy.spec
-    if spec.action_type != "eef_delta" or spec.action_dim != 7:
-        raise ValueError(f"recovery rollouts need a 7-dim eef_delta policy, got {spec.action_dim}-dim "
-                         f"{spec.action_type!r}")
     env = make_env(suite, task, episode, seed, render=True)
     obs = env.reset()
-    execu = ChunkExecutor(policy, libero_config(chunk=spec.chunk, execute=spec.execute, rate_hz=spec.rate_hz))
-    execu.reset(instruction=env.instruction)
-    window = FrameWindow(spec.frames, policy.mcfg.robot.frame_skip)
+    driver = PolicyDriver(policy, env.instruction)
     pending = sorted(set(takeovers))
     snapshots, step = [], 0
     while not env.done and pending:
@@ -99,8 +92,7 @@ def recovery_segments(policy, suite: str, task: int, episode: int, seed: int, ta
             pending.pop(0)
             if not pending:
                 break
-        window.push(obs["stacked"])
-        action, _ = execu.next_action({"frames": window.window(), "proprio": obs["proprio"]})
+        action, _ = driver.act(obs)
         obs, _, _, _ = env.step(action.astype(np.float32))
         step += 1
     out = {"demos": [], "takeover_steps": [], "policy_steps": step, "policy_termination": env.termination,
@@ -123,13 +115,12 @@ def collect_round(policy, cfg: RecoveryConfig, suites: list[str], round_index: i
     (seed id `cfg.seed`), so every round sees new states; takeover steps are drawn from a
     generator seeded with (seed, round, task, e).
     """
-    from .dataset import compute_stats, write_episode, write_meta
+    from .collect import BRIDGE_INFO
+    from .dataset import DatasetWriter
 
-    root = Path(out)
+    writer = DatasetWriter(out)
     execute = policy.spec.execute
-    metas, arrays = [], {"action": [], "proprio": []}
-    rollouts = segments = expert_failures = 0
-    policy_success = 0
+    rollouts = expert_failures = policy_success = 0
     t0 = time.perf_counter()
     total = len(suites) * 10 * cfg.episodes_per_task
     for suite in suites:
@@ -142,26 +133,17 @@ def collect_round(policy, cfg: RecoveryConfig, suites: list[str], round_index: i
                 policy_success += res["policy_termination"] == "success"
                 expert_failures += res["expert_failures"]
                 for demo, k in zip(res["demos"], res["takeover_steps"]):
-                    meta = write_episode(root, len(metas), demo)
-                    meta |= {"source": "recovery", "takeover_step": k, "round": round_index}
-                    metas.append(meta)
-                    arrays["action"].append(demo.actions)
-                    arrays["proprio"].append(demo.proprio)
-                    segments += 1
+                    writer.add(demo, source="recovery", takeover_step=k, round=round_index)
                 if progress is not None:
                     progress(rollouts, total)
-    if not metas:
+    if not writer.metas:
         raise RuntimeError(f"recovery round {round_index}: no expert takeover finished its task in {rollouts} "
                            f"rollouts ({expert_failures} expert failures); nothing to learn from")
-    info = {"fps": 10.0, "robot": "mocked LIBERO (libero_bridge)", "frame_shape": [224, 448, 3],
-            "action_dim": 7, "proprio_dim": 8, "suites": list(suites), "seed": cfg.seed,
-            "source": "recovery", "round": round_index, "rollouts": rollouts,
-            "policy_success_before_takeover": policy_success, "expert_failures": expert_failures,
-            "collect_s": round(time.perf_counter() - t0, 1)}
-    write_meta(root, metas, compute_stats(arrays), info)
-    return {"round": round_index, "rollouts": rollouts, "episodes": segments, "frames": int(sum(m["length"] for m in metas)),
-            "policy_success_before_takeover": policy_success, "expert_failures": expert_failures,
-            "seconds": round(time.perf_counter() - t0, 1)}
+    summary = {"round": round_index, "rollouts": rollouts, "episodes": len(writer.metas), "frames": writer.frames,
+               "policy_success_before_takeover": policy_success, "expert_failures": expert_failures,
+               "seconds": round(time.perf_counter() - t0, 1)}
+    writer.close(BRIDGE_INFO | {"suites": list(suites), "seed": cfg.seed, "source": "recovery"} | summary)
+    return summary
 
 
 __all__ = ["RecoveryConfig", "collect_round", "recovery_segments", "takeover_steps"]
