@@ -7,11 +7,11 @@ import sys
 import time
 from pathlib import Path
 
+from vam_policy_node.guidance import SCHEDULES as GUIDANCE
+
 from .reach import reach_stats
 from .runner import SimConfig, SimRunner, success_counts, success_rates, summarise
 from .tasks import SUITES
-
-GUIDANCE = ("none", "flat", "tr_adaptive")
 
 
 def _weights_notice(runner: SimRunner) -> str:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from libero_bridge import rollout_expert
-from vam_policy_node.training.collect import CollectConfig, collect
+from vam_policy_node.training.collect import CollectConfig, _task_attempts, collect
 from vam_policy_node.training.dataset import Dataset, DatasetError, write_dataset
 from vam_stack.config import ConfigError
 
@@ -75,6 +75,28 @@ def test_collect_config_validates():
         CollectConfig(suites=("nope",))
     with pytest.raises(ConfigError, match="-1"):
         CollectConfig(episodes_per_task=-1)
+    with pytest.raises(ConfigError, match="workers must be >= 1, got 0"):
+        CollectConfig(workers=0)
+
+
+@pytest.mark.unit
+def test_attempt_waves_keep_what_a_one_by_one_loop_keeps():
+    fails = {1, 2, 5}                                     # attempts the "expert" fails
+    calls = []
+
+    def run(jobs):
+        calls.append([j[2] for j in jobs])
+        return [(j[2] not in fails, None if j[2] in fails else f"ep{j[2]}") for j in jobs]
+
+    cfg = CollectConfig(episodes_per_task=4, noise=0.1, noise_every=2)
+    out = list(_task_attempts(cfg, "goal", 3, run))
+    assert [o[0] for o in out] == ["ep0", "ep3", "ep4", "ep6"]          # the first 4 successes in order
+    assert calls == [[0, 1, 2, 3], [4, 5], [6]]                        # waves sized to what is missing
+    assert out[-1][1:] == (7, 3)                                        # 7 attempts, 3 failures
+    assert [cfg.noise_of(e) for e in range(4)] == [0.0, 0.1, 0.0, 0.1]
+    fails.update(range(6, 100))
+    with pytest.raises(RuntimeError, match="succeeded only 3 times in 12 episodes of goal task 3"):
+        list(_task_attempts(cfg, "goal", 3, run))
 
 
 @pytest.mark.sim
@@ -85,6 +107,13 @@ def test_collect_small(tmp_path):
     data = Dataset(tmp_path / "d")
     assert len(data.instructions) == 10
     assert {e.meta["task"] for e in data.episodes} == set(range(10))
+    par = collect(CollectConfig(suites=("goal",), episodes_per_task=1, seed=3, noise=0.1, noise_every=1,
+                                workers=2), tmp_path / "p")
+    assert par["total_episodes"] == 10
+    for a, b in zip(sorted((tmp_path / "d").rglob("*")), sorted((tmp_path / "p").rglob("*"))):
+        assert a.relative_to(tmp_path / "d") == b.relative_to(tmp_path / "p")
+        if a.is_file() and a.name != "info.json":                      # info.json holds the wall time
+            assert a.read_bytes() == b.read_bytes(), a.name
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "file.txt").write_text("x")
     with pytest.raises(FileExistsError, match="not a dataset"):

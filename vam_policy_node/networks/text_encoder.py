@@ -70,3 +70,54 @@ class TextEncoder:
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
         return emb
+
+
+# ---- precomputed embeddings (machines without the encoder's weights) -----------------------
+def save_text_embeddings(path: str | Path, spec: str, embeddings: dict[str, torch.Tensor]) -> Path:
+    """Write {instruction: [1, L, F]} as one safetensors file; the metadata names the encoder
+    spec and the instructions in key order."""
+    import json
+
+    from safetensors.torch import save_file
+
+    if not embeddings:
+        raise ValueError("save_text_embeddings: no instructions to save")
+    names = sorted(embeddings)
+    tensors = {f"t{i:04d}": embeddings[n].detach().float().contiguous().cpu() for i, n in enumerate(names)}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(path), metadata={"text_encoder": spec, "instructions": json.dumps(names)})
+    return path
+
+
+def load_text_embeddings(path: str | Path, spec: str, max_tokens: int, dim: int) -> dict[str, torch.Tensor]:
+    """Read a `save_text_embeddings` file, checking that the same encoder made it and that every
+    embedding is [1, max_tokens, dim]."""
+    import json
+
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"text embeddings file {str(path)!r} not found (write it with "
+                                f"`vam-stack train --write-text-embeddings FILE` where the encoder is installed)")
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+        if meta.get("text_encoder") != spec:
+            raise ValueError(f"{path}: embeddings were made with text encoder {meta.get('text_encoder')!r}, "
+                             f"the config asks for {spec!r}")
+        try:
+            names = json.loads(meta["instructions"])
+        except (KeyError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: metadata 'instructions' is missing or not a JSON list ({e})") from None
+        out = {}
+        for i, name in enumerate(names):
+            key = f"t{i:04d}"
+            if key not in f.keys():
+                raise ValueError(f"{path}: tensor {key!r} of instruction {name!r} is missing")
+            t = f.get_tensor(key)
+            if tuple(t.shape) != (1, max_tokens, dim):
+                raise ValueError(f"{path}: embedding of {name!r} has shape {tuple(t.shape)}, "
+                                 f"expected (1, {max_tokens}, {dim})")
+            out[name] = t
+    return out

@@ -7,7 +7,9 @@ that evaluation does not use (evaluation runs seed 0 by default), so training an
 states differ. `--noise` perturbs the expert's translation (Gaussian, in action units) on
 every `--noise-every`-th episode for state diversity; the recorded action is the perturbed
 one that was executed. Failed expert episodes are skipped unless `--keep-failures`.
-The format is documented in `dataset.py`.
+The format is documented in `dataset.py`. `--workers N` runs the expert and the PNG encoding
+in N processes; episodes are still tried in order within each task and written in the
+sequential order, so the dataset is byte-identical for any N.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from vam_stack.config import check
 
-from .dataset import DatasetWriter
+from .dataset import DatasetWriter, EncodedDemo, encode_demo
 
 # what every dataset recorded on the mocked LIBERO bridge says about itself (meta/info.json)
 BRIDGE_INFO = {"fps": 10.0, "robot": "mocked LIBERO (libero_bridge)", "frame_shape": [224, 448, 3],
@@ -40,6 +42,7 @@ class CollectConfig:
     noise_every: int = 2                  # perturb every n-th episode (1 = all), the rest are clean
     keep_failures: bool = False           # also store episodes the expert failed
     max_attempts_factor: int = 3          # try at most this x episodes per task to reach the count
+    workers: int = 1                      # processes running the expert + PNG encoding (output identical for any)
 
     def __post_init__(self):
         from libero_bridge import SUITES
@@ -52,11 +55,45 @@ class CollectConfig:
         check(0.0 <= self.noise <= 1.0, f"collect: noise must be in [0, 1] action units, got {self.noise!r}")
         check(self.noise_every >= 1, f"collect: noise_every must be >= 1, got {self.noise_every!r}")
         check(self.max_attempts_factor >= 1, f"collect: max_attempts_factor must be >= 1, got {self.max_attempts_factor!r}")
+        check(self.workers >= 1, f"collect: workers must be >= 1, got {self.workers!r}")
+
+    def noise_of(self, episode: int) -> float:
+        """Expert translation noise of attempt `episode` of a task."""
+        hit = self.noise > 0 and episode % self.noise_every == self.noise_every - 1
+        return self.noise if hit else 0.0
+
+
+def expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
+    """(suite, task, episode, seed, noise, keep) -> (success, stored form or None when not kept)."""
+    from libero_bridge import rollout_expert
+
+    suite, task, episode, seed, noise, keep = job
+    demo = rollout_expert(suite, task, episode, seed, render=True, noise=noise)
+    return demo.success, (encode_demo(demo) if demo.success or keep else None)
+
+
+def _task_attempts(cfg: CollectConfig, suite: str, task: int, run):
+    """Yield the kept (stored-form) episodes of one task in attempt order. Attempts run in waves
+    (as many as are still missing), so the kept set is the one a one-by-one loop would keep."""
+    kept, tried, failures = 0, 0, 0
+    limit = cfg.episodes_per_task * cfg.max_attempts_factor
+    while kept < cfg.episodes_per_task and tried < limit:
+        wave = range(tried, min(limit, tried + cfg.episodes_per_task - kept))
+        jobs = [(suite, task, e, cfg.seed, cfg.noise_of(e), cfg.keep_failures) for e in wave]
+        for success, enc in run(jobs):
+            tried += 1
+            failures += not success
+            if enc is not None and kept < cfg.episodes_per_task:
+                kept += 1
+                yield enc, tried, failures
+    if kept < cfg.episodes_per_task:
+        raise RuntimeError(f"collect: the expert succeeded only {kept} times in {tried} episodes of "
+                           f"{suite} task {task}; cannot reach {cfg.episodes_per_task}")
 
 
 def collect(cfg: CollectConfig, out: str | Path, progress=None) -> dict:
     """Record the demonstrations into `out` (replaced if it exists); returns the info dict."""
-    from libero_bridge import rollout_expert
+    import multiprocessing as mp
 
     root = Path(out)
     if root.exists():
@@ -66,25 +103,22 @@ def collect(cfg: CollectConfig, out: str | Path, progress=None) -> dict:
     writer = DatasetWriter(root)
     attempts = failures = 0
     t0 = time.perf_counter()
-    for suite in cfg.suites:
-        for task in range(10):
-            kept, e = 0, 0
-            while kept < cfg.episodes_per_task and e < cfg.episodes_per_task * cfg.max_attempts_factor:
-                noise = cfg.noise if (cfg.noise > 0 and e % cfg.noise_every == cfg.noise_every - 1) else 0.0
-                demo = rollout_expert(suite, task, e, cfg.seed, render=True, noise=noise)
-                attempts += 1
-                e += 1
-                if not demo.success:
-                    failures += 1
-                    if not cfg.keep_failures:
-                        continue
-                writer.add(demo)
-                kept += 1
-                if progress is not None:
-                    progress(suite, task, kept)
-            if kept < cfg.episodes_per_task:
-                raise RuntimeError(f"collect: the expert succeeded only {kept} times in {e} episodes of "
-                                   f"{suite} task {task}; cannot reach {cfg.episodes_per_task}")
+    pool = mp.get_context("spawn").Pool(cfg.workers) if cfg.workers > 1 else None
+    run = (lambda jobs: pool.imap(expert_episode, jobs)) if pool else (lambda jobs: map(expert_episode, jobs))
+    try:
+        for suite in cfg.suites:
+            for task in range(10):
+                tried = fails = kept = 0
+                for enc, tried, fails in _task_attempts(cfg, suite, task, run):
+                    writer.add(enc)
+                    kept += 1
+                    if progress is not None:
+                        progress(suite, task, kept)
+                attempts += tried
+                failures += fails
+    finally:
+        if pool is not None:
+            pool.terminate()
     info = BRIDGE_INFO | {
         "suites": list(cfg.suites), "seed": cfg.seed, "episodes_per_task": cfg.episodes_per_task,
         "noise": cfg.noise, "noise_every": cfg.noise_every, "expert_attempts": attempts, "expert_failures": failures,
@@ -100,6 +134,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise", type=float, default=0.1, help="expert translation noise std (action units)")
     p.add_argument("--noise-every", type=int, default=2, help="perturb every n-th episode")
     p.add_argument("--keep-failures", action="store_true")
+    p.add_argument("--workers", type=int, default=1, help="processes (the dataset is identical for any number)")
     p.add_argument("--out", required=True, help="dataset directory (replaced if it is a dataset)")
 
 
@@ -108,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = CollectConfig(suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
                         episodes_per_task=args.episodes_per_task, seed=args.seed, noise=args.noise,
-                        noise_every=args.noise_every, keep_failures=args.keep_failures)
+                        noise_every=args.noise_every, keep_failures=args.keep_failures, workers=args.workers)
     bar = tqdm(total=len(cfg.suites) * 10 * cfg.episodes_per_task, unit="ep", desc="collect", file=sys.stdout)
     info = collect(cfg, args.out, progress=lambda s, t, k: (bar.set_postfix_str(f"{s} task {t}"), bar.update(1)))
     bar.close()

@@ -61,24 +61,42 @@ def episode_path(root: Path, index: int) -> Path:
     return root / "data" / f"chunk-{index // CHUNK_EPISODES:03d}" / f"episode_{index:06d}.npz"
 
 
-def write_episode(root: Path, index: int, demo) -> dict:
-    """Write one `libero_bridge.Demo` (rendered) as episode `index`; returns its metadata line."""
+@dataclass
+class EncodedDemo:
+    """One demonstration in its stored form: the episode file's arrays (frames as PNG) and its
+    metadata. Small (~8 kB a frame), so worker processes can hand it back cheaply."""
+
+    arrays: dict[str, np.ndarray]   # proprio, actions, phase, frame_offsets, frames_png (the npz members)
+    meta: dict                      # suite, task, episode, seed, instruction, length, success
+
+
+def encode_demo(demo) -> EncodedDemo:
+    """A rendered `libero_bridge.Demo` -> its stored form (checks frames and phase labels)."""
+    name = f"{demo.suite} task {demo.task} episode {demo.episode}"
     if demo.stacked is None:
-        raise DatasetError(f"episode {index}: the demo was recorded without rendering (no frames)")
+        raise DatasetError(f"{name}: the demo was recorded without rendering (no frames)")
     bad = sorted(set(demo.phases) - set(PHASE_CODES))
     if bad:
-        raise DatasetError(f"episode {index}: unknown phase labels {bad}")
+        raise DatasetError(f"{name}: unknown phase labels {bad}")
     blobs = [encode_frame(f) for f in demo.stacked]
     offsets = np.zeros(len(blobs) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(b) for b in blobs])
+    arrays = {"proprio": demo.proprio.astype(np.float32), "actions": demo.actions.astype(np.float32),
+              "phase": np.array([PHASE_CODES[p] for p in demo.phases], dtype=np.uint8),
+              "frame_offsets": offsets, "frames_png": np.frombuffer(b"".join(blobs), dtype=np.uint8)}
+    meta = {"suite": demo.suite, "task": demo.task, "episode": demo.episode, "seed": demo.seed,
+            "instruction": demo.instruction, "length": len(demo), "success": bool(demo.success)}
+    return EncodedDemo(arrays, meta)
+
+
+def write_episode(root: Path, index: int, demo) -> dict:
+    """Write one rendered `libero_bridge.Demo` (or its `EncodedDemo`) as episode `index`; returns
+    its metadata line."""
+    enc = demo if isinstance(demo, EncodedDemo) else encode_demo(demo)
     path = episode_path(root, index)
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, proprio=demo.proprio.astype(np.float32), actions=demo.actions.astype(np.float32),
-             phase=np.array([PHASE_CODES[p] for p in demo.phases], dtype=np.uint8),
-             frame_offsets=offsets, frames_png=np.frombuffer(b"".join(blobs), dtype=np.uint8))
-    return {"index": index, "suite": demo.suite, "task": demo.task, "episode": demo.episode, "seed": demo.seed,
-            "instruction": demo.instruction, "length": len(demo), "success": bool(demo.success),
-            "file": str(path.relative_to(root))}
+    np.savez(path, **enc.arrays)
+    return {"index": index, **enc.meta, "file": str(path.relative_to(root))}
 
 
 def compute_stats(arrays: dict[str, list[np.ndarray]]) -> dict[str, list[float]]:
@@ -111,11 +129,13 @@ class DatasetWriter:
         self._arrays: dict[str, list[np.ndarray]] = {"action": [], "proprio": []}
 
     def add(self, demo, **extra) -> dict:
-        """Write one rendered `Demo` as the next episode; `extra` joins its episodes.jsonl line."""
-        meta = write_episode(self.root, len(self.metas), demo) | extra
+        """Write one rendered `Demo` (or `EncodedDemo`) as the next episode; `extra` joins its
+        episodes.jsonl line."""
+        enc = demo if isinstance(demo, EncodedDemo) else encode_demo(demo)
+        meta = write_episode(self.root, len(self.metas), enc) | extra
         self.metas.append(meta)
-        self._arrays["action"].append(demo.actions)
-        self._arrays["proprio"].append(demo.proprio)
+        self._arrays["action"].append(enc.arrays["actions"])
+        self._arrays["proprio"].append(enc.arrays["proprio"])
         return meta
 
     @property
@@ -145,12 +165,29 @@ class Episode:
     phase: np.ndarray        # [T] uint8
     offsets: np.ndarray      # [T + 1]
     blob: np.ndarray         # concatenated PNG bytes
+    decoded: np.ndarray | None = None  # [T, H, W, 3] uint8 once `Dataset.cache_frames` ran
 
     def __len__(self) -> int:
         return len(self.actions)
 
     def frame(self, t: int) -> np.ndarray:
+        if self.decoded is not None:
+            return self.decoded[t]
         return decode_frame(self.blob[self.offsets[t]: self.offsets[t + 1]])
+
+    def decode_all(self) -> np.ndarray:
+        return np.stack([decode_frame(self.blob[self.offsets[t]: self.offsets[t + 1]]) for t in range(len(self))])
+
+
+def available_memory() -> int | None:
+    """Bytes the kernel reports as available (/proc/meminfo MemAvailable); None where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 class Dataset:
@@ -194,6 +231,27 @@ class Dataset:
         self.episodes.extend(other.episodes)
         lengths = np.array([len(e) for e in self.episodes])
         self._cum = np.concatenate([[0], np.cumsum(lengths)])
+
+    def cache_frames(self, threads: int = 1, progress=None, max_fraction: float = 0.8) -> int:
+        """Decode every frame not yet decoded into memory (PNG decoding releases the GIL, so
+        `threads` decode in parallel); returns the bytes held. Refuses, before decoding anything,
+        when the frames would take more than `max_fraction` of the available memory."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        todo = [e for e in self.episodes if e.decoded is None]
+        shape = tuple(self.info.get("frame_shape", (224, 448, 3)))
+        need = int(sum(len(e) for e in todo) * np.prod(shape))
+        avail = available_memory()
+        if avail is not None and need > max_fraction * avail:
+            raise MemoryError(f"{self.root}: caching {sum(len(e) for e in todo)} decoded frames needs "
+                              f"{need / 2**30:.1f} GiB, more than {max_fraction:.0%} of the "
+                              f"{avail / 2**30:.1f} GiB available; turn train.cache_frames off")
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            for e, frames in zip(todo, pool.map(Episode.decode_all, todo)):
+                e.decoded = frames
+                if progress is not None:
+                    progress(len(e))
+        return int(sum(e.decoded.nbytes for e in self.episodes if e.decoded is not None))
 
     def __len__(self) -> int:
         """Number of training samples (one per recorded step)."""

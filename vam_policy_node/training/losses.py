@@ -15,8 +15,9 @@ Joint: L = L_action + lambda L_video with lambda = 1. Stage 1 of two-stage: L_vi
 Stage 2: the DiT is frozen; `frozen_features` computes block-k features without gradients
 (stopping after block k) and `action_loss` trains the head on them.
 
-Randomness comes from an explicit `torch.Generator`, so a step's noise is a function of the
-seed and the step index (exact resume). Beta(1.5, 1) has CDF x^1.5, so it is sampled by
+Randomness comes from an explicit CPU `torch.Generator`, so a step's noise is a function of the
+seed and the step index (exact resume) and the same on every device (draws are moved to the
+batch's device). Beta(1.5, 1) has CDF x^1.5, so it is sampled by
 inversion: u^(1/1.5).
 """
 from __future__ import annotations
@@ -80,7 +81,7 @@ def sample_sigma_a(b: int, beta_a: float, gen: torch.Generator) -> torch.Tensor:
 def project_text(model: VideoActionModel, text_raw: torch.Tensor, dropout: float, gen: torch.Generator) -> torch.Tensor:
     """Raw prompt embeddings [B,L,text_in] -> projected [B,L,text_dim], zeroing whole prompts with p=dropout."""
     if dropout > 0:
-        keep = (torch.rand(text_raw.shape[0], generator=gen) >= dropout).to(text_raw.dtype)
+        keep = (torch.rand(text_raw.shape[0], generator=gen) >= dropout).to(text_raw.device, text_raw.dtype)
         text_raw = text_raw * keep[:, None, None]
     return model.dit.project_text(text_raw)
 
@@ -95,12 +96,12 @@ def noisy_video(model: VideoActionModel, z: torch.Tensor, sigma: torch.Tensor, g
     """Noised latents with the clean anchor, the anchor mask, per-frame sigmas and the velocity target."""
     b, c, t, h, w = z.shape
     x0 = z.detach() if detach_target else z
-    eps = torch.randn(z.shape, generator=gen, dtype=z.dtype)
+    eps = torch.randn(z.shape, generator=gen).to(z.device, z.dtype)       # drawn on the CPU generator
     s = sigma.view(b, 1, 1, 1, 1)
     x = (1 - s) * x0 + s * eps                                           # [B, C, T, h, w]
     mask = anchor_mask(t, b, h, w, z.device).to(z.dtype)                 # [B, 1, T, h, w]
     x = mask * z[:, :, :1] + (1 - mask) * x                              # anchor frame clean (keeps its gradient)
-    is_anchor = torch.zeros(t, dtype=torch.bool)
+    is_anchor = torch.zeros(t, dtype=torch.bool, device=z.device)
     is_anchor[0] = True
     return x, mask, model.dit.frame_sigmas(sigma, is_anchor), eps - x0
 
@@ -123,8 +124,8 @@ def action_loss(model: VideoActionModel, feats: torch.Tensor, sigma_v: torch.Ten
     if samples > 1:
         cache = [LayerCache(c.k.repeat_interleave(samples, 0), c.v.repeat_interleave(samples, 0)) for c in cache]
         a0 = a0.repeat_interleave(samples, 0)                            # [B*K, A, D]
-    eps = torch.randn(a0.shape, generator=gen, dtype=a0.dtype)
-    sig = sample_sigma_a(a0.shape[0], beta_a, gen)                       # [B*K]
+    eps = torch.randn(a0.shape, generator=gen).to(a0.device, a0.dtype)
+    sig = sample_sigma_a(a0.shape[0], beta_a, gen).to(a0.device)         # [B*K]
     a = (1 - sig.view(-1, 1, 1)) * a0 + sig.view(-1, 1, 1) * eps        # [B*K, A, D]
     v, _ = model.head.denoise_step(cache, a, sig)                        # [B*K, A, D]
     return F.mse_loss(v, eps - a0)
@@ -136,8 +137,9 @@ def noised_inputs(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: to
     sigma_v [B], projected text [B,L,text_dim] (prompts dropped with p=text_dropout), and the
     noised latents with the clean anchor: x, mask, per-frame sigmas, velocity target."""
     sigma = sample_sigma_v(model, batch["frames"].shape[0], cfg.sigma_v_grid_prob, gen, cfg.sigma_v_feature_prob)
+    sigma = sigma.to(batch["frames"].device)                             # [B], drawn on the CPU generator
     text = project_text(model, batch["text"], cfg.text_dropout, gen)
-    z = encode_clip(model, batch["frames"])                              # [B, 16, 5, h, w]
+    z = encode_clip(model, batch["frames"]).float()                      # [B, 16, 5, h, w] (fp32 under autocast too)
     x, mask, sf, target = noisy_video(model, z, sigma, gen, detach_target)
     return sigma, text, x, mask, sf, target
 

