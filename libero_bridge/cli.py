@@ -62,6 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", help="safetensors checkpoint (default: models/<preset>.safetensors if shipped)")
     p.add_argument("--first-task", type=int, default=0, help="task index of the first episode")
     p.add_argument("--max-steps", type=int, help="cap episode length (quick smoke runs)")
+    p.add_argument("--execute", type=int, help="replan every N steps instead of the preset's (tiny/LIBERO: 10)")
     p.add_argument("--no-record", action="store_true", help="do not write recording.mcap")
     p.add_argument("--record-image-every", type=int, default=1, help="write every k-th camera frame to the MCAP")
     p.add_argument("--out", required=True, help="output directory")
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = SimConfig(suite=args.suite, episodes=args.episodes, seed=args.seed, guidance=args.guidance,
                     policy=args.policy, preset=args.preset or "tiny", checkpoint=args.checkpoint,
                     record=not args.no_record, record_image_every=args.record_image_every,
-                    first_task=args.first_task, max_steps=args.max_steps)
+                    first_task=args.first_task, max_steps=args.max_steps, execute=args.execute)
     out = Path(args.out)
     t0 = time.perf_counter()
     runner_cls = SimRunner
@@ -125,6 +126,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint")
     p.add_argument("--plots", action="store_true", help="also write per-episode TR trace PNGs")
     p.add_argument("--max-steps", type=int, help="cap episode length below the suite's limit (budgeted runs)")
+    p.add_argument("--execute", type=int, help="replan every N steps instead of the preset's (tiny/LIBERO: 10)")
     p.add_argument("--out", required=True)
 
 
@@ -158,7 +160,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 cfg = SimConfig(suite=suite, episodes=10 * args.episodes_per_task, seed=seed,
                                 guidance=g if g != "expert" else "none", policy=args.policy, preset=args.preset,
                                 checkpoint=args.checkpoint, record=False, plots=args.plots,
-                                max_steps=getattr(args, "max_steps", None))
+                                max_steps=getattr(args, "max_steps", None), execute=getattr(args, "execute", None))
                 run_out = out / f"{g}" / f"{suite}_s{seed}"
                 if policy is not None:           # one model for every schedule; only the schedule changes
                     from dataclasses import replace
@@ -175,7 +177,7 @@ def run_eval(args: argparse.Namespace) -> int:
                           "reach": {s: reach_stats([e for e in eps if e["suite"] == s]) for s in suites}}
         all_eps.extend(eps)
     results = {"suites": suites, "seeds": seeds, "episodes_per_task": args.episodes_per_task,
-               "max_steps": getattr(args, "max_steps", None),
+               "max_steps": getattr(args, "max_steps", None), "execute": getattr(args, "execute", None),
                "guidance": schedules, "success_rate": by_guidance[schedules[0]]["success_rate"],
                "by_guidance": by_guidance,
                "episodes": [{k: e[k] for k in ("suite", "task", "seed", "episode", "guidance", "success", "steps",

@@ -45,6 +45,7 @@ class SimConfig:
     plots: bool = True               # write DIR/<episode>/tr_trace.png
     first_task: int = 0              # task index of episode 0 (tasks cycle from here)
     max_steps: int | None = None     # cap on episode length (smoke runs); None = the suite's limit
+    execute: int | None = None       # actions run from each chunk before the next replan; None = the preset's
 
     def __post_init__(self):
         check(self.suite in SUITES, f"suite must be one of {SUITES}, got {self.suite!r}")
@@ -54,6 +55,7 @@ class SimConfig:
         check(self.record_image_every >= 1, f"record_image_every must be >= 1, got {self.record_image_every!r}")
         check(0 <= self.first_task < 10, f"first_task must be in [0, 9], got {self.first_task!r}")
         check(self.max_steps is None or self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps!r}")
+        check(self.execute is None or self.execute >= 1, f"execute must be >= 1, got {self.execute!r}")
 
 
 class FrameWindow:
@@ -82,14 +84,16 @@ class PolicyDriver:
     """The policy side of the closed loop on the mocked bridge: the frame window feeding a
     lockstep chunk executor (a new chunk every `execute` steps)."""
 
-    def __init__(self, policy, instruction: str):
+    def __init__(self, policy, instruction: str, execute: int | None = None):
+        """`execute` overrides the preset's replan interval (1..chunk actions)."""
         from vam_policy_node.executor import ChunkExecutor, libero_config
 
         spec = policy.spec
         if spec.action_type != "eef_delta" or spec.action_dim != 7:
             raise ValueError(f"the mocked LIBERO bridge needs a 7-dim eef_delta policy, got "
                              f"{spec.action_dim}-dim {spec.action_type!r} (preset {policy.mcfg.name!r})")
-        self.executor = ChunkExecutor(policy, libero_config(chunk=spec.chunk, execute=spec.execute, rate_hz=spec.rate_hz))
+        execute = spec.execute if execute is None else execute
+        self.executor = ChunkExecutor(policy, libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz))
         self.executor.reset(instruction=instruction)
         self.window = FrameWindow(spec.frames, policy.mcfg.robot.frame_skip)
 
@@ -211,7 +215,7 @@ class SimRunner:
     def _run_vam(self, env: LiberoMockEnv, obs: dict, result: dict) -> dict:
         from tr_monitor_node.plot import save_trace_png
         from tr_monitor_node.trace import TRTrace
-        driver = PolicyDriver(self.policy, env.instruction)
+        driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute)
         trace = TRTrace()
         trace.reset()
         dt = 1.0 / env.control_hz

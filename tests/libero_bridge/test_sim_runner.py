@@ -32,6 +32,20 @@ def test_sim_config_errors():
         SimConfig(suite="gaol")
     with pytest.raises(ConfigError, match="max_steps"):
         SimConfig(max_steps=0)
+    with pytest.raises(ConfigError, match="execute must be >= 1, got 0"):
+        SimConfig(execute=0)
+
+
+@pytest.mark.sim
+def test_sim_execute_overrides_the_replan_interval(tmp_path):
+    out = tmp_path / "ex"
+    assert main(["sim", "--suite", "goal", "--episodes", "1", "--guidance", "none", "--max-steps", "9",
+                 "--execute", "4", "--no-record", "--out", str(out)]) == 0
+    (ep,) = json.loads((out / "summary.json").read_text())["episodes"]
+    assert [r["step"] for r in ep["replans"]] == [0, 4, 8]
+    with pytest.raises(ConfigError, match="execute must be in \\[1, chunk=17\\], got 18"):
+        main(["sim", "--suite", "goal", "--episodes", "1", "--max-steps", "2", "--execute", "18", "--no-record",
+              "--out", str(tmp_path / "bad")])
 
 
 @pytest.mark.sim
