@@ -6,18 +6,37 @@
 #
 #   bash scripts/train_gpu.sh [OUT] [extra `vam-stack train` args, e.g. --time-budget-min 5]
 #
-# Needs: an NVIDIA GPU, a CUDA build of torch and the CPU environment's packages (numpy, opencv,
-# transformers, safetensors, tqdm, pyyaml). Without the text encoder's package (88 MB, too big
-# for some machines' uploads) set VAM_TEXT_EMBEDDINGS to a file written where it is installed:
-#   vam-stack train --config config/train_tiny_gpu.yaml --write-text-embeddings FILE
+# Needs: an NVIDIA GPU, a CUDA build of torch and the packages `vam-stack collect/train` import
+# (numpy, opencv, transformers, diffusers, safetensors, tqdm, pyyaml). For a GPU machine that has
+# torch but not this project's environment and no package index, prepare a folder here first:
+#   bash scripts/train_gpu.sh --prepare DIR    # DIR/wheels (diffusers, importlib_metadata for
+#                                             # Python 3.12) + DIR/text_goal.safetensors
+# and run there with VAM_WHEELS=DIR/wheels VAM_TEXT_EMBEDDINGS=DIR/text_goal.safetensors: the
+# wheels are installed into a private folder, and the prompt embeddings replace the text
+# encoder's 88 MB package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT="${1:-runs/gpu}"
-shift || true
 PY=python3
 [ -x .venv/bin/python ] && PY=.venv/bin/python
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 vs() { "$PY" -c 'import sys; from vam_stack.cli import main; sys.exit(main(sys.argv[1:]))' "$@"; }
+
+if [ "${1:-}" = "--prepare" ]; then
+    DIR="${2:?usage: bash scripts/train_gpu.sh --prepare DIR}"
+    mkdir -p "$DIR/wheels"
+    ver=$("$PY" -c 'import diffusers; print(diffusers.__version__)')
+    "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        -d "$DIR/wheels" "diffusers==$ver" importlib_metadata
+    vs train --config config/train_tiny_gpu.yaml --write-text-embeddings "$DIR/text_goal.safetensors"
+    du -sh "$DIR"
+    exit 0
+fi
+OUT="${1:-runs/gpu}"
+shift || true
+if [ -n "${VAM_WHEELS:-}" ]; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/vam_site "$VAM_WHEELS"/*.whl
+    export PYTHONPATH="$PYTHONPATH:/tmp/vam_site"
+fi
 
 command -v nvidia-smi >/dev/null 2>&1 || { echo "train_gpu: no nvidia-smi: this needs an NVIDIA GPU" >&2; exit 2; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader

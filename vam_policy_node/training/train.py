@@ -600,7 +600,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from vam_stack.paths import config_dir
 
     p.add_argument("--config", default=str(config_dir() / "train_tiny.yaml"), help="YAML file with a `train:` section")
-    p.add_argument("--out", required=True, help="run directory (train_state.pt, model.safetensors, log.jsonl)")
+    p.add_argument("--out", help="run directory (train_state.pt, model.safetensors, log.jsonl); required to train")
     p.add_argument("--resume", action="store_true", help="continue from OUT/train_state.pt")
     p.add_argument("--dataset", help="override train.dataset")
     p.add_argument("--mode", choices=MODES, help="override train.mode")
@@ -627,6 +627,8 @@ def run(args: argparse.Namespace) -> int:
         path, n = write_text_embeddings(cfg, args.write_text_embeddings)
         print(f"wrote {n} instruction embeddings of {cfg.text_encoder} to {path} ({path.stat().st_size / 1e6:.1f} MB)")
         return 0
+    if not args.out:
+        raise SystemExit("vam-stack train: --out RUN_DIR is required (except with --write-text-embeddings)")
     trainer = Trainer(cfg, args.out)
     if args.resume:
         trainer.load_state()
