@@ -142,3 +142,29 @@ def test_gpu_recipe_differs_from_the_cpu_recipe_only_in_throughput_fields(root, 
     tr = Trainer(cfg, tmp_path / "r", data=Dataset(root), model_cfg=micro_cfg)
     out = tr.fit(progress=False)
     assert out["step"] == 2 and np.isfinite(out["total"])
+
+
+@pytest.mark.unit
+def test_training_and_feature_paths_keep_every_tensor_on_the_model_device(micro_cfg):
+    """The meta device refuses CPU operands the way CUDA does, so a tensor created on the CPU
+    inside the losses or the feature/prefix path (a CUDA-only crash) fails here too."""
+    from vam_policy_node.networks.model import VideoActionModel
+    from vam_policy_node.training.losses import action_loss, frozen_features, joint_losses, text_path_features
+
+    m = VideoActionModel(micro_cfg).to("meta")
+    r, d = micro_cfg.robot, micro_cfg.dit
+    batch = {"frames": torch.zeros(2, r.frames, r.image_height, r.image_width, 3, dtype=torch.uint8, device="meta"),
+             "text": torch.zeros(2, d.text_tokens, d.text_in_dim, device="meta"),
+             "state": torch.zeros(2, r.proprio_dim, device="meta"),
+             "actions": torch.zeros(2, r.chunk, r.action_dim, device="meta")}
+    cfg = LossConfig(action_samples=2, sigma_v_grid_prob=0.45, sigma_v_feature_prob=0.3, text_dropout=0.5)
+    gen = torch.Generator().manual_seed(0)
+    assert all(v.device.type == "meta" for v in joint_losses(m, batch, cfg, gen).values())
+    feats, sigma = text_path_features(m, batch, cfg, gen)
+    assert action_loss(m, feats, sigma, batch["state"], batch["actions"], 2, 1.5, gen).device.type == "meta"
+    assert frozen_features(m, batch, cfg, gen)[0].device.type == "meta"
+    z = m.encode_frames(batch["frames"][:1])                                  # [1, 16, T, h, w]
+    text = m.dit.project_text(batch["text"][:1])
+    noise = torch.zeros(1, z.shape[1], micro_cfg.solver.latent_frames, *z.shape[3:], device="meta")
+    feats, sigma_v = m.video_features(z[:, :, :1], text, noise)
+    assert m.prefix(feats, sigma_v, batch["state"][:1]).device.type == "meta"

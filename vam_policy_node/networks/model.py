@@ -49,7 +49,7 @@ class VideoActionModel(nn.Module):
         if not 0 <= idx < scfg.steps:
             raise ValueError(f"feature_index must be in [0, {scfg.steps - 1}], got {idx}")
         t = noise.shape[2]
-        is_anchor = torch.zeros(t, dtype=torch.bool)
+        is_anchor = torch.zeros(t, dtype=torch.bool, device=noise.device)
         is_anchor[0] = True
         dit = self.dit if backend is None else backend
 
@@ -58,11 +58,11 @@ class VideoActionModel(nn.Module):
 
         x, mask = rollout(anchor, noise, velocity, scfg, stop_index=idx)   # [B, 16, T_roll, h, w]
         sigma_v = grid_sigma(scfg, idx)
-        sigma = torch.full((noise.shape[0],), sigma_v, dtype=noise.dtype)
+        sigma = torch.full((noise.shape[0],), sigma_v, dtype=noise.dtype, device=noise.device)
         feats = dit.features(x, mask, self.dit.frame_sigmas(sigma, is_anchor), text)  # [B, T_roll, N, D]
         return feats[:, : scfg.latent_frames], sigma_v                   # [B, T, N, D]
 
     # ---- head -----------------------------------------------------------------------------
     def prefix(self, feats: torch.Tensor, sigma_v: float, state: torch.Tensor) -> torch.Tensor:
-        sig = torch.full((feats.shape[0],), sigma_v, dtype=feats.dtype)
+        sig = torch.full((feats.shape[0],), sigma_v, dtype=feats.dtype, device=feats.device)
         return self.head.embed_prefix(feats, self.cfg.dit_grid, sig, state)  # [B, Tv+1, W]
