@@ -83,7 +83,7 @@ def _task_attempts(cfg: CollectConfig, suite: str, task: int, run):
         for success, enc in run(jobs):
             tried += 1
             failures += not success
-            if enc is not None and kept < cfg.episodes_per_task:
+            if enc is not None:                  # waves are sized to what is missing: never over the count
                 kept += 1
                 yield enc, tried, failures
     if kept < cfg.episodes_per_task:

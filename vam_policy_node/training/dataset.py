@@ -170,13 +170,14 @@ class Episode:
     def __len__(self) -> int:
         return len(self.actions)
 
-    def frame(self, t: int) -> np.ndarray:
-        if self.decoded is not None:
-            return self.decoded[t]
+    def _decode(self, t: int) -> np.ndarray:
         return decode_frame(self.blob[self.offsets[t]: self.offsets[t + 1]])
 
+    def frame(self, t: int) -> np.ndarray:
+        return self._decode(t) if self.decoded is None else self.decoded[t]
+
     def decode_all(self) -> np.ndarray:
-        return np.stack([decode_frame(self.blob[self.offsets[t]: self.offsets[t + 1]]) for t in range(len(self))])
+        return np.stack([self._decode(t) for t in range(len(self))])
 
 
 def available_memory() -> int | None:
@@ -240,10 +241,11 @@ class Dataset:
 
         todo = [e for e in self.episodes if e.decoded is None]
         shape = tuple(self.info.get("frame_shape", (224, 448, 3)))
-        need = int(sum(len(e) for e in todo) * np.prod(shape))
+        n = sum(len(e) for e in todo)
+        need = int(n * np.prod(shape))
         avail = available_memory()
         if avail is not None and need > max_fraction * avail:
-            raise MemoryError(f"{self.root}: caching {sum(len(e) for e in todo)} decoded frames needs "
+            raise MemoryError(f"{self.root}: caching {n} decoded frames needs "
                               f"{need / 2**30:.1f} GiB, more than {max_fraction:.0%} of the "
                               f"{avail / 2**30:.1f} GiB available; turn train.cache_frames off")
         with ThreadPoolExecutor(max(1, threads)) as pool:

@@ -34,7 +34,6 @@ from vam_stack.config import check
 from ..guidance import SCHEDULES
 
 
-
 @dataclass(frozen=True)
 class RecoveryConfig:
     at: tuple[float, ...] = ()       # training progress fractions (0, 1) at which a round runs (empty = off)

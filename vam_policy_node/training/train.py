@@ -544,9 +544,8 @@ class Trainer:
             for g in self.opt.param_groups:
                 g["lr"] = lr_at(cfg, step, self.progress(step))
             self._last = self.train_step(batch)
-            t_ready = time.perf_counter()
             self.step = step + 1
-            now = time.perf_counter()
+            now = t_ready = time.perf_counter()
             self.elapsed += now - t_last
             t_last = now
             bar.update(round(self.elapsed / 60, 2) - bar.n if budget else 1)
