@@ -2,34 +2,39 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import cv2
+import numpy as np
 
 from vam_stack.config import ConfigError, check, from_yaml
 
 
 @dataclass
 class LiberoMockConfig:
-    """Physics, control and camera settings of the kinematic tabletop.
+    """Control, geometry and camera settings of the kinematic tabletop (one file for every entry point).
 
-    Control: one `step` is one policy step at `control_hz` (10 Hz, the paper's policy rate).
-    LIBERO's robosuite OSC controller runs at 20 Hz; one step here stands for two controller
-    ticks holding the same action, so the per-step limits below are twice a 20 Hz tick's.
+    Units and frames are real LIBERO's (see frames.py): one `step` is one 20 Hz controller tick
+    holding one action, positions are in LIBERO's world frame (table top at z = 0.9 m). Every
+    entry point (`vam-stack collect/sim/eval/tr-study/train`, the ROS node, training rollouts)
+    reads config/libero_mock.yaml (or the file it is given) and records it in its output.
     """
 
-    image_size: int = 224  # side of each square camera image (LIBERO: 224x224)
-    control_hz: float = 10.0  # policy/env steps per second (LIBERO controller: 20 Hz, x2 here)
-    max_translation: float = 0.025  # m moved per step at |action| = 1 (0.25 m/s)
-    max_rotation: float = 0.25  # rad turned per step at |action| = 1
+    image_size: int = 224  # px, side of each square rendered view (LIBERO: 224x224)
+    control_hz: float = 20.0  # steps per second: LIBERO's controller tick (one action per tick, as openpi)
+    max_translation: float = 0.024  # m moved per step at |action| = 1 (measured on real LIBERO)
+    max_rotation: float = 0.13  # rad turned per step at |action| = 1 (measured on real LIBERO)
     max_tilt: float = 0.8  # rad the gripper axis may tilt away from pointing down
     gripper_max_width: float = 0.08  # m between open fingers (Panda: 0.08)
     gripper_speed: float = 0.02  # m of finger opening change per step (~4 steps open->closed)
-    workspace_low: tuple[float, float, float] = (-0.40, -0.30, 0.0)  # m, eef box lower corner
-    workspace_high: tuple[float, float, float] = (0.40, 0.30, 0.45)  # m, eef box upper corner
-    home: tuple[float, float, float] = (0.0, 0.12, 0.28)  # m, eef start above the table
-    home_jitter: float = 0.02  # m, uniform +- jitter of the eef start per episode
-    object_jitter: float = 0.015  # m, uniform +- jitter of movable objects (fixed layout per task)
-    fixture_jitter: float = 0.008  # m, uniform +- jitter of fixtures (cabinet, stove, ...)
+    workspace_low: tuple[float, float, float] = (-0.45, -0.5, 0.9)  # m, eef box lower corner (LIBERO world)
+    workspace_high: tuple[float, float, float] = (0.45, 0.5, 1.4)  # m, eef box upper corner (LIBERO world)
+    home: tuple[float, float, float] = (-0.215, 0.0, 1.165)  # m, eef start (LIBERO's reset, world frame)
+    home_axis_angle: tuple[float, float, float] = (3.1395, 0.0, -0.09)  # eef orientation at reset (LIBERO's)
+    home_jitter: float = 0.012  # m, uniform +- jitter of the eef start per episode (LIBERO: ~0.01)
+    object_jitter: float = 0.012  # m, uniform +- jitter of movable objects (LIBERO goal: std ~0.008)
+    fixture_jitter: float = 0.005  # m, uniform +- jitter of fixtures (cabinet, stove, ...)
     yaw_jitter: float = 0.15  # rad, uniform +- yaw jitter of boxes
     grasp_radius: float = 0.035  # m, max tip-to-centre xy distance that still grasps (small objects)
     next_to_gap: float = 0.07  # m, max gap between footprints for `next_to`
@@ -44,6 +49,8 @@ class LiberoMockConfig:
             v = getattr(self, name)
             check(isinstance(v, (int, float)) and math.isfinite(v) and v > 0,
                   f"{name} must be a positive finite number, got {v!r}")
+        check(self.max_translation <= 0.1, f"max_translation above 0.1 m per step is not LIBERO's: {self.max_translation!r}")
+        check(self.max_rotation <= 0.5, f"max_rotation above 0.5 rad per step is not LIBERO's: {self.max_rotation!r}")
         for name in ("home_jitter", "object_jitter", "fixture_jitter"):
             v = getattr(self, name)
             check(isinstance(v, (int, float)) and 0 <= v <= 0.05,
@@ -55,19 +62,49 @@ class LiberoMockConfig:
               f"{self.object_jitter!r}, {self.fixture_jitter!r}")
         check(self.max_tilt < math.pi / 2, f"max_tilt must be below pi/2, got {self.max_tilt!r}")
         check(self.gripper_max_width <= 0.2, f"gripper_max_width too large: {self.gripper_max_width!r}")
-        for name in ("workspace_low", "workspace_high", "home"):
+        for name in ("workspace_low", "workspace_high", "home", "home_axis_angle"):
             v = getattr(self, name)
-            check(len(v) == 3 and all(math.isfinite(float(x)) for x in v),
+            check(isinstance(v, (tuple, list)) and len(v) == 3 and all(isinstance(x, (int, float)) and math.isfinite(x) for x in v),
                   f"{name} must be 3 finite numbers, got {v!r}")
         check(all(lo < hi for lo, hi in zip(self.workspace_low, self.workspace_high)),
               f"workspace_low {self.workspace_low!r} must be below workspace_high {self.workspace_high!r}")
         check(all(lo <= h <= hi for lo, h, hi in zip(self.workspace_low, self.home, self.workspace_high)),
               f"home {self.home!r} must lie inside the workspace")
+        check(self.workspace_low[2] >= 0.9 - 1e-9, f"workspace_low z must be at or above the table top (0.9 m), "
+                                                   f"got {self.workspace_low[2]!r}")
+        tilt = math.acos(max(-1.0, min(1.0, -float(self.home_rotation()[2, 2]))))
+        check(tilt <= self.max_tilt, f"home_axis_angle {self.home_axis_angle!r} tilts the gripper {tilt:.2f} rad "
+                                     f"from pointing down (max_tilt {self.max_tilt})")
+
+    def home_rotation(self) -> np.ndarray:
+        """(3, 3) gripper orientation at reset in the mock's drawing frame."""
+        from . import frames
+
+        r, _ = cv2.Rodrigues(np.asarray(self.home_axis_angle, dtype=np.float64).reshape(3, 1))
+        return frames.rot_from_libero(r)
+
+    def workspace(self) -> tuple[np.ndarray, np.ndarray]:
+        """The eef box as (low, high) corners in the drawing frame."""
+        from . import frames
+
+        a, b = frames.pos_from_libero(self.workspace_low), frames.pos_from_libero(self.workspace_high)
+        return np.minimum(a, b), np.maximum(a, b)
+
+    def as_dict(self) -> dict:
+        """Plain data for metadata (datasets, run summaries)."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
 
     @classmethod
     def from_file(cls, path: str | Path, section: str = "libero_mock") -> "LiberoMockConfig":
         """Load from a YAML file's `section` (default config: config/libero_mock.yaml)."""
         return from_yaml(cls, path, section)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> "LiberoMockConfig":
+        """The configuration every entry point uses: `path`, else the shipped config/libero_mock.yaml."""
+        from vam_stack.paths import config_dir
+
+        return cls.from_file(Path(path) if path else config_dir() / "libero_mock.yaml")
 
 
 __all__ = ["LiberoMockConfig", "ConfigError"]

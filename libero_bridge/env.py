@@ -2,22 +2,29 @@
 
 Interface (what the closed-loop runner uses):
     env = make_env("spatial", task_id=0, episode=3, seed=1)
-    obs = env.reset()          # agentview, wrist (uint8 224x224x3 RGB), proprio (float32 8),
-                               # stacked (uint8 224x448x3 = agentview | wrist, the policy input)
+    obs = env.reset()          # agentview, wrist (uint8 SxSx3 RGB, S = image_size), proprio
+                               # (float32 8), stacked (uint8 Sx2Sx3 = agentview | wrist)
     obs, reward, done, info = env.step(action)   # action: float ndarray (7,) in [-1, 1]
     info: success, phase ("planning"/"manipulation"), termination (None, "success",
           "timeout", "bad_action: ..."), step, action_applied (after clipping), clipped.
 
-Rates: one step is one policy step at 10 Hz (the paper's policy rate). LIBERO's own
-controller runs at 20 Hz; a step here stands for two of its ticks holding one action.
-Images are rendered upright (LIBERO's raw renders are upside down; openpi flips them).
-Initial states: a fixed layout per task plus jitter drawn from a generator seeded by a
-SHA-256 of (suite, task, episode index, seed id), so reruns reproduce exactly.
+Conventions are real LIBERO's as openpi's LIBERO client runs it (frames.py has the map):
+one step is one 20 Hz controller tick with one action (the episode limits count these
+ticks); actions are OSC_POSE deltas in LIBERO's world frame (+x towards the agent-view
+camera, +y to the robot's left, +z up; rotation deltas as world axis-angle), the gripper -1
+open / +1 close; proprio is the end-effector position in LIBERO's world frame (table top at
+z = 0.9 m), its axis-angle and the two finger positions. Images are the 180-degree-rotated
+renders (openpi's `[::-1, ::-1]`), in which +y moves the gripper to the left. LIBERO's 10
+settle ticks after a reset have nothing to settle here (no physics), so a mock episode starts
+where LIBERO's policy steps start. Initial states: a fixed layout per task plus jitter drawn
+from a generator seeded by a SHA-256 of (suite, task, episode index, seed id), so reruns
+reproduce exactly (LIBERO ships 50 fixed states per task; see `libero_real` for those).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import frames
 from .config import LiberoMockConfig
 from .layout import build_entities, solve_layout, stable_seed
 from .tasks import SUITES, TaskSpec, suite_tasks
@@ -81,9 +88,10 @@ class LiberoMockEnv:
         """Rebuild the seeded initial state; returns the first observation."""
         rng = np.random.default_rng(self.state_seed)
         ents = build_entities(self.task.scene, self._nominal, rng, self.cfg, self.task.swap)
-        home = np.asarray(self.cfg.home, dtype=float)
+        home = frames.pos_from_libero(self.cfg.home)
         home = home + rng.uniform(-self.cfg.home_jitter, self.cfg.home_jitter, 3)
-        self.world = World(ents, Gripper(pos=home, width=self.cfg.gripper_max_width), self.cfg)
+        self.world = World(ents, Gripper(pos=home, rot=self.cfg.home_rotation(), width=self.cfg.gripper_max_width),
+                           self.cfg)
         self.steps, self.done, self.termination = 0, False, None
         self._expert_cache = {}
         self.last_info = {"success": False, "phase": self.phase(), "termination": None, "step": 0}
@@ -114,7 +122,7 @@ class LiberoMockEnv:
                               "termination": self.termination, "step": self.steps}
             raise
         applied = np.clip(a, -1.0, 1.0)
-        self.world.apply(applied)
+        self.world.apply(frames.action_from_libero(applied))
         self.steps += 1
         success = self.task.predicate.satisfied(self.world, self.cfg.next_to_gap)
         if success:

@@ -9,6 +9,11 @@ through the goal's atoms in order; for each it runs pick-and-place:
     transport (free space, cruise height) -> phase "planning"
     lower, release                        -> phase "manipulation"
 
+Articulated steps (open / close a drawer or door, turn on the stove) approach the handle at
+cruise height, descend to it, hook it with closed fingers where pulling needs that, and
+drive it along its axis (pull / press); pushing the plate into a region starts low behind
+it and pushes (push). All of those after the approach are "manipulation".
+
 Cruise height clears the tallest thing in the scene by 5 cm (with the held object hanging
 below the fingers). Place spots avoid what already sits on the receptacle; `next_to` spots
 are free table spots beside the reference, nearest to the object first.
@@ -20,14 +25,16 @@ import math
 import cv2
 import numpy as np
 
-from .predicates import REGIONS, Atom
-from .world import R_DOWN, World
+from . import frames
+from .predicates import REGIONS, UNARY, Atom
+from .world import GRIP_ON_HANDLE, PUSH_MARGIN, World
 
 PHASES = ("planning", "manipulation")
 MODE_PHASE = {"approach": "planning", "transport": "planning", "descend": "manipulation",
               "grasp": "manipulation", "lift": "manipulation", "lower": "manipulation",
               "release": "manipulation", "drop": "manipulation", "open": "manipulation",
-              "done": "manipulation"}
+              "hook": "manipulation", "pull": "manipulation", "press": "manipulation",
+              "push": "manipulation", "done": "manipulation"}
 GAIN = 0.7  # fraction of the remaining error commanded per step
 SPEED = 0.9  # fraction of the max translation per step the expert uses
 XY_TOL_HIGH, XY_TOL_LOW = 0.012, 0.025  # m, alignment tolerance above / near cruise height
@@ -96,7 +103,7 @@ def place_spot(env, index: int, atom: Atom) -> tuple[float, float]:
         world = env.world
         excl = set(world.chain(atom.obj))
         if atom.rel == "at":
-            spot = REGIONS[atom.ref]
+            spot = (REGIONS[atom.ref].cx, REGIONS[atom.ref].cy)
         elif atom.rel == "next_to":
             spot = _spot_next_to(world, atom, excl)
         else:
@@ -112,11 +119,15 @@ def _decide(env) -> tuple[str, np.ndarray | None, float]:
     idx = env.task.predicate.first_unsatisfied(world, cfg.next_to_gap)
     if idx is None:
         return "done", None, -1.0
-    atom = env.task.predicate.atoms[idx]
+    atom = env.task.predicate.steps[idx]
     obj = world[atom.obj]
     p = g.pos
     if g.held is not None and g.held != atom.obj:
         return "drop", None, -1.0
+    if atom.rel in UNARY:
+        return _drive(world, obj, opening=atom.rel != "close")
+    if atom.rel == "at" and obj.kind.pushable and g.held is None:
+        return _push(world, obj, REGIONS[atom.ref])
     if g.held is None:
         cruise = _cruise(world, set(), 0.0)
         dxy = math.hypot(p[0] - obj.pos[0], p[1] - obj.pos[1])
@@ -154,6 +165,52 @@ def _decide(env) -> tuple[str, np.ndarray | None, float]:
     return "release", target, -1.0
 
 
+def _engage(world: World, point: np.ndarray, xy_tol: float, z_tol: float,
+            grip: float) -> tuple[str, np.ndarray | None, float] | None:
+    """Bring the TCP to `point` from above (lift, approach at cruise height, descend); None once there."""
+    p = world.gripper.pos
+    dxy = math.hypot(p[0] - point[0], p[1] - point[1])
+    if dxy <= xy_tol and abs(p[2] - point[2]) <= z_tol:
+        return None
+    cruise = _cruise(world, set(), 0.0)
+    if dxy > max(xy_tol, XY_TOL_HIGH):
+        if p[2] < cruise - 0.02 and dxy > 0.03:
+            return "lift", np.array([p[0], p[1], cruise]), grip
+        return "approach", np.array([point[0], point[1], cruise]), grip
+    return "descend", np.asarray(point, float), grip
+
+
+def _drive(world: World, e, opening: bool) -> tuple[str, np.ndarray | None, float]:
+    """Open / close / turn an articulated entity through its handle (drawer, knob, door)."""
+    j, g = e.kind.joint, world.gripper
+    hook = opening and j.pull_grip
+    h = e.handle()
+    step = _engage(world, h, 0.4 * j.reach, 0.4 * j.reach_z, -1.0 if not hook or g.width > GRIP_ON_HANDLE else 1.0)
+    if step is not None:
+        return step
+    if hook and g.width > GRIP_ON_HANDLE:
+        return "hook", h, 1.0
+    remaining = ((1.0 - e.q) if opening else -e.q) * j.travel
+    return ("pull" if hook else "press"), h + remaining * e.axis(), 1.0 if hook else -1.0
+
+
+def _push(world: World, obj, region) -> tuple[str, np.ndarray | None, float]:
+    """Slide a pushable object (the plate) into a table region with a low TCP behind it."""
+    c = np.array([region.cx, region.cy])
+    v = c - obj.pos[:2]
+    dist = float(np.linalg.norm(v))
+    u = v / dist if dist > 1e-9 else np.array([1.0, 0.0])
+    p = world.gripper.pos
+    z = obj.top - 0.004
+    touching = p[2] <= obj.top + 0.008 and obj.covers(p[0], p[1], PUSH_MARGIN)
+    if not touching:
+        start = np.append(obj.pos[:2] - u * (obj.kind.radius + 0.006), z)
+        step = _engage(world, start, 0.004, 0.004, -1.0)
+        if step is not None:
+            return step
+    return "push", np.array([p[0] + v[0], p[1] + v[1], z]), -1.0
+
+
 def expert_action(env, noise: float = 0.0, rng: np.random.Generator | None = None) -> np.ndarray:
     """The expert's 7-dim action in [-1, 1] for the current state (float32).
 
@@ -176,13 +233,14 @@ def expert_action(env, noise: float = 0.0, rng: np.random.Generator | None = Non
         if n > vmax:
             step *= vmax / n
         a[:3] = step / cfg.max_translation
-    # Rotate back towards pointing straight down (undoes drift a policy may leave).
-    rv, _ = cv2.Rodrigues(R_DOWN @ world.gripper.rot.T)
+    # Rotate back towards the reset orientation (undoes drift a policy may leave).
+    rv, _ = cv2.Rodrigues(cfg.home_rotation() @ world.gripper.rot.T)
     a[3:6] = np.clip(rv.reshape(3) * 0.5 / cfg.max_rotation, -1.0, 1.0)
     a[6] = grip
     if noise > 0:
         a[:3] += rng.normal(0.0, noise, 3)
-    return np.clip(a, -1.0, 1.0).astype(np.float32)
+    # The expert thinks in the drawing frame; the environment takes LIBERO's action axes.
+    return frames.action_to_libero(np.clip(a, -1.0, 1.0)).astype(np.float32)
 
 
 def expert_mode(env) -> str:

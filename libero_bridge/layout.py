@@ -19,8 +19,8 @@ from .objects import Kind, kind
 from .world import Entity
 
 # Region of the table where free objects are put (metres); leaves room at the edges.
-FREE_X = (-0.33, 0.33)
-FREE_Y = (-0.23, 0.21)
+FREE_X = (-0.36, 0.36)
+FREE_Y = (-0.22, 0.30)
 MARGIN = 0.012  # m of clearance between footprints beyond both jitters
 LAYOUT_RADIUS_MIN = 0.03  # m; small objects are spaced as if this big (swap-safe layouts)
 
@@ -28,9 +28,12 @@ LAYOUT_RADIUS_MIN = 0.03  # m; small objects are spaced as if this big (swap-saf
 @dataclass(frozen=True)
 class Place:
     """Where one instance starts. `where` is one of:
-    ("xy", x, y) fixed spot; ("free",) sampled spot; ("center",) table centre;
+    ("xy", x, y[, yaw]) fixed spot; ("free",) sampled spot; ("center",) table centre;
     ("on", ref) / ("in", ref) resting on/in ref; ("next_to", ref) sampled beside ref;
-    ("between", a, b) midpoint of a and b; ("front_of", ref, z) a drawer under ref's front.
+    ("between", a, b) midpoint of a and b; ("front_of", ref, z) touching ref's front;
+    ("drawer", cabinet, z[, q]) a drawer in the cabinet's
+    front at bottom height z, pulled out to q (0 closed .. 1 fully open); ("joint", q) sets an
+    articulated fixture's starting q (a door left open).
     """
 
     name: str  # instance name, "<kind>_<n>"
@@ -54,7 +57,7 @@ def _layout_radius(k: Kind) -> float:
 def solve_layout(places: tuple[Place, ...], layout_key: str, cfg: LiberoMockConfig) -> dict:
     """Nominal (x, y, z_bottom, support) of every place; deterministic in `layout_key`."""
     rng = np.random.default_rng(stable_seed("layout", layout_key))
-    out: dict[str, tuple[float, float, float, str | None]] = {}
+    out: dict[str, tuple] = {}  # name -> (x, y, z_bottom, support, yaw, q)
     floor: list[tuple[str, float, float, float, float]] = []  # (name, x, y, radius, jitter)
 
     def jit(k: Kind) -> float:
@@ -89,34 +92,50 @@ def solve_layout(places: tuple[Place, ...], layout_key: str, cfg: LiberoMockConf
             ref = out[p.where[1]]
             rk = kind(p.where[1].rsplit("_", 1)[0])
             z = ref[2] + (rk.floor if rk.container else rk.h)
-            out[p.name] = (ref[0], ref[1], z, p.where[1])
+            out[p.name] = (ref[0], ref[1], z, p.where[1], 0.0, 0.0)
             continue
+        if rule == "joint":  # the previous placement of this instance, with its joint set
+            x, y, z, sup, yaw, _ = out[p.name]
+            out[p.name] = (x, y, z, sup, yaw, float(p.where[1]))
+            continue
+        if rule == "drawer":
+            ref = out[p.where[1]]
+            rk = kind(p.where[1].rsplit("_", 1)[0])
+            yaw, depth = ref[4], rk.hy - k.hy  # front flush with the cabinet's front (own -y)
+            q = float(p.where[3]) if len(p.where) > 3 else 0.0
+            dx, dy = math.sin(yaw) * depth, -math.cos(yaw) * depth
+            out[p.name] = (ref[0] + dx, ref[1] + dy, float(p.where[2]), None, yaw, q)
+            continue  # inside the cabinet's footprint: it blocks nothing new
         if rule == "front_of":
             ref = out[p.where[1]]
             rk = kind(p.where[1].rsplit("_", 1)[0])
-            out[p.name] = (ref[0], ref[1] - rk.hy - k.hy, float(p.where[2]), None)
+            out[p.name] = (ref[0], ref[1] - rk.hy - k.hy, float(p.where[2]), None, 0.0, 0.0)
         elif rule == "xy":
-            out[p.name] = (float(p.where[1]), float(p.where[2]), 0.0, None)
+            yaw = float(p.where[3]) if len(p.where) > 3 else 0.0
+            out[p.name] = (float(p.where[1]), float(p.where[2]), 0.0, None, yaw, 0.0)
         elif rule == "center":
-            out[p.name] = (0.0, 0.0, 0.0, None)
+            out[p.name] = (0.0, 0.0, 0.0, None, 0.0, 0.0)
         elif rule == "between":
             a, b = out[p.where[1]], out[p.where[2]]
-            out[p.name] = ((a[0] + b[0]) / 2, (a[1] + b[1]) / 2, 0.0, None)
+            out[p.name] = ((a[0] + b[0]) / 2, (a[1] + b[1]) / 2, 0.0, None, 0.0, 0.0)
         elif rule == "next_to":
             ref = out[p.where[1]]
             rk = kind(p.where[1].rsplit("_", 1)[0])
             dist = _layout_radius(k) + _layout_radius(rk) + jit(k) + jit(rk) + MARGIN + 0.01
-            out[p.name] = (*sample(k, (ref[0], ref[1]), dist), 0.0, None)
+            out[p.name] = (*sample(k, (ref[0], ref[1]), dist), 0.0, None, 0.0, 0.0)
         elif rule == "free":
-            out[p.name] = (*sample(k), 0.0, None)
+            out[p.name] = (*sample(k), 0.0, None, 0.0, 0.0)
         else:
             raise ValueError(f"unknown placement rule {p.where!r} for {p.name}")
         x, y = out[p.name][:2]
-        ignore = p.where[1] if rule == "front_of" else None  # a drawer touches its cabinet
-        hit = blocker(x, y, _layout_radius(k), jit(k), ignore)
+        hit = blocker(x, y, _layout_radius(k), jit(k), p.where[1] if rule == "front_of" else None)
         if rule in ("xy", "center", "between", "front_of") and hit is not None:
             raise RuntimeError(f"layout {layout_key!r}: {p.name} at ({x:.3f}, {y:.3f}) overlaps {hit}")
         floor.append((p.name, x, y, _layout_radius(k), jit(k)))
+    for name, (x, y, z, sup, yaw, q) in list(out.items()):  # open drawers stick out of the cabinet
+        j = kind(name.rsplit("_", 1)[0]).joint
+        if j is not None and j.kind == "slide" and q > 0:
+            out[name] = (x + math.sin(yaw) * q * j.travel, y - math.cos(yaw) * q * j.travel, z, sup, yaw, q)
     return out
 
 
@@ -130,17 +149,18 @@ def build_entities(places: tuple[Place, ...], nominal: dict, rng: np.random.Gene
     ents: dict[str, Entity] = {}
     shift: dict[str, np.ndarray] = {}
     for p in places:  # parents always come before what rests on them
-        x, y, z, support = nominal[p.name]
+        if p.name in ents:  # a ("joint", q) line after the instance's placement
+            continue
+        x, y, z, support, yaw, q = nominal[p.name]
         k = p.kind
-        if support is not None or p.where[0] == "front_of":
+        if support is not None or p.where[0] in ("drawer", "front_of"):
             parent = support if support is not None else p.where[1]
             d = shift[parent] + np.append(rng.uniform(-0.004, 0.004, 2), 0.0) * (support is not None)
         else:
             j = cfg.object_jitter if k.movable else cfg.fixture_jitter
             d = np.append(rng.uniform(-j, j, 2), 0.0)
-        yaw = float(rng.uniform(-cfg.yaw_jitter, cfg.yaw_jitter)) if (k.shape == "box" and k.movable) else 0.0
-        if p.where[0] == "front_of":
-            yaw = 0.0
+        if k.shape == "box" and k.movable:
+            yaw = float(rng.uniform(-cfg.yaw_jitter, cfg.yaw_jitter))
         shift[p.name] = d
-        ents[p.name] = Entity(p.name, k, np.array([x, y, z]) + d, yaw, support)
+        ents[p.name] = Entity(p.name, k, np.array([x, y, z]) + d, yaw, support, q=q)
     return list(ents.values())

@@ -1,9 +1,12 @@
 """The seven task suites: LIBERO's four and the paper's compositional OOD counterparts.
 
-ID suites mirror LIBERO's task lists. Articulated goals (open a drawer, turn on the stove,
-close the microwave) have no articulation in this kinematic mock; those tasks keep their
-scene and objects and get a placement goal instead (noted per task). OOD suites follow the
-paper's App. B:
+ID suites follow LIBERO's task lists in order and wording (the instruction is the task name
+in words, as openpi and lerobot give it) with LIBERO's goal predicates; articulated goals
+(drawers, the stove knob, the microwave door, pushing the plate) are modelled kinematically
+(world.py). The goal scene is LIBERO's libero_goal layout (BDDL regions, converted to the
+drawing frame by frames.py); the other suites' layouts are the mock's own, with LIBERO's
+objects. Limits count 20 Hz controller ticks, as LIBERO's evaluations do. OOD suites follow
+the paper's App. B:
 - spatial_ood: four new pick targets (butter, chocolate pudding, milk, orange juice) onto
   the familiar plate; six moves of the familiar black bowl from a relation seen in ID (on
   the cookie box, next to the plate, at the table centre) onto a destination never used in
@@ -15,6 +18,7 @@ paper's App. B:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .layout import Place
@@ -46,11 +50,9 @@ def _P(name: str, *where) -> Place:
 
 
 # ---- libero_spatial ------------------------------------------------------------------
-def _spatial_fixtures(drawer: bool = True) -> list[Place]:
-    ps = [_P("wooden_cabinet_1", "xy", -0.28, 0.17), _P("flat_stove_1", "xy", 0.27, 0.16)]
-    if drawer:
-        ps.append(_P("top_drawer_1", "front_of", "wooden_cabinet_1", 0.07))
-    return ps
+def _spatial_fixtures(drawer_open: bool = False) -> list[Place]:
+    return [_P("wooden_cabinet_1", "xy", -0.30, 0.24), _P("flat_stove_1", "xy", 0.27, 0.22),
+            _P("top_drawer_1", "drawer", "wooden_cabinet_1", 0.165, 1.0 if drawer_open else 0.0)]
 
 
 _SPATIAL_SOURCES = [  # (relation words, placements before the target, target placement)
@@ -77,7 +79,7 @@ def _complete(scene: list[Place], extra: list[str]) -> tuple[Place, ...]:
 def _spatial() -> list[TaskSpec]:
     tasks = []
     for i, (rel, before, target) in enumerate(_SPATIAL_SOURCES):
-        scene = _spatial_fixtures() + before + [_P("black_bowl_1", *target)]
+        scene = _spatial_fixtures(drawer_open=target == ("in", "top_drawer_1")) + before + [_P("black_bowl_1", *target)]
         scene = _complete(scene, ["plate_1", "ramekin_1", "cookie_box_1", "black_bowl_2"])
         name = f"pick_up_the_black_bowl_{rel.replace(' ', '_')}_and_place_it_on_the_plate"
         instr = f"pick up the black bowl {rel} and place it on the plate"
@@ -136,31 +138,39 @@ def _object(ood: bool) -> list[TaskSpec]:
 
 
 # ---- libero_goal ---------------------------------------------------------------------
+# LIBERO's goal scene: BDDL region centres (LIBERO's table axes) -> drawing frame (x = -y_L, y = -x_L).
+def _at(x: float, y: float, *yaw) -> tuple:
+    return ("xy", -y, -x, *yaw)
+
+
 GOAL_SCENE = (
-    _P("wooden_cabinet_1", "xy", -0.29, 0.19), _P("top_drawer_1", "front_of", "wooden_cabinet_1", 0.07),
-    _P("wine_rack_1", "xy", -0.04, 0.23), _P("flat_stove_1", "xy", 0.27, 0.18),
-    _P("basket_1", "xy", 0.29, -0.19), _P("plate_1", "xy", 0.03, -0.17),
-    _P("black_bowl_1", "xy", -0.13, 0.01), _P("wine_bottle_1", "xy", 0.10, 0.09),
-    _P("cream_cheese_1", "xy", -0.27, -0.19), _P("orange_juice_1", "xy", -0.14, -0.19),
-    _P("bbq_sauce_1", "xy", 0.12, -0.03), _P("tomato_sauce_1", "xy", -0.33, -0.06),
+    _P("wooden_cabinet_1", *_at(0.036, -0.25, -math.pi / 2)),  # drawers open towards the table centre
+    _P("top_drawer_1", "drawer", "wooden_cabinet_1", 0.165),
+    _P("middle_drawer_1", "drawer", "wooden_cabinet_1", 0.095),
+    _P("bottom_drawer_1", "drawer", "wooden_cabinet_1", 0.025),
+    _P("flat_stove_1", *_at(-0.329, 0.202)),   # knob at LIBERO's stove root, burner 0.15 m in front
+    _P("wine_rack_1", *_at(-0.24, -0.251)),
+    _P("plate_1", *_at(0.05, -0.02)), _P("black_bowl_1", *_at(-0.09, 0.0)),
+    _P("wine_bottle_1", *_at(-0.20, -0.05)), _P("cream_cheese_1", *_at(-0.05, 0.13)),
 )
-_GOAL_ID = [  # (name words, goal atoms); LIBERO's articulated goals are noted
-    # LIBERO: open the top drawer and put the bowl inside
-    ("put the black bowl in the top drawer of the cabinet", [("in", "black_bowl_1", "top_drawer_1")]),
-    ("put the black bowl on the stove", [("on", "black_bowl_1", "flat_stove_1")]),
-    ("put the wine bottle on top of the cabinet", [("on", "wine_bottle_1", "wooden_cabinet_1")]),
-    ("put the black bowl on top of the cabinet", [("on", "black_bowl_1", "wooden_cabinet_1")]),
-    # LIBERO: push the plate to the front of the stove
-    ("put the plate next to the stove", [("next_to", "plate_1", "flat_stove_1")]),
-    ("put the cream cheese in the bowl", [("in", "cream_cheese_1", "black_bowl_1")]),
-    ("put the black bowl on the plate", [("on", "black_bowl_1", "plate_1")]),
-    ("put the wine bottle on the rack", [("on", "wine_bottle_1", "wine_rack_1")]),
-    # LIBERO: open the middle drawer of the cabinet
-    ("put the orange juice in the basket", [("in", "orange_juice_1", "basket_1")]),
-    # LIBERO: turn on the stove
-    ("put the tomato sauce on the plate", [("on", "tomato_sauce_1", "plate_1")]),
+# goal_ood pairs objects with destinations never seen together in ID; four of its objects
+# (basket, orange juice, bbq sauce, tomato sauce) are not in LIBERO's goal scene and join it.
+GOAL_OOD_SCENE = GOAL_SCENE + (_P("basket_1", *_at(0.17, 0.22)), _P("orange_juice_1", "free"),
+                               _P("bbq_sauce_1", "free"), _P("tomato_sauce_1", "free"))
+_GOAL_ID = [  # (instruction, goal atoms, expert preconditions), LIBERO's order and predicates
+    ("open the middle drawer of the cabinet", [("open", "middle_drawer_1")], []),
+    ("put the bowl on the stove", [("on", "black_bowl_1", "flat_stove_1")], []),
+    ("put the wine bottle on top of the cabinet", [("on", "wine_bottle_1", "wooden_cabinet_1")], []),
+    ("open the top drawer and put the bowl inside", [("in", "black_bowl_1", "top_drawer_1")],
+     [("open", "top_drawer_1")]),
+    ("put the bowl on top of the cabinet", [("on", "black_bowl_1", "wooden_cabinet_1")], []),
+    ("push the plate to the front of the stove", [("at", "plate_1", "stove_front")], []),
+    ("put the cream cheese in the bowl", [("on", "cream_cheese_1", "black_bowl_1")], []),
+    ("turn on the stove", [("turnon", "flat_stove_1")], []),
+    ("put the bowl on the plate", [("on", "black_bowl_1", "plate_1")], []),
+    ("put the wine bottle on the rack", [("on", "wine_bottle_1", "wine_rack_1")], []),
 ]
-_GOAL_OOD = [  # object -> destination pairs never seen together in _GOAL_ID
+_GOAL_OOD = [  # object -> destination pairs never seen together in _GOAL_ID (the paper's App. B)
     ("put the wine bottle on the stove", [("on", "wine_bottle_1", "flat_stove_1")]),
     ("put the wine bottle on the plate", [("on", "wine_bottle_1", "plate_1")]),
     ("put the wine bottle in the bowl", [("in", "wine_bottle_1", "black_bowl_1")]),
@@ -175,56 +185,54 @@ _GOAL_OOD = [  # object -> destination pairs never seen together in _GOAL_ID
 
 
 def _goal(ood: bool) -> list[TaskSpec]:
-    suite = "goal_ood" if ood else "goal"
-    return [TaskSpec(suite, i, instr.replace(" ", "_"), instr, goal(*atoms), 0, GOAL_SCENE, "goal")
-            for i, (instr, atoms) in enumerate(_GOAL_OOD if ood else _GOAL_ID)]
+    if ood:
+        return [TaskSpec("goal_ood", i, instr.replace(" ", "_"), instr, goal(*atoms), 0, GOAL_OOD_SCENE, "goal_ood")
+                for i, (instr, atoms) in enumerate(_GOAL_OOD)]
+    return [TaskSpec("goal", i, instr.replace(" ", "_"), instr, goal(*atoms, pre=tuple(pre)), 0, GOAL_SCENE, "goal")
+            for i, (instr, atoms, pre) in enumerate(_GOAL_ID)]
 
 
 # ---- libero_10 (long) ----------------------------------------------------------------
 _LIVING2 = (_P("basket_1", "xy", 0.24, 0.14), _P("alphabet_soup_1", "free"), _P("cream_cheese_1", "free"),
             _P("tomato_sauce_1", "free"), _P("ketchup_1", "free"), _P("orange_juice_1", "free"),
             _P("milk_1", "free"), _P("butter_1", "free"))
-_CABINET_LOW = (_P("wooden_cabinet_1", "xy", -0.22, 0.17), _P("bottom_drawer_1", "front_of", "wooden_cabinet_1", 0.01))
-_LONG = [  # (instruction, scene, atoms, layout key); LIBERO's articulated parts are noted
+_CABINET_LOW = (_P("white_cabinet_1", "xy", -0.22, 0.22), _P("bottom_drawer_1", "drawer", "white_cabinet_1", 0.025, 1.0))
+_LONG = [  # (instruction, scene, goal atoms in the expert's order, layout key): LIBERO's libero_10
     ("put both the alphabet soup and the tomato sauce in the basket", _LIVING2,
      [("in", "alphabet_soup_1", "basket_1"), ("in", "tomato_sauce_1", "basket_1")], "living2"),
     ("put both the cream cheese box and the butter in the basket", _LIVING2,
      [("in", "cream_cheese_1", "basket_1"), ("in", "butter_1", "basket_1")], "living2"),
-    # LIBERO: turn on the stove and put the moka pot on it
-    ("put the moka pot on the stove and the white mug next to the stove",
-     (_P("flat_stove_1", "xy", 0.2, 0.15), _P("moka_pot_1", "free"), _P("white_mug_1", "free"), _P("plate_1", "free")),
-     [("on", "moka_pot_1", "flat_stove_1"), ("next_to", "white_mug_1", "flat_stove_1")], "kitchen3"),
-    # LIBERO: put the black bowl in the bottom drawer of the cabinet and close it
-    ("put the black bowl in the bottom drawer of the cabinet and the wine bottle on top of the cabinet",
-     _CABINET_LOW + (_P("black_bowl_1", "free"), _P("wine_bottle_1", "free"), _P("plate_1", "free")),
-     [("in", "black_bowl_1", "bottom_drawer_1"), ("on", "wine_bottle_1", "wooden_cabinet_1")], "kitchen4"),
+    ("turn on the stove and put the moka pot on it",
+     (_P("flat_stove_1", "xy", 0.2, 0.2), _P("moka_pot_1", "free"), _P("frypan_1", "free")),
+     [("turnon", "flat_stove_1"), ("on", "moka_pot_1", "flat_stove_1")], "kitchen3"),
+    ("put the black bowl in the bottom drawer of the cabinet and close it",
+     _CABINET_LOW + (_P("wine_rack_1", "xy", 0.22, 0.24), _P("black_bowl_1", "free"), _P("wine_bottle_1", "free")),
+     [("in", "black_bowl_1", "bottom_drawer_1"), ("close", "bottom_drawer_1")], "kitchen4"),
     ("put the white mug on the left plate and put the yellow and white mug on the right plate",
      (_P("plate_1", "xy", -0.17, -0.12), _P("plate_2", "xy", 0.17, -0.12), _P("white_mug_1", "free"),
-      _P("yellow_and_white_mug_1", "free"), _P("chocolate_pudding_1", "free")),
+      _P("yellow_and_white_mug_1", "free"), _P("red_mug_1", "free")),
      [("on", "white_mug_1", "plate_1"), ("on", "yellow_and_white_mug_1", "plate_2")], "living5"),
-    # LIBERO: pick up the book and place it in the back compartment of the caddy
-    ("put the book in the back compartment of the caddy and the white mug in the front compartment",
-     (_P("caddy_back_1", "xy", 0.2, 0.17), _P("caddy_front_1", "front_of", "caddy_back_1", 0.0), _P("book_1", "free"),
-      _P("white_mug_1", "free"), _P("ketchup_1", "free")),
-     [("in", "book_1", "caddy_back_1"), ("in", "white_mug_1", "caddy_front_1")], "study1"),
-    # LIBERO: ... put the chocolate pudding to the right of the plate
-    ("put the white mug on the plate and put the chocolate pudding next to the plate",
-     (_P("plate_1", "xy", 0.0, -0.15), _P("white_mug_1", "free"), _P("chocolate_pudding_1", "free"),
-      _P("ketchup_1", "free")),
-     [("on", "white_mug_1", "plate_1"), ("next_to", "chocolate_pudding_1", "plate_1")], "living6"),
+    ("pick up the book and place it in the back compartment of the caddy",
+     (_P("caddy_back_1", "xy", 0.2, 0.2), _P("caddy_front_1", "front_of", "caddy_back_1", 0.0), _P("book_1", "free"),
+      _P("yellow_and_white_mug_1", "free")),
+     [("in", "book_1", "caddy_back_1")], "study1"),
+    ("put the white mug on the plate and put the chocolate pudding to the right of the plate",
+     (_P("plate_1", *_at(0.15, 0.0)), _P("white_mug_1", *_at(-0.1, -0.15)), _P("chocolate_pudding_1", *_at(-0.05, 0.1)),
+      _P("red_mug_1", *_at(-0.2, 0.0))),
+     [("on", "white_mug_1", "plate_1"), ("at", "chocolate_pudding_1", "plate_right")], "living6"),
     ("put both the alphabet soup and the cream cheese box in the basket",
      (_P("basket_1", "xy", -0.22, 0.14), _P("alphabet_soup_1", "free"), _P("cream_cheese_1", "free"),
       _P("tomato_sauce_1", "free"), _P("ketchup_1", "free"), _P("orange_juice_1", "free"), _P("milk_1", "free")),
      [("in", "alphabet_soup_1", "basket_1"), ("in", "cream_cheese_1", "basket_1")], "living1"),
     ("put both moka pots on the stove",
-     (_P("flat_stove_1", "xy", 0.0, 0.17), _P("moka_pot_1", "free"), _P("moka_pot_2", "free"),
+     (_P("flat_stove_1", "xy", 0.0, 0.2), _P("moka_pot_1", "free"), _P("moka_pot_2", "free"),
       _P("black_bowl_1", "free")),
-     [("on", "moka_pot_1", "flat_stove_1"), ("on", "moka_pot_2", "flat_stove_1")], "kitchen8"),
-    # LIBERO: put the yellow and white mug in the microwave and close it
-    ("put the yellow and white mug in the microwave and the white mug on the plate",
-     (_P("microwave_1", "xy", -0.24, 0.17), _P("plate_1", "free"), _P("yellow_and_white_mug_1", "free"),
-      _P("white_mug_1", "free")),
-     [("in", "yellow_and_white_mug_1", "microwave_1"), ("on", "white_mug_1", "plate_1")], "kitchen6"),
+     [("on", "moka_pot_1", "flat_stove_1"), ("on", "moka_pot_2", "flat_stove_1"), ("turnon", "flat_stove_1")],
+     "kitchen8"),
+    ("put the yellow and white mug in the microwave and close it",
+     (_P("microwave_1", "xy", -0.24, 0.2), _P("microwave_1", "joint", 1.0), _P("white_mug_1", "free"),
+      _P("yellow_and_white_mug_1", "free")),
+     [("in", "yellow_and_white_mug_1", "microwave_1"), ("close", "microwave_1")], "kitchen6"),
 ]
 
 

@@ -15,12 +15,16 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from . import frames
 from .config import LiberoMockConfig
 from .objects import Kind
 
 # The gripper pointing straight down: a rotation of pi about x (LIBERO's eef axis-angle
 # reads about (pi, 0, 0) in this pose).
 R_DOWN = np.array([[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]])
+GRIP_ON_HANDLE = 0.02  # m: fingers closed at least this far hold a handle (pulling a drawer)
+PUSH_HEIGHT = 0.01  # m above a pushable object's top below which the TCP presses against it
+PUSH_MARGIN = 0.012  # m beyond its footprint the fingers still touch it
 
 
 @dataclass
@@ -32,18 +36,51 @@ class Entity:
     pos: np.ndarray  # (3,) x, y of the centre and z of the bottom, metres
     yaw: float = 0.0  # rotation about z, rad
     support: str | None = None  # entity it rests on/in; None = the table (or held)
+    q: float = 0.0  # joint state, 0 closed/off .. 1 open/turned (articulated kinds only)
+    base: np.ndarray | None = None  # (3,) position at q = 0 (articulated kinds; set on creation)
+
+    def __post_init__(self) -> None:
+        if self.kind.joint is not None and self.base is None:
+            j = self.kind.joint
+            self.base = self.pos - (self.q * j.travel * self.axis() if j.kind == "slide" else 0.0)
 
     @property
     def top(self) -> float:
         return float(self.pos[2] + self.kind.h)
 
+    @property
+    def accessible(self) -> bool:
+        """A container whose door is shut carries things on its top, not inside."""
+        j = self.kind.joint
+        return not (j is not None and j.kind == "door" and self.q < j.open_at)
+
     def rest_height(self) -> float | None:
         """Height at which things released over it come to rest; None if it carries nothing."""
-        if self.kind.container:
+        if self.kind.container and self.accessible:
             return float(self.pos[2] + self.kind.floor)
-        if self.kind.support:
+        if self.kind.support or self.kind.container:
             return self.top
         return None
+
+    def _local(self, v: np.ndarray) -> np.ndarray:
+        c, s = math.cos(self.yaw), math.sin(self.yaw)
+        return np.array([c * v[0] - s * v[1], s * v[0] + c * v[1]])
+
+    def axis(self) -> np.ndarray:
+        """(3,) world direction in which the joint's handle moves as q grows."""
+        return np.append(self._local(np.asarray(self.kind.joint.axis, float)), 0.0)
+
+    def handle(self) -> np.ndarray:
+        """(3,) world position of the joint's handle at the current q."""
+        j = self.kind.joint
+        h = np.asarray(j.handle, float)
+        return self.base + np.append(self._local(h[:2]), h[2]) + self.q * j.travel * self.axis()
+
+    def is_open(self) -> bool:
+        return self.q >= self.kind.joint.open_at
+
+    def is_closed(self) -> bool:
+        return self.q <= self.kind.joint.closed_at
 
     def covers(self, x: float, y: float, margin: float = 0.0) -> bool:
         """Whether the point (x, y) lies over its footprint (grown by `margin`)."""
@@ -65,11 +102,6 @@ class Gripper:
     held: str | None = None  # name of the grasped entity
     offset: np.ndarray = field(default_factory=lambda: np.zeros(3))  # held.pos - pos at grasp
 
-    def axis_angle(self) -> np.ndarray:
-        """Orientation as an axis-angle vector (3,), as LIBERO's proprio reports it."""
-        rv, _ = cv2.Rodrigues(self.rot)
-        return rv.reshape(3)
-
     def fingers(self) -> np.ndarray:
         """Two finger joint positions (+w/2, -w/2), metres, as robosuite's Panda gripper."""
         return np.array([self.width / 2.0, -self.width / 2.0])
@@ -82,8 +114,7 @@ class World:
         self.cfg = cfg
         self.entities: dict[str, Entity] = {e.name: e for e in entities}
         self.gripper = gripper
-        self.lo = np.asarray(cfg.workspace_low, dtype=float)
-        self.hi = np.asarray(cfg.workspace_high, dtype=float)
+        self.lo, self.hi = cfg.workspace()  # drawing frame
 
     # -- queries -------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Entity:
@@ -118,7 +149,7 @@ class World:
         for e in self.entities.values():
             if e.name == self.gripper.held or not e.covers(x, y):
                 continue
-            z = e.pos[2] + e.kind.floor if e.kind.container else e.top - e.kind.grasp_depth
+            z = e.pos[2] + e.kind.floor if (e.kind.container and e.accessible) else e.top - e.kind.grasp_depth
             floor = max(floor, float(z))
         return floor
 
@@ -152,12 +183,45 @@ class World:
         else:
             new[2] = max(new[2], self.tip_floor(new[0], new[1]))
         new[2] = min(new[2], self.hi[2])
+        if g.held is None:
+            self._drive_joints(old, new)
+            self._push(old, new)
         g.pos = new
         self._rotate(action[3:6] * cfg.max_rotation)
         self._actuate_fingers(float(action[6]))
         if g.held is not None:
             held = self.entities[g.held]
             self._move_chain(g.held, g.pos + g.offset - held.pos)
+
+    def _drive_joints(self, old: np.ndarray, new: np.ndarray) -> None:
+        """A TCP at a handle drives the joint by its motion along the joint's axis."""
+        g = self.gripper
+        for e in self.entities.values():
+            j = e.kind.joint
+            if j is None:
+                continue
+            h = e.handle()
+            if abs(old[2] - h[2]) > j.reach_z or math.hypot(old[0] - h[0], old[1] - h[1]) > j.reach:
+                continue
+            ax = e.axis()
+            dq = float((new - old) @ ax) / j.travel
+            if dq > 0 and j.pull_grip and g.width > GRIP_ON_HANDLE:
+                continue  # open fingers slide off a handle they should pull
+            q = min(1.0, max(0.0, e.q + dq))
+            if j.kind == "slide":
+                self._move_chain(e.name, (q - e.q) * j.travel * ax)
+            e.q = q
+
+    def _push(self, old: np.ndarray, new: np.ndarray) -> None:
+        """A low TCP pressing against a pushable object slides it (and what rests on it) along."""
+        d = np.array([new[0] - old[0], new[1] - old[1], 0.0])
+        if not np.any(d[:2]):
+            return
+        for e in self.entities.values():
+            if not e.kind.pushable or e.support is not None:
+                continue
+            if old[2] <= e.top + PUSH_HEIGHT and e.covers(new[0], new[1], PUSH_MARGIN):
+                self._move_chain(e.name, d)
 
     def _rotate(self, rotvec: np.ndarray) -> None:
         if not np.any(rotvec):
@@ -212,15 +276,16 @@ class World:
 
     # -- state ---------------------------------------------------------------------------
     def proprio(self) -> np.ndarray:
-        """8-dim proprio: TCP position (3), axis-angle (3), finger positions (2)."""
+        """8-dim proprio in LIBERO's world frame: TCP position (3), axis-angle (3), fingers (2)."""
         g = self.gripper
-        return np.concatenate([g.pos, g.axis_angle(), g.fingers()]).astype(np.float32)
+        rv, _ = cv2.Rodrigues(frames.rot_to_libero(g.rot))
+        return np.concatenate([frames.pos_to_libero(g.pos), rv.reshape(3), g.fingers()]).astype(np.float32)
 
     def snapshot(self) -> dict:
         """Plain-data state (for tests comparing resets and for recording)."""
         return {
             "gripper": {"pos": self.gripper.pos.tolist(), "width": self.gripper.width,
                         "held": self.gripper.held},
-            "entities": {n: {"pos": e.pos.tolist(), "yaw": e.yaw, "support": e.support}
+            "entities": {n: {"pos": e.pos.tolist(), "yaw": e.yaw, "support": e.support, "q": e.q}
                          for n, e in sorted(self.entities.items())},
         }
