@@ -33,10 +33,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: need --episodes >= 1 and --task in 0..9, got {args.episodes}, {args.task}",
               file=sys.stderr)
         return 2
+    from .config import LiberoMockConfig
+
+    mock = LiberoMockConfig.load()
     t_reset, t_phys, t_agent, t_wrist, t_both, t_step = [], [], [], [], [], []
     steps = successes = 0
     for ep in range(args.episodes):
-        env = make_env(args.suite, args.task, ep, 0, render=True)
+        env = make_env(args.suite, args.task, ep, 0, render=True, cfg=mock)
         t0 = time.perf_counter()
         env.reset()
         t_reset.append(time.perf_counter() - t0)
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             t_step.append(time.perf_counter() - t0)
             steps += 1
         successes += int(env.termination == "success")
-        blind = make_env(args.suite, args.task, ep, 0, render=False)
+        blind = make_env(args.suite, args.task, ep, 0, render=False, cfg=mock)
         blind.reset()
         while not blind.done:
             a = expert_action(blind)

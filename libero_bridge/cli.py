@@ -14,15 +14,34 @@ from .runner import SimConfig, SimRunner, success_counts, success_rates, summari
 from .tasks import SUITES
 
 
+def _suite(text: str) -> str:
+    """argparse type: a suite name, LIBERO's aliases accepted."""
+    from .tasks import canonical_suite
+
+    try:
+        return canonical_suite(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _weights_notice(runner: SimRunner) -> str:
     p = runner.policy
     if p is None:
         return "policy: scripted expert"
+    notice = ""
+    if p.weights not in ("random", None):
+        from .config import CONVENTIONS, checkpoint_conventions
+
+        got = checkpoint_conventions(p.weights)
+        if got != CONVENTIONS:
+            notice = (f"\nWARNING: these weights were trained on the mock's conventions {got or 'before libero-1'!r}, "
+                      f"not the current {CONVENTIONS!r} (LIBERO's frames, 20 Hz ticks, LIBERO's tasks): expect "
+                      f"~0 % success until they are retrained on the current mock")
     if p.weights == "random":
         return (f"policy: {p.mcfg.name} preset with RANDOM (untrained) weights -- its actions are noise and "
                 f"success is expected to be ~0 %; train and ship weights (models/{p.mcfg.name}.safetensors) "
                 f"to see the method work")
-    return f"policy: {p.mcfg.name} preset, weights {p.weights}"
+    return f"policy: {p.mcfg.name} preset, weights {p.weights}" + notice
 
 
 def run_suite(cfg: SimConfig, out: Path, policy=None, quiet: bool = False,
@@ -53,7 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--libero-python", help="libero-real: interpreter of the LIBERO environment "
                                            "(default $VAM_LIBERO_PYTHON)")
     p.add_argument("--task", help="yam-mujoco task (handover, relay, tray_lift); the LIBERO robot uses --suite")
-    p.add_argument("--suite", default="goal", choices=SUITES)
+    p.add_argument("--suite", default="goal", type=_suite, metavar="SUITE",
+                   help=f"one of {', '.join(SUITES)} (LIBERO's names work too: libero_goal, libero_10 / 10, ...)")
+    p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
     p.add_argument("--episodes", type=int, default=3, help="episodes (task i %% 10 for episode i)")
     p.add_argument("--seed", type=int, default=0, help="seed id hashed into every initial state")
     p.add_argument("--guidance", default="tr_adaptive", choices=GUIDANCE)
@@ -78,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = SimConfig(suite=args.suite, episodes=args.episodes, seed=args.seed, guidance=args.guidance,
                     policy=args.policy, preset=args.preset or "tiny", checkpoint=args.checkpoint,
                     record=not args.no_record, record_image_every=args.record_image_every,
-                    first_task=args.first_task, max_steps=args.max_steps, execute=args.execute)
+                    first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
+                    mock_config=args.mock_config)
     out = Path(args.out)
     t0 = time.perf_counter()
     runner_cls = SimRunner
@@ -92,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     rates = success_rates(episodes)
     stats = summarise(episodes)
     summary = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
+               "mock": runner.mock.as_dict(),
                "weights": getattr(runner.policy, "weights", None) if runner.policy else None,
                "episodes": episodes, "success_rate": rates, "stats": stats,
                "wall_s": round(time.perf_counter() - t0, 2)}
@@ -127,6 +150,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plots", action="store_true", help="also write per-episode TR trace PNGs")
     p.add_argument("--max-steps", type=int, help="cap episode length below the suite's limit (budgeted runs)")
     p.add_argument("--execute", type=int, help="replan every N steps instead of the preset's (tiny/LIBERO: 10)")
+    p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
     p.add_argument("--out", required=True)
 
 
@@ -141,7 +165,9 @@ def _csv(text: str, allowed=None, kind="value") -> list[str]:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    suites = _csv(args.suites, SUITES, "suite")
+    from .tasks import ALIASES
+
+    suites = [ALIASES.get(x, x) for x in _csv(args.suites, list(SUITES) + sorted(ALIASES), "suite")]
     schedules = _csv(args.guidance, GUIDANCE, "guidance") if args.policy == "vam" else ["expert"]
     try:
         seeds = [int(s) for s in _csv(args.seeds, kind="seed")]
@@ -160,7 +186,8 @@ def run_eval(args: argparse.Namespace) -> int:
                 cfg = SimConfig(suite=suite, episodes=10 * args.episodes_per_task, seed=seed,
                                 guidance=g if g != "expert" else "none", policy=args.policy, preset=args.preset,
                                 checkpoint=args.checkpoint, record=False, plots=args.plots,
-                                max_steps=getattr(args, "max_steps", None), execute=getattr(args, "execute", None))
+                                max_steps=getattr(args, "max_steps", None), execute=getattr(args, "execute", None),
+                                mock_config=getattr(args, "mock_config", None))
                 run_out = out / f"{g}" / f"{suite}_s{seed}"
                 if policy is not None:           # one model for every schedule; only the schedule changes
                     from dataclasses import replace
@@ -176,7 +203,10 @@ def run_eval(args: argparse.Namespace) -> int:
                           "stats": summarise(eps),
                           "reach": {s: reach_stats([e for e in eps if e["suite"] == s]) for s in suites}}
         all_eps.extend(eps)
+    from .config import LiberoMockConfig
+
     results = {"suites": suites, "seeds": seeds, "episodes_per_task": args.episodes_per_task,
+               "mock": LiberoMockConfig.load(getattr(args, "mock_config", None)).as_dict(),
                "max_steps": getattr(args, "max_steps", None), "execute": getattr(args, "execute", None),
                "guidance": schedules, "success_rate": by_guidance[schedules[0]]["success_rate"],
                "by_guidance": by_guidance,

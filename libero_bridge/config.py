@@ -11,6 +11,28 @@ import numpy as np
 from vam_stack.config import ConfigError, check, from_yaml
 
 
+# Version of the mock's conventions (frames, rates, tasks, scenes). Datasets record it and
+# checkpoints trained on them carry it; a policy trained under another version is flagged.
+# "libero-1": LIBERO's world frame, 20 Hz ticks, LIBERO's task lists and articulated goals.
+CONVENTIONS = "libero-1"
+
+
+def checkpoint_conventions(path) -> str | None:
+    """The mock conventions a checkpoint was trained under (None: not recorded, i.e. older)."""
+    from vam_policy_node.networks.checkpoint import read_metadata
+
+    _, extra = read_metadata(path)
+    training = extra.get("training") or {}
+    if isinstance(training, str):
+        import ast
+
+        try:
+            training = ast.literal_eval(training)
+        except (ValueError, SyntaxError):
+            training = {}
+    return training.get("mock_conventions") if isinstance(training, dict) else None
+
+
 @dataclass
 class LiberoMockConfig:
     """Control, geometry and camera settings of the kinematic tabletop (one file for every entry point).
@@ -23,8 +45,8 @@ class LiberoMockConfig:
 
     image_size: int = 224  # px, side of each square rendered view (LIBERO: 224x224)
     control_hz: float = 20.0  # steps per second: LIBERO's controller tick (one action per tick, as openpi)
-    max_translation: float = 0.024  # m moved per step at |action| = 1 (measured on real LIBERO)
-    max_rotation: float = 0.13  # rad turned per step at |action| = 1 (measured on real LIBERO)
+    max_translation: float = 0.013  # m moved per step at |action| = 1 (real LIBERO: 0.0125-0.013 once moving)
+    max_rotation: float = 0.08  # rad turned per step at |action| = 1 (real LIBERO: 0.065-0.10 by axis)
     max_tilt: float = 0.8  # rad the gripper axis may tilt away from pointing down
     gripper_max_width: float = 0.08  # m between open fingers (Panda: 0.08)
     gripper_speed: float = 0.02  # m of finger opening change per step (~4 steps open->closed)

@@ -135,6 +135,14 @@ class LiberoMockEnv:
         self.last_info = info
         return self.observe(), float(success), self.done, info
 
+    def project(self, points: np.ndarray) -> dict:
+        """Pixel (row, col) of LIBERO-world points (N, 3) in both camera images, as lists (the
+        conventions check compares them with real LIBERO's cameras)."""
+        self._require_reset()
+        if self._renderer is None:
+            raise RuntimeError("project() needs rendering (render=True)")
+        return self._renderer.project(self.world, frames.pos_from_libero(np.asarray(points, float).reshape(-1, 3)))
+
     def phase(self) -> str:
         """'planning' (free-space transport) or 'manipulation' (near-object grasp/place)."""
         from .expert import expert_phase
@@ -165,7 +173,7 @@ def make_env(suite: str, task_id: int, episode: int, seed: int, render: bool = T
              cfg: LiberoMockConfig | None = None) -> LiberoMockEnv:
     """Environment for task `task_id` (0..9) of `suite`, episode `episode`, seed id `seed`."""
     cfg = cfg or LiberoMockConfig()
-    tasks = suite_tasks(suite, cfg.ood_limit_factor)
+    tasks = suite_tasks(suite, cfg.ood_limit_factor)  # accepts LIBERO's suite names too
     if not isinstance(task_id, (int, np.integer)) or not 0 <= task_id < len(tasks):
         raise ValueError(f"task_id must be an integer in [0, {len(tasks) - 1}], got {task_id!r}")
     return LiberoMockEnv(tasks[int(task_id)], episode, seed, render, cfg)

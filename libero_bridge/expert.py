@@ -40,7 +40,8 @@ SPEED = 0.9  # fraction of the max translation per step the expert uses
 XY_TOL_HIGH, XY_TOL_LOW = 0.012, 0.025  # m, alignment tolerance above / near cruise height
 Z_TOL = 0.006  # m, height tolerance for grasp and release
 RELEASE_CLEARANCE = 0.012  # m between the held object's bottom and the surface at release
-EDGE = (0.36, 0.26)  # m, |x|, |y| bounds for next_to spots
+EDGE = (0.4, 0.4)  # m, |x|, |y| bounds for next_to spots
+LIFT_BELOW = 0.06  # m below cruise height from which the expert first lifts straight up before moving across
 
 
 def _cruise(world: World, excl: set[str], hang: float) -> float:
@@ -133,7 +134,7 @@ def _decide(env) -> tuple[str, np.ndarray | None, float]:
         dxy = math.hypot(p[0] - obj.pos[0], p[1] - obj.pos[1])
         tol = XY_TOL_HIGH if p[2] > cruise - 0.02 else XY_TOL_LOW
         if dxy > tol:
-            if p[2] < cruise - 0.02 and dxy > 0.03:
+            if p[2] < cruise - LIFT_BELOW and dxy > 0.03:
                 return "lift", np.array([p[0], p[1], cruise]), -1.0
             return "approach", np.array([obj.pos[0], obj.pos[1], cruise]), -1.0
         target = np.array([obj.pos[0], obj.pos[1], _grasp_z(world, obj.name)])
@@ -154,7 +155,7 @@ def _decide(env) -> tuple[str, np.ndarray | None, float]:
     dxy = math.hypot(p[0] - tx, p[1] - ty)
     tol = XY_TOL_HIGH if p[2] > cruise - 0.02 else XY_TOL_LOW
     if dxy > tol:
-        if p[2] < cruise - 0.02 and dxy > 0.03:
+        if p[2] < cruise - LIFT_BELOW and dxy > 0.03:
             return "lift", np.array([p[0], p[1], cruise]), 1.0
         return "transport", np.array([tx, ty, cruise]), 1.0
     surface, _ = world.surface_under(sx, sy, excl)
@@ -174,7 +175,7 @@ def _engage(world: World, point: np.ndarray, xy_tol: float, z_tol: float,
         return None
     cruise = _cruise(world, set(), 0.0)
     if dxy > max(xy_tol, XY_TOL_HIGH):
-        if p[2] < cruise - 0.02 and dxy > 0.03:
+        if p[2] < cruise - LIFT_BELOW and dxy > 0.03:
             return "lift", np.array([p[0], p[1], cruise]), grip
         return "approach", np.array([point[0], point[1], cruise]), grip
     return "descend", np.asarray(point, float), grip

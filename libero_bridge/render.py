@@ -1,13 +1,15 @@
-"""OpenCV renderer: a front agent-view camera and an eye-in-hand camera, 224x224 RGB each.
+"""OpenCV renderer: LIBERO's agent-view and eye-in-hand cameras, square RGB images.
 
 Every object is a few upright prisms (boxes or 12-sided cylinders). A prism is drawn as the
 filled convex hull of its projected corners in its side colour, then its top face, then an
 optional inner face (bowl interiors, basket floors). Pinhole projection of all corners of
 all objects is one matrix product per camera; objects are painted far to near. Height cues
 in the agent view: perspective, the gripper's shadow on the surface below it, and the arm
-drawn from a fixed shoulder. The wrist camera rides 12 cm up the tool axis, slightly off it,
-looking past the fingertips: objects grow as the gripper descends and the fingers frame the
-bottom of the image.
+drawn from a fixed shoulder. Both cameras sit where LIBERO's do (frames.py explains why the
+un-mirrored view of the drawing frame equals LIBERO's 180-degree-rotated image); the wrist
+camera rides on the hand looking down past the fingertips, which frame the bottom of the image.
+Joints draw their moving part each frame: open drawers, the stove's knob lever (the burner
+glows once it is on) and the microwave door.
 """
 from __future__ import annotations
 
@@ -62,20 +64,53 @@ def _parts(k: Kind) -> list[tuple]:
         return [(k.shape, 0, 0, 0, 0.5 * h, hx, hy, s, s, None),
                 (k.shape, 0, 0, 0.5 * h, h, 0.8 * hx, 0.8 * hy, t, t, None),
                 ("box", 0.8 * hx + 0.012, 0, 0.55 * h, 0.85 * h, 0.014, 0.006, a, a, None)]
-    if st == "stove":
+    if st == "stove":  # burner at the front (own -y), knob ring at the back (LIBERO's flat stove)
         return [("box", 0, 0, 0, h, hx, hy, s, t, None),
-                ("cyl", -0.5 * hx, 0, h, h + 0.002, 0.35 * hy, 0.35 * hy, a, a, (0.6, t)),
-                ("cyl", 0.5 * hx, 0, h, h + 0.002, 0.35 * hy, 0.35 * hy, a, a, (0.6, t))]
-    if st == "cabinet":
-        return [("box", 0, 0, 0, h, hx, hy, s, t, None),
-                ("box", 0, -hy - 0.003, 0.55 * h, 0.9 * h, 0.8 * hx, 0.003, a, a, None),
-                ("box", 0, -hy - 0.003, 0.1 * h, 0.45 * h, 0.8 * hx, 0.003, a, a, None)]
+                ("cyl", 0, -0.075, h, h + 0.002, 0.6 * hx, 0.6 * hx, _dark(a, 0.45), _dark(a, 0.45), (0.6, t)),
+                ("cyl", 0, 0.075, h, h + 0.01, 0.035, 0.035, (90, 90, 95), (120, 120, 125), None)]
+    if st == "cabinet":  # three drawer fronts (closed drawers are not drawn on their own)
+        return [("box", 0, 0, 0, h, hx, hy, s, t, None)] + [
+            ("box", 0, -hy - 0.003, z0, z0 + 0.045, 0.85 * hx, 0.003, a, a, None) for z0 in (0.028, 0.098, 0.168)]
     if st == "rack":
         return [("box", 0, 0, 0, h, hx, hy, s, t, None),
                 ("box", 0, 0, h, h + 0.004, hx, 0.15 * hy, a, a, None)]
     if k.container:  # basket, drawer, microwave, caddy: a rim around a darker inside
         return [("box", 0, 0, 0, h, hx, hy, s, a, (0.82, t))]
     return [(k.shape, 0, 0, 0, h, hx, hy, s, t, None)]
+
+
+DRAWER_HIDDEN_Q = 0.03  # drawers shut further than this are not drawn (the cabinet shows their front)
+BURNER_ON = (255, 90, 20)
+
+
+def _is_drawer(e) -> bool:
+    return e.kind.joint is not None and e.kind.joint.kind == "slide"
+
+
+def _joint_parts(e) -> list[tuple[np.ndarray, tuple, tuple]]:
+    """Per-frame prisms (world points, side colour, top colour) of a joint's moving part."""
+    j = e.kind.joint
+    if j is None or j.kind == "slide":
+        return []
+    h = e.handle()
+    if j.kind == "knob":  # the knob's lever, and the burner glowing once it is on
+        out = [(_prism_points("box", h[0], h[1], e.top, e.top + 0.012, 0.008, 0.008), (200, 200, 205), (230, 230, 235))]
+        if e.is_open():
+            c, s_ = math.cos(e.yaw), math.sin(e.yaw)
+            bx, by = e.pos[0] + s_ * 0.075, e.pos[1] - c * 0.075
+            ring = _prism_points("cyl", bx, by, e.top, e.top + 0.004, 0.035, 0.035)
+            out.append((ring, BURNER_ON, BURNER_ON))
+        return out
+    # door: a panel from the hinge (front-left corner) to the handle
+    c, s_ = math.cos(e.yaw), math.sin(e.yaw)
+    lx, ly = -e.kind.hx, -e.kind.hy
+    hinge = np.array([e.pos[0] + c * lx - s_ * ly, e.pos[1] + s_ * lx + c * ly])
+    d = h[:2] - hinge
+    n = np.array([-d[1], d[0]]) / max(np.linalg.norm(d), 1e-9) * 0.006
+    quad = np.array([hinge + n, h[:2] + n, h[:2] - n, hinge - n])
+    z0, z1 = e.pos[2] + 0.005, e.pos[2] + e.kind.h - 0.005
+    pts = np.concatenate([np.column_stack([quad, np.full(4, z0)]), np.column_stack([quad, np.full(4, z1)])])
+    return [(pts, (170, 170, 175), (120, 120, 125))]
 
 
 def _prism_points(shape, dx, dy, z0, z1, hx, hy) -> np.ndarray:
@@ -85,22 +120,16 @@ def _prism_points(shape, dx, dy, z0, z1, hx, hy) -> np.ndarray:
                            np.column_stack([ring, np.full(n, z1)])])
 
 
-# Eye-in-hand camera in the tool frame (x, y, z = tool axes; z from hand to fingertips, -y
-# towards the robot): 12 cm up the tool axis and 4 cm away from the robot, looking at the
-# axis 8 cm beyond the fingertips, so the fingers frame the bottom of the image.
-WRIST_POS = np.array([0.0, 0.04, -0.12])
-
-
-def _wrist_rot() -> np.ndarray:
-    fwd = np.array([0.0, 0.0, 0.08]) - WRIST_POS
-    fwd /= np.linalg.norm(fwd)
-    down = np.array([0.0, -1.0, 0.0])
-    down -= fwd * (down @ fwd)
-    down /= np.linalg.norm(down)
-    return np.stack([np.cross(down, fwd), down, fwd])  # rows: right, down, forward
-
-
-WRIST_ROT = _wrist_rot()
+# Eye-in-hand camera in the tool frame (x, y, z = tool axes; z from the hand to the fingertips,
+# -y towards the robot), placed as LIBERO's robot0_eye_in_hand: 9.4 cm above the fingertips'
+# centre and 5.8 cm towards the agent-view camera, looking along the tool axis (75 deg fov), so
+# the fingertips sit at the bottom edge of the image and image-up points away from the robot.
+WRIST_POS = np.array([0.0, 0.058, -0.094])
+WRIST_ROT = np.array([[-1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, 1.0]])  # rows: right, down, forward
+# LIBERO's agentview camera (world pos (0.6586, 0, 1.6104), 45 deg fov, pitched 39 deg down
+# towards the robot) in the drawing frame.
+AGENT_EYE, AGENT_TARGET, AGENT_FOV = (0.0, -0.6586, 0.7104), (0.0, 0.2211, 0.0), 45.0
+SHOULDER = np.array([0.0, 0.62, 0.35])  # the arm's base (LIBERO's robot stands at x = -0.66 m)
 
 # One finger as a box in the tool frame (tool z points from the hand to the fingertips).
 _FINGER = np.stack([_prism_points("box", 0.0, 0.0, 0.0, 0.05, 0.006, 0.01)] * 2) * np.array([1.0, 1.0, -1.0])
@@ -161,7 +190,7 @@ class Renderer:
 
     def __init__(self, cfg: LiberoMockConfig):
         self.size = cfg.image_size
-        self.agent = Camera(self.size, 55.0).look_at((0.0, -0.50, 0.80), (0.0, 0.05, 0.0))
+        self.agent = Camera(self.size, AGENT_FOV).look_at(AGENT_EYE, AGENT_TARGET)
         self.wrist = Camera(self.size, 75.0)
         self._models: dict[str, _Model] = {}
         self._names: list[str] = []
@@ -194,7 +223,7 @@ class Renderer:
         for x in np.linspace(-TABLE_HALF_X, TABLE_HALF_X, 9)[1:-1]:
             seg, _ = self.agent.project(np.array([[x, -TABLE_HALF_Y, 0], [x, TABLE_HALF_Y, 0]]))
             cv2.line(img, tuple(np.round(seg[0]).astype(int)), tuple(np.round(seg[1]).astype(int)), TABLE_LINE, 1)
-        base, _ = self.agent.project(np.array([[0.0, 0.42, 0.0], [0.0, 0.42, 0.3]]))
+        base, _ = self.agent.project(np.array([[SHOULDER[0], SHOULDER[1], 0.0], SHOULDER]))
         b = np.round(base).astype(int)
         cv2.line(img, tuple(b[0]), tuple(b[1]), ARM_DARK, 10)
         return img
@@ -218,9 +247,14 @@ class Renderer:
     def _draw_entities(self, img, world, cam: Camera, pts: np.ndarray, near: float | None) -> None:
         uv, depth = cam.project(pts)
         pix = np.round(uv).astype(np.int32)
-        refs = np.array([world[n].pos for n in self._names])
-        dist = (refs - cam.pos) @ cam.rot[2]
+        ents = [world[n] for n in self._names]
+        refs = np.array([e.pos for e in ents])
+        # drawers are painted just after their cabinet (same depth), open or not
+        dist = (refs - cam.pos) @ cam.rot[2] - np.array([0.05 * _is_drawer(e) for e in ents])
         for i in np.argsort(-dist, kind="stable"):
+            e = ents[i]
+            if _is_drawer(e) and e.q < DRAWER_HIDDEN_Q:
+                continue  # shut inside its cabinet: the cabinet draws its front
             m = self._models[self._names[i]]
             base = self._offsets[i]
             for part, (start, count) in zip(m.parts, m.spans):
@@ -233,6 +267,13 @@ class Renderer:
                 cv2.fillConvexPoly(img, p[n:2 * n], part[8])
                 if part[9] is not None:
                     cv2.fillConvexPoly(img, pix[a + 2 * n:a + 3 * n], part[9][1])
+            for pts3, side, top in _joint_parts(e):
+                q, qd = cam.project(pts3)
+                if near is not None and qd.min() < near:
+                    continue
+                qp = np.round(q).astype(np.int32)
+                cv2.fillConvexPoly(img, cv2.convexHull(qp), side)
+                cv2.fillConvexPoly(img, qp[len(qp) // 2:], top)
 
     def _gripper_points(self, world: World) -> tuple[np.ndarray, np.ndarray]:
         """World points of the two fingers (2 x 8 box corners) and the wrist above them."""
@@ -256,7 +297,7 @@ class Renderer:
         uv, _ = cam.project(shadow)
         cv2.fillConvexPoly(img, np.round(uv).astype(np.int32), SHADOW)
         fingers, wrist = self._gripper_points(world)
-        shoulder = np.array([0.0, 0.40, 0.32])
+        shoulder = SHOULDER
         elbow = (shoulder + wrist) / 2.0 + np.array([0.0, 0.05, 0.14])
         joints, jd = cam.project(np.stack([shoulder, elbow, wrist]))
         j = np.round(joints).astype(np.int32)
@@ -293,6 +334,12 @@ class Renderer:
             for f in np.round(fuv).astype(np.int32).reshape(2, 8, 2):
                 cv2.fillConvexPoly(img, cv2.convexHull(f), FINGER)
         return img
+
+    def project(self, world: World, pts: np.ndarray) -> dict:
+        """Pixel (row, col) of drawing-frame points in the agent and wrist images."""
+        g = world.gripper
+        self.wrist.pos, self.wrist.rot = g.pos + g.rot @ WRIST_POS, WRIST_ROT @ g.rot.T
+        return {view: cam.project(pts)[0][:, ::-1].tolist() for view, cam in (("agentview", self.agent), ("wrist", self.wrist))}
 
     def render(self, world: World) -> tuple[np.ndarray, np.ndarray]:
         """(agentview, wrist) uint8 RGB images."""

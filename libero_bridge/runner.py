@@ -46,9 +46,14 @@ class SimConfig:
     first_task: int = 0              # task index of episode 0 (tasks cycle from here)
     max_steps: int | None = None     # cap on episode length (smoke runs); None = the suite's limit
     execute: int | None = None       # actions run from each chunk before the next replan; None = the preset's
+    mock_config: str | None = None   # mocked LIBERO YAML (None = config/libero_mock.yaml)
 
     def __post_init__(self):
-        check(self.suite in SUITES, f"suite must be one of {SUITES}, got {self.suite!r}")
+        from .tasks import ALIASES
+
+        if self.suite in ALIASES:                # LIBERO's names (libero_10, 10, ...) are accepted
+            object.__setattr__(self, "suite", ALIASES[self.suite])
+        check(self.suite in SUITES, f"suite must be one of {SUITES} (or LIBERO's {sorted(ALIASES)}), got {self.suite!r}")
         check(self.episodes >= 1, f"episodes must be >= 1, got {self.episodes!r}")
         check(self.seed >= 0, f"seed must be >= 0, got {self.seed!r}")
         check(self.policy in POLICIES, f"policy must be one of {POLICIES}, got {self.policy!r}")
@@ -80,9 +85,28 @@ class FrameWindow:
         return np.stack(buf[:: -self.skip][::-1])                  # [frames, H, W, 3], oldest first
 
 
+def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
+    """Refuse, before any episode, a policy that cannot act on the LIBERO bridge's frames: it must
+    take 7-dim eef deltas and `views` views of the rendered views' aspect (sizes may differ: the
+    camera path resizes each view, `camera_bridge.preprocess.fit_views`)."""
+    from camera_bridge.preprocess import view_layout_problem
+
+    spec, r = policy.spec, policy.mcfg.robot
+    if spec.action_type != "eef_delta" or spec.action_dim != 7:
+        raise ValueError(f"the LIBERO bridge needs a 7-dim eef_delta policy, got "
+                         f"{spec.action_dim}-dim {spec.action_type!r} (preset {policy.mcfg.name!r})")
+    if len(r.cameras) != views:
+        raise ValueError(f"preset {policy.mcfg.name!r} takes {len(r.cameras)} views {list(r.cameras)}; "
+                         f"the LIBERO bridge gives {views} (agentview, wrist)")
+    problem = view_layout_problem((image_size, views * image_size, 3), views, r.camera_width, r.camera_height)
+    if problem is not None:
+        raise ValueError(f"preset {policy.mcfg.name!r} cannot use the bridge's {image_size}x{image_size} views: {problem}")
+
+
 class PolicyDriver:
     """The policy side of the closed loop on the mocked bridge: the frame window feeding a
-    lockstep chunk executor (a new chunk every `execute` steps)."""
+    lockstep chunk executor (a new chunk every `execute` steps). Frames are fitted to the
+    preset's view size on the way in, and `fitted` is what the policy saw (for recordings)."""
 
     def __init__(self, policy, instruction: str, execute: int | None = None):
         """`execute` overrides the preset's replan interval (1..chunk actions)."""
@@ -96,10 +120,16 @@ class PolicyDriver:
         self.executor = ChunkExecutor(policy, libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz))
         self.executor.reset(instruction=instruction)
         self.window = FrameWindow(spec.frames, policy.mcfg.robot.frame_skip)
+        r = policy.mcfg.robot
+        self._fit = (len(r.cameras), r.camera_width, r.camera_height)
+        self.fitted: np.ndarray | None = None
 
     def act(self, obs: dict):
         """Push the observation's frame; returns (action [7], executor StepInfo)."""
-        self.window.push(obs["stacked"])
+        from camera_bridge.preprocess import fit_views
+
+        self.fitted = fit_views(obs["stacked"], *self._fit)
+        self.window.push(self.fitted)
         return self.executor.next_action({"frames": self.window.window(), "proprio": obs["proprio"]})
 
 
@@ -121,6 +151,9 @@ class SimRunner:
 
     def __init__(self, cfg: SimConfig, out: str | Path, policy: Any = None,
                  progress: Callable[[dict], None] | None = None):
+        from .config import LiberoMockConfig
+
+        self.mock = LiberoMockConfig.load(cfg.mock_config)   # the one environment configuration
         self.cfg, self.out = cfg, Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.policy = policy
@@ -143,6 +176,8 @@ class SimRunner:
     def __enter__(self):
         if self.cfg.policy == "vam" and self.policy is None:
             self.policy = self._build_policy()
+        if self.cfg.policy == "vam":
+            check_policy_fits(self.policy, self.mock.image_size)
         if self.cfg.record:
             from vam_stack.recording import McapRecorder
 
@@ -159,7 +194,7 @@ class SimRunner:
         c = self.cfg
         task = (c.first_task + index) % 10
         rep = index // 10
-        env = make_env(c.suite, task, rep, c.seed, render=True)
+        env = make_env(c.suite, task, rep, c.seed, render=True, cfg=self.mock)
         if c.max_steps is not None:
             env.max_steps = min(env.max_steps, c.max_steps)
         name = episode_name(c.suite, task, rep, c.seed)
@@ -175,14 +210,16 @@ class SimRunner:
                 result.update(self._run_expert(env, obs))
         return result
 
-    def _record_step(self, step: int, obs: dict, action: np.ndarray | None, dt: float) -> None:
+    def _record_step(self, step: int, obs: dict, action: np.ndarray | None, dt: float,
+                     image: np.ndarray | None = None) -> None:
+        """Record one step; `image` is the frame the policy saw (default: the rendered one)."""
         if self.recorder is None:
             return
         from vam_stack import topics
 
         t = self._t + step * dt
         if step % self.cfg.record_image_every == 0:
-            self.recorder.write_image("stacked_image", obs["stacked"], t)
+            self.recorder.write_image("stacked_image", obs["stacked"] if image is None else image, t)
         self.recorder.write_joint_state("joint_states", topics.LIBERO_PROPRIO_NAMES, obs["proprio"], t)
         if action is not None:
             self.recorder.write_joint_state("joint_targets", topics.LIBERO_ACTION_NAMES, action, t)
@@ -234,7 +271,7 @@ class SimRunner:
                 trace.update(tel)
                 if self.recorder is not None:
                     self.recorder.write_telemetry(tel, self._t + step * dt, phase=trace.phase)
-            self._record_step(step, obs, action, dt)
+            self._record_step(step, obs, action, dt, image=driver.fitted)
             try:
                 obs, _, _, info = env.step(action.astype(np.float32))
             except ValueError as e:        # the env recorded the bad action as the termination reason

@@ -28,6 +28,24 @@ from .predicates import Goal, goal
 ID_LIMITS = {"spatial": 220, "object": 280, "goal": 300, "long": 520}
 SUITES = ("spatial", "object", "goal", "long", "spatial_ood", "object_ood", "goal_ood")
 OOD_OF = {"spatial_ood": "spatial", "object_ood": "object", "goal_ood": "goal"}
+# LIBERO's own names for the four ID suites (libero_10 is `long` here); accepted everywhere.
+LIBERO_NAMES = {"spatial": "libero_spatial", "object": "libero_object", "goal": "libero_goal", "long": "libero_10"}
+ALIASES = {v: k for k, v in LIBERO_NAMES.items()} | {"10": "long", "libero_long": "long"}
+
+
+def canonical_suite(name: str) -> str:
+    """The mock's suite name for `name` (accepts LIBERO's: libero_goal, libero_10, 10, ...)."""
+    name = str(name)
+    if name in SUITES:
+        return name
+    if name in ALIASES:
+        return ALIASES[name]
+    import difflib
+
+    close = difflib.get_close_matches(name, list(SUITES) + list(ALIASES), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"unknown suite {name!r}{hint}; expected one of {list(SUITES)} or LIBERO's "
+                     f"{sorted(ALIASES)}")
 
 
 @dataclass(frozen=True)
@@ -254,11 +272,6 @@ _BUILDERS = {"spatial": _spatial, "object": lambda: _object(False), "goal": lamb
 
 
 def suite_tasks(suite: str, ood_limit_factor: float = 1.5) -> list[TaskSpec]:
-    """The ten tasks of `suite` (one of SUITES), with their episode limits."""
-    if suite not in _BUILDERS:
-        import difflib
-
-        close = difflib.get_close_matches(str(suite), SUITES, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown suite {suite!r}{hint}; expected one of {list(SUITES)}")
+    """The ten tasks of `suite` (one of SUITES or a LIBERO alias), with their episode limits."""
+    suite = canonical_suite(suite)
     return _with_limits(_BUILDERS[suite](), suite, ood_limit_factor)

@@ -123,6 +123,14 @@ class RealLiberoEnv:
                           "clipped": bool(np.any(applied != action))}
         return obs, float(reply["reward"]), self.done, self.last_info
 
+    def project(self, points: np.ndarray) -> dict:
+        """Pixel (row, col) of LIBERO-world points (N, 3) in both rotated camera images."""
+        return self._call({"op": "project", "points": np.asarray(points, np.float64).reshape(-1, 3)})
+
+    def suite_tasks(self) -> list[list[str]]:
+        """[name, instruction] of every task of this suite."""
+        return self._call({"op": "tasks", "suite": self.task.suite})["tasks"]
+
     def phase(self) -> str:
         """Heuristic label (no scripted expert here): near the table or fingers closed = manipulation."""
         width = float(self._proprio[6] - self._proprio[7])

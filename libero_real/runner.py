@@ -14,7 +14,7 @@ from libero_bridge.runner import SimConfig, SimRunner, episode_name
 
 from .client import RealLiberoEnv
 
-REAL_SUITES = ("spatial", "object", "goal", "10")
+REAL_SUITES = ("spatial", "object", "goal", "long")  # long = LIBERO's libero_10
 
 
 class RealLiberoRunner(SimRunner):

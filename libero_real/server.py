@@ -12,10 +12,12 @@ Observations follow the mocked bridge's conventions, so the policy sees the same
   proprio            float32 [8]: eef position (3), eef orientation axis-angle (3), the two
                      finger joint positions (2)
   action             7 floats in [-1, 1]: eef delta (6) and gripper (-1 open .. +1 close)
-  rate               one step = `SUBSTEPS` LIBERO controller ticks (20 Hz) holding the action,
-                     i.e. the 10 Hz policy step of the mocked bridge
-Episodes start with `SETTLE_STEPS` no-op ticks (objects fall into place), as LIBERO
-evaluations do; the limits per suite are LIBERO's (220/280/300/520 policy steps at 20 Hz).
+  rate               one step = one LIBERO controller tick (20 Hz) with one action, as openpi's
+                     LIBERO client runs it and as the mocked bridge counts steps
+Episodes start with `SETTLE_STEPS` no-op ticks (objects fall into place), as openpi's
+client does, not counted in the limits (LIBERO's 220/280/300/520 ticks per suite).
+`tasks` {suite} lists the suite's tasks (name, instruction); `project` {points} gives the
+pixel (row, col) of world points in both rotated camera images (the conventions check).
 """
 from __future__ import annotations
 
@@ -29,10 +31,18 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from protocol import ProtocolError, read_message, write_message  # noqa: E402  (runs as a script)
 
-SUBSTEPS = 2  # LIBERO controller ticks (20 Hz) per policy step (10 Hz)
-SETTLE_STEPS = 10  # no-op ticks after reset
-SUITES = {"spatial": "libero_spatial", "object": "libero_object", "goal": "libero_goal", "10": "libero_10"}
-LIMITS = {"spatial": 220, "object": 280, "goal": 300, "10": 520}  # controller ticks per episode (LIBERO evals)
+SETTLE_STEPS = 10  # no-op ticks after reset (openpi's num_steps_wait)
+SUITES = {"spatial": "libero_spatial", "object": "libero_object", "goal": "libero_goal", "long": "libero_10"}
+ALIASES = {v: k for k, v in SUITES.items()} | {"10": "long"}
+LIMITS = {"spatial": 220, "object": 280, "goal": 300, "long": 520}  # controller ticks per episode (openpi)
+CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
+
+
+def _suite(name: str) -> str:
+    name = ALIASES.get(name, name)
+    if name not in SUITES:
+        raise ValueError(f"suite must be one of {sorted(SUITES)} (or {sorted(ALIASES)}), got {name!r}")
+    return name
 
 
 def quat_to_axis_angle(q_xyzw: np.ndarray) -> np.ndarray:
@@ -53,16 +63,36 @@ class LiberoBackend:
         from libero.libero import benchmark, get_libero_path
         from libero.libero.envs import OffScreenRenderEnv
 
-        if suite not in SUITES:
-            raise ValueError(f"suite must be one of {sorted(SUITES)}, got {suite!r}")
+        suite = _suite(suite)
         tasks = benchmark.get_benchmark_dict()[SUITES[suite]]()
         task = tasks.get_task(task_id)
         self.init_states = tasks.get_task_init_states(task_id)
         bddl = os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file)
         self.env = OffScreenRenderEnv(bddl_file_name=bddl, camera_heights=image_size, camera_widths=image_size)
         self.env.seed(0)
-        return {"instruction": task.language, "name": task.name, "max_steps": math.ceil(LIMITS[suite] / SUBSTEPS),
-                "init_states": len(self.init_states), "control_hz": 20.0 / SUBSTEPS}
+        self.size = image_size
+        return {"instruction": task.language, "name": task.name, "max_steps": LIMITS[suite],
+                "init_states": len(self.init_states), "control_hz": 20.0}
+
+    @staticmethod
+    def tasks(suite: str) -> dict:
+        from libero.libero import benchmark
+
+        tasks = benchmark.get_benchmark_dict()[SUITES[_suite(suite)]]()
+        return {"tasks": [[tasks.get_task(i).name, tasks.get_task(i).language] for i in range(tasks.n_tasks)]}
+
+    def project(self, points: np.ndarray) -> dict:
+        """Pixel (row, col) of world points in the rotated (openpi) images of both cameras."""
+        sim, out = self.env.sim, {}
+        for view, cam in CAMERAS.items():
+            i = sim.model.camera_name2id(cam)
+            rot = sim.data.cam_xmat[i].reshape(3, 3)           # columns: camera x, y (up), z (back)
+            c = (np.asarray(points, float) - sim.data.cam_xpos[i]) @ rot
+            f = 0.5 * self.size / math.tan(math.radians(float(sim.model.cam_fovy[i])) / 2)
+            col = self.size / 2 + f * c[:, 0] / -c[:, 2]        # natural image: x right
+            row = self.size / 2 - f * c[:, 1] / -c[:, 2]        # natural image: y up
+            out[view] = np.stack([row, self.size - 1 - col], axis=1).tolist()  # rotated 180 deg: rows as natural, cols mirrored
+        return out
 
     def reset(self, init_state: int) -> dict:
         self.env.reset()
@@ -72,11 +102,7 @@ class LiberoBackend:
         return self._convert(obs)
 
     def step(self, action: np.ndarray) -> tuple[dict, float, bool, dict]:
-        reward, done = 0.0, False
-        for _ in range(SUBSTEPS):
-            obs, reward, done, info = self.env.step(action.tolist())
-            if done:
-                break
+        obs, reward, done, info = self.env.step(action.tolist())
         return self._convert(obs), float(reward), bool(done), {"success": bool(done)}
 
     @staticmethod
@@ -101,6 +127,15 @@ class MockBackend:
         self.env = make_env(suite, task_id, 0, 0)
         return {"instruction": self.env.instruction, "name": self.env.task.name, "max_steps": self.env.max_steps,
                 "init_states": 1 << 30, "control_hz": self.env.control_hz}
+
+    @staticmethod
+    def tasks(suite: str) -> dict:
+        from libero_bridge.tasks import suite_tasks
+
+        return {"tasks": [[t.name, t.instruction] for t in suite_tasks(suite)]}
+
+    def project(self, points: np.ndarray) -> dict:
+        return self.env.project(points)
 
     def reset(self, init_state: int) -> dict:
         from libero_bridge.env import make_env
@@ -131,6 +166,10 @@ def serve(backend, rx, tx) -> None:
         try:
             if op == "open":
                 reply = backend.open(req["suite"], int(req["task_id"]), int(req.get("image_size", 224)))
+            elif op == "tasks":
+                reply = backend.tasks(req["suite"])
+            elif op == "project":
+                reply = backend.project(np.asarray(req["points"], dtype=np.float64).reshape(-1, 3))
             elif op == "reset":
                 reply = backend.reset(int(req.get("init_state", 0)))
             elif op == "step":

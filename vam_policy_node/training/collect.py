@@ -25,12 +25,22 @@ from vam_stack.config import check
 
 from .dataset import DatasetWriter, EncodedDemo, encode_demo
 
-# what every dataset recorded on the mocked LIBERO bridge says about itself (meta/info.json)
-BRIDGE_INFO = {"fps": 10.0, "robot": "mocked LIBERO (libero_bridge)", "frame_shape": [224, 448, 3],
-               "action_dim": 7, "proprio_dim": 8,
-               "features": {"frames": "PNG, stacked agentview|wrist RGB", "proprio": "tcp xyz, axis-angle, fingers",
-                            "actions": "eef delta xyz, rot xyz, gripper (+1 close)",
+# what every dataset recorded on the mocked LIBERO bridge says about itself (meta/info.json);
+# `bridge_info(mock)` adds the rate, frame shape and the whole mock configuration it ran with
+BRIDGE_INFO = {"robot": "mocked LIBERO (libero_bridge)", "action_dim": 7, "proprio_dim": 8,
+               "features": {"frames": "PNG, stacked agentview|wrist RGB (the rendered size)",
+                            "proprio": "eef xyz (LIBERO world frame), axis-angle, fingers",
+                            "actions": "eef delta xyz, rot xyz (LIBERO world frame), gripper (+1 close)",
                             "phase": "0 planning, 1 manipulation"}}
+
+
+def bridge_info(mock) -> dict:
+    """BRIDGE_INFO for datasets recorded with the mock configuration `mock`."""
+    from libero_bridge.config import CONVENTIONS
+
+    s = mock.image_size
+    return BRIDGE_INFO | {"fps": mock.control_hz, "frame_shape": [s, 2 * s, 3], "mock": mock.as_dict(),
+                          "mock_conventions": CONVENTIONS}
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,7 @@ class CollectConfig:
     keep_failures: bool = False           # also store episodes the expert failed
     max_attempts_factor: int = 3          # try at most this x episodes per task to reach the count
     workers: int = 1                      # processes running the expert + PNG encoding (output identical for any)
+    mock_config: str | None = None        # mocked LIBERO YAML (None = config/libero_mock.yaml)
 
     def __post_init__(self):
         from libero_bridge import SUITES
@@ -67,19 +78,21 @@ def expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
     """(suite, task, episode, seed, noise, keep) -> (success, stored form or None when not kept)."""
     from libero_bridge import rollout_expert
 
-    suite, task, episode, seed, noise, keep = job
-    demo = rollout_expert(suite, task, episode, seed, render=True, noise=noise)
+    from libero_bridge import LiberoMockConfig
+
+    suite, task, episode, seed, noise, keep, mock = job
+    demo = rollout_expert(suite, task, episode, seed, render=True, noise=noise, cfg=LiberoMockConfig(**mock))
     return demo.success, (encode_demo(demo) if demo.success or keep else None)
 
 
-def _task_attempts(cfg: CollectConfig, suite: str, task: int, run):
+def _task_attempts(cfg: CollectConfig, suite: str, task: int, run, mock: dict):
     """Yield the kept (stored-form) episodes of one task in attempt order. Attempts run in waves
     (as many as are still missing), so the kept set is the one a one-by-one loop would keep."""
     kept, tried, failures = 0, 0, 0
     limit = cfg.episodes_per_task * cfg.max_attempts_factor
     while kept < cfg.episodes_per_task and tried < limit:
         wave = range(tried, min(limit, tried + cfg.episodes_per_task - kept))
-        jobs = [(suite, task, e, cfg.seed, cfg.noise_of(e), cfg.keep_failures) for e in wave]
+        jobs = [(suite, task, e, cfg.seed, cfg.noise_of(e), cfg.keep_failures, mock) for e in wave]
         for success, enc in run(jobs):
             tried += 1
             failures += not success
@@ -95,6 +108,10 @@ def collect(cfg: CollectConfig, out: str | Path, progress=None) -> dict:
     """Record the demonstrations into `out` (replaced if it exists); returns the info dict."""
     import multiprocessing as mp
 
+    from libero_bridge import LiberoMockConfig
+
+    mock = LiberoMockConfig.load(cfg.mock_config)
+    mock_fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in mock.as_dict().items()}
     root = Path(out)
     if root.exists():
         if not (root / "meta" / "info.json").is_file() and any(root.iterdir()):
@@ -109,7 +126,7 @@ def collect(cfg: CollectConfig, out: str | Path, progress=None) -> dict:
         for suite in cfg.suites:
             for task in range(10):
                 tried = fails = kept = 0
-                for enc, tried, fails in _task_attempts(cfg, suite, task, run):
+                for enc, tried, fails in _task_attempts(cfg, suite, task, run, mock_fields):
                     writer.add(enc)
                     kept += 1
                     if progress is not None:
@@ -119,7 +136,7 @@ def collect(cfg: CollectConfig, out: str | Path, progress=None) -> dict:
     finally:
         if pool is not None:
             pool.terminate()
-    info = BRIDGE_INFO | {
+    info = bridge_info(mock) | {
         "suites": list(cfg.suites), "seed": cfg.seed, "episodes_per_task": cfg.episodes_per_task,
         "noise": cfg.noise, "noise_every": cfg.noise_every, "expert_attempts": attempts, "expert_failures": failures,
         "expert_success_rate": round(1.0 - failures / max(attempts, 1), 4), "collect_s": round(time.perf_counter() - t0, 1)}
@@ -135,6 +152,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise-every", type=int, default=2, help="perturb every n-th episode")
     p.add_argument("--keep-failures", action="store_true")
     p.add_argument("--workers", type=int, default=1, help="processes (the dataset is identical for any number)")
+    p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
     p.add_argument("--out", required=True, help="dataset directory (replaced if it is a dataset)")
 
 
@@ -143,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = CollectConfig(suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
                         episodes_per_task=args.episodes_per_task, seed=args.seed, noise=args.noise,
-                        noise_every=args.noise_every, keep_failures=args.keep_failures, workers=args.workers)
+                        noise_every=args.noise_every, keep_failures=args.keep_failures, workers=args.workers,
+                        mock_config=args.mock_config)
     bar = tqdm(total=len(cfg.suites) * 10 * cfg.episodes_per_task, unit="ep", desc="collect", file=sys.stdout)
     info = collect(cfg, args.out, progress=lambda s, t, k: (bar.set_postfix_str(f"{s} task {t}"), bar.update(1)))
     bar.close()

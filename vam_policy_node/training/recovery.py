@@ -70,7 +70,8 @@ def takeover_steps(cfg: RecoveryConfig, execute: int, rng: np.random.Generator) 
     return sorted(int(s) for s in rng.choice(grid, k, replace=False))
 
 
-def recovery_segments(policy, suite: str, task: int, episode: int, seed: int, takeovers: list[int]) -> dict:
+def recovery_segments(policy, suite: str, task: int, episode: int, seed: int, takeovers: list[int],
+                      mock=None) -> dict:
     """Run `policy` on one episode, branching an expert takeover at each step of `takeovers`.
 
     Returns {"demos": [Demo per takeover the expert finished], "takeover_steps": [...],
@@ -80,7 +81,7 @@ def recovery_segments(policy, suite: str, task: int, episode: int, seed: int, ta
     from libero_bridge import make_env, record_expert
     from libero_bridge.runner import PolicyDriver
 
-    env = make_env(suite, task, episode, seed, render=True)
+    env = make_env(suite, task, episode, seed, render=True, cfg=mock)
     obs = env.reset()
     driver = PolicyDriver(policy, env.instruction)
     pending = sorted(set(takeovers))
@@ -107,16 +108,20 @@ def recovery_segments(policy, suite: str, task: int, episode: int, seed: int, ta
 
 
 def collect_round(policy, cfg: RecoveryConfig, suites: list[str], round_index: int, out: str | Path,
-                  progress: Callable[[int, int], None] | None = None) -> dict:
+                  progress: Callable[[int, int], None] | None = None, mock=None) -> dict:
     """One recovery round with `policy`, written as a dataset at `out`; returns its summary.
 
     Episode `e` of a task in round `r` uses initial-state episode index r * episodes_per_task + e
     (seed id `cfg.seed`), so every round sees new states; takeover steps are drawn from a
-    generator seeded with (seed, round, task, e).
+    generator seeded with (seed, round, task, e). `mock` is the environment configuration (the
+    training data's; None = config/libero_mock.yaml).
     """
-    from .collect import BRIDGE_INFO
+    from libero_bridge import LiberoMockConfig
+
+    from .collect import bridge_info
     from .dataset import DatasetWriter
 
+    mock = mock if mock is not None else LiberoMockConfig.load()
     writer = DatasetWriter(out)
     execute = policy.spec.execute
     rollouts = expert_failures = policy_success = 0
@@ -127,7 +132,7 @@ def collect_round(policy, cfg: RecoveryConfig, suites: list[str], round_index: i
             for e in range(cfg.episodes_per_task):
                 rng = np.random.default_rng([cfg.seed, round_index, task, e])
                 episode = round_index * cfg.episodes_per_task + e
-                res = recovery_segments(policy, suite, task, episode, cfg.seed, takeover_steps(cfg, execute, rng))
+                res = recovery_segments(policy, suite, task, episode, cfg.seed, takeover_steps(cfg, execute, rng), mock)
                 rollouts += 1
                 policy_success += res["policy_termination"] == "success"
                 expert_failures += res["expert_failures"]
@@ -141,7 +146,7 @@ def collect_round(policy, cfg: RecoveryConfig, suites: list[str], round_index: i
     summary = {"round": round_index, "rollouts": rollouts, "episodes": len(writer.metas), "frames": writer.frames,
                "policy_success_before_takeover": policy_success, "expert_failures": expert_failures,
                "seconds": round(time.perf_counter() - t0, 1)}
-    writer.close(BRIDGE_INFO | {"suites": list(suites), "seed": cfg.seed, "source": "recovery"} | summary)
+    writer.close(bridge_info(mock) | {"suites": list(suites), "seed": cfg.seed, "source": "recovery"} | summary)
     return summary
 
 

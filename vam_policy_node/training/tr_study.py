@@ -21,11 +21,12 @@ import numpy as np
 
 
 def collect_states(suite: str, episodes: int, seed: int, every: int) -> list[dict]:
-    from libero_bridge import rollout_expert
+    from libero_bridge import LiberoMockConfig, rollout_expert
 
+    mock = LiberoMockConfig.load()
     states = []
     for i in range(episodes):
-        demo = rollout_expert(suite, i % 10, i // 10, seed, render=True)
+        demo = rollout_expert(suite, i % 10, i // 10, seed, render=True, cfg=mock)
         for t in range(0, len(demo), every):
             states.append({"frame": demo.stacked[t], "proprio": demo.proprio[t], "phase": demo.phases[t],
                            "instruction": demo.instruction, "task": demo.task, "step": t})

@@ -146,9 +146,10 @@ class Batches:
     """Batch `step` = samples drawn by a generator seeded with (seed, step); prefetched in a thread."""
 
     def __init__(self, data: Dataset, cfg: TrainConfig, texts: dict[str, torch.Tensor], chunk: int, frames: int,
-                 image_hw: tuple[int, int]):
+                 image_hw: tuple[int, int], views: int = 2):
         self.data, self.cfg, self.texts, self.chunk, self.frames = data, cfg, texts, chunk, frames
         self.image_hw = image_hw        # the model's input size; stored frames are resized when they differ
+        self.views = views              # side-by-side views in a stacked frame
         self.p = None                   # per-sample probabilities (None = uniform)
         self.pin = False                # pin batches in page-locked memory (set by a CUDA trainer)
         recovery = [e.meta.get("source") == "recovery" for e in data.episodes]
@@ -161,12 +162,10 @@ class Batches:
             self.p = w / w.sum()
 
     def _frames(self, clip: np.ndarray) -> np.ndarray:
-        h, w = self.image_hw
-        if clip.shape[1:3] == (h, w):
-            return clip
-        import cv2
+        from camera_bridge.preprocess import fit_views
 
-        return np.stack([cv2.resize(f, (w, h), interpolation=cv2.INTER_AREA) for f in clip])
+        h, w = self.image_hw
+        return fit_views(clip, self.views, w // self.views, h)  # the camera path's rule: view by view
 
     def make(self, step: int) -> dict:
         rng = np.random.default_rng([self.cfg.seed, step])
@@ -300,7 +299,8 @@ class Trainer:
 
     def _make_batches(self) -> Batches:
         r = self.mcfg.robot
-        batches = Batches(self.data, self.cfg, self.texts, r.chunk, r.frames, (r.image_height, r.image_width))
+        batches = Batches(self.data, self.cfg, self.texts, r.chunk, r.frames, (r.image_height, r.image_width),
+                          len(r.cameras))
         batches.pin = self.device.type == "cuda"
         return batches
 
@@ -402,7 +402,9 @@ class Trainer:
                               "recovery_rounds": self.recovery_rounds,
                               "recovery_episodes": sum(e.meta.get("source") == "recovery" for e in self.data.episodes),
                               "suites": sorted({e.meta["suite"] for e in self.data.episodes}),
-                              "batch": self.cfg.batch, "seed": self.cfg.seed, "ema": self.cfg.ema}}
+                              "batch": self.cfg.batch, "seed": self.cfg.seed, "ema": self.cfg.ema,
+                              "mock_conventions": self.data.info.get("mock_conventions"),
+                              "mock": self.data.info.get("mock")}}
         return save_checkpoint(path, model, self.mcfg, extra)
 
     # ---- recovery rounds (recovery.py) --------------------------------------------------------
@@ -443,7 +445,13 @@ class Trainer:
         bar = tqdm(total=len(suites) * 10 * rc.episodes_per_task, unit="rollout", desc=f"recovery round {r}",
                    disable=not progress, file=sys.stdout, leave=False)
         try:
-            summary = collect_round(policy, rc, suites, r, root / "data", progress=lambda k, n: bar.update(1))
+            mock = self.data.info.get("mock")
+            if mock is not None:
+                from libero_bridge import LiberoMockConfig
+
+                mock = LiberoMockConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in mock.items()})
+            summary = collect_round(policy, rc, suites, r, root / "data", progress=lambda k, n: bar.update(1),
+                                    mock=mock)
         finally:
             bar.close()
             torch.set_num_threads(self.cfg.threads)      # the policy sets its own thread count
