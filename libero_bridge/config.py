@@ -49,13 +49,13 @@ class LiberoMockConfig:
     max_rotation: float = 0.08  # rad turned per step at |action| = 1 (real LIBERO: 0.065-0.10 by axis)
     max_tilt: float = 0.8  # rad the gripper axis may tilt away from pointing down
     gripper_max_width: float = 0.08  # m between open fingers (Panda: 0.08)
-    gripper_speed: float = 0.02  # m of finger opening change per step (~4 steps open->closed)
+    gripper_speed: float = 0.007  # m of finger opening change per step (LIBERO: ~12 ticks open->closed)
     workspace_low: tuple[float, float, float] = (-0.45, -0.5, 0.9)  # m, eef box lower corner (LIBERO world)
     workspace_high: tuple[float, float, float] = (0.45, 0.5, 1.4)  # m, eef box upper corner (LIBERO world)
     home: tuple[float, float, float] = (-0.215, 0.0, 1.165)  # m, eef start (LIBERO's reset, world frame)
     home_axis_angle: tuple[float, float, float] = (3.1395, 0.0, -0.09)  # eef orientation at reset (LIBERO's)
     home_jitter: float = 0.012  # m, uniform +- jitter of the eef start per episode (LIBERO: ~0.01)
-    object_jitter: float = 0.012  # m, uniform +- jitter of movable objects (LIBERO goal: std ~0.008)
+    object_jitter: float = 0.01  # m, uniform +- jitter of movable objects (LIBERO's BDDL regions: +-0.01)
     fixture_jitter: float = 0.005  # m, uniform +- jitter of fixtures (cabinet, stove, ...)
     yaw_jitter: float = 0.15  # rad, uniform +- yaw jitter of boxes
     grasp_radius: float = 0.035  # m, max tip-to-centre xy distance that still grasps (small objects)
@@ -79,8 +79,8 @@ class LiberoMockConfig:
                   f"{name} must be in [0, 0.05] m, got {v!r}")
         check(isinstance(self.yaw_jitter, (int, float)) and 0 <= self.yaw_jitter <= math.pi,
               f"yaw_jitter must be in [0, pi] rad, got {self.yaw_jitter!r}")
-        check(self.object_jitter <= 0.02 and self.fixture_jitter <= 0.015,
-              f"object_jitter above 0.02 m or fixture_jitter above 0.015 m breaks the task layouts: "
+        check(self.object_jitter <= 0.015 and self.fixture_jitter <= 0.015,
+              f"object_jitter or fixture_jitter above 0.015 m breaks the task layouts: "
               f"{self.object_jitter!r}, {self.fixture_jitter!r}")
         check(self.max_tilt < math.pi / 2, f"max_tilt must be below pi/2, got {self.max_tilt!r}")
         check(self.gripper_max_width <= 0.2, f"gripper_max_width too large: {self.gripper_max_width!r}")

@@ -19,8 +19,9 @@ def test_observation_contract():
     np.testing.assert_array_equal(obs["stacked"][:, :224], obs["agentview"])
     np.testing.assert_array_equal(obs["stacked"][:, 224:], obs["wrist"])
     assert obs["proprio"].shape == (8,) and obs["proprio"].dtype == np.float32
-    # Pointing down: axis-angle (pi, 0, 0); open fingers at +-0.04.
-    np.testing.assert_allclose(np.abs(obs["proprio"][3:6]), [np.pi, 0, 0], atol=1e-5)
+    # LIBERO's world frame: eef above the table (top at z = 0.9 m), reset orientation ~(3.14, 0, -0.09)
+    np.testing.assert_allclose(obs["proprio"][:3], [-0.215, 0.0, 1.165], atol=0.013)
+    np.testing.assert_allclose(obs["proprio"][3:6], [3.1395, 0.0, -0.09], atol=1e-4)
     np.testing.assert_allclose(obs["proprio"][6:], [0.04, -0.04], atol=1e-6)
     assert env.instruction == "pick up the black bowl between the plate and the ramekin and place it on the plate"
     assert env.max_steps == 220
@@ -132,11 +133,17 @@ def test_make_env_rejects_bad_arguments():
 
 def test_config_file_loads_and_bad_values_name_themselves():
     cfg = from_yaml(LiberoMockConfig, config_dir() / "libero_mock.yaml", "libero_mock")
-    assert cfg.image_size == 224 and cfg.control_hz == 10.0
+    assert cfg.image_size == 224 and cfg.control_hz == 20.0
+    # the shipped file is the dataclass's defaults (what make_env uses when given no config)
+    assert cfg == LiberoMockConfig() == LiberoMockConfig.load()
     with pytest.raises(ConfigError, match="-0.5"):
         LiberoMockConfig(max_translation=-0.5)
     with pytest.raises(ConfigError, match="home"):
         LiberoMockConfig(home=(0.0, 0.0, 2.0))
+    with pytest.raises(ConfigError, match="max_translation above 0.1"):
+        LiberoMockConfig(max_translation=0.5)
+    with pytest.raises(ConfigError, match="table top"):
+        LiberoMockConfig(workspace_low=(-0.45, -0.5, 0.5))
 
 
 def test_close_and_context_manager():

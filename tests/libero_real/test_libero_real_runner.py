@@ -36,15 +36,29 @@ def _check_args(*argv):
 
 
 @pytest.mark.adapter
-def test_check_passes_mock_against_itself_and_flags_a_flipped_image(tmp_path):
-    assert check.run(_check_args("--backend", "mock", "--json", str(tmp_path / "r.json"))) == 0
+def test_check_passes_mock_against_itself_and_flags_what_a_policy_would_notice(tmp_path):
+    assert check.run(_check_args("--backend", "mock", "--suite", "libero_goal", "--json", str(tmp_path / "r.json"),
+                                 "--markdown", str(tmp_path / "t.md"))) == 0
     import json
 
     rep = json.loads((tmp_path / "r.json").read_text())
-    flipped = dict(rep["real"], orientation_row_slope=-rep["real"]["orientation_row_slope"],
-                   finger_gap=rep["real"]["finger_gap"][::-1][1:] + [0.0])
-    fail, _ = check.compare(rep["mock"], flipped)
-    assert any("orientation" in f for f in fail) and any("gripper sign" in f for f in fail)
+    assert "| task 0 | open the middle drawer of the cabinet |" in (tmp_path / "t.md").read_text()
+    real = rep["real"]
+    swapped = dict(real, agent_px={k: v[::-1] for k, v in real["agent_px"].items()},   # x and y swapped
+                   finger_gap=real["finger_gap"][::-1][1:] + [0.0],                     # gripper sign flipped
+                   translation={k: 2 * v for k, v in real["translation"].items()},       # twice the speed
+                   instructions=real["instructions"][::-1], max_steps=150,
+                   reset_pos=[v + 0.1 for v in real["reset_pos"]])
+    fail, _, _ = check.compare(rep["mock"], swapped)
+    for words in ("gripper in the agent view", "gripper sign", "m per step", "task 0", "episode limit",
+                  "reset eef position"):
+        assert any(words in f for f in fail), (words, fail)
+
+
+@pytest.mark.unit
+def test_check_takes_liberos_suite_names_and_refuses_mock_only_suites():
+    with pytest.raises(SystemExit, match="only in the mock"):
+        check.run(_check_args("--backend", "mock", "--suite", "goal_ood"))
 
 
 @pytest.mark.slow
