@@ -114,6 +114,16 @@ def test_collect_small(tmp_path):
         assert a.relative_to(tmp_path / "d") == b.relative_to(tmp_path / "p")
         if a.is_file() and a.name != "info.json":                      # info.json holds the wall time
             assert a.read_bytes() == b.read_bytes(), a.name
+    from libero_bridge.config import CONVENTIONS, LiberoMockConfig
+
+    assert info["mock"] == LiberoMockConfig.load().as_dict() and info["mock_conventions"] == CONVENTIONS
+    assert info["fps"] == 20.0 and info["frame_shape"] == [224, 448, 3]
+    # the mock configuration file is what the dataset is recorded with (and says so)
+    (tmp_path / "m.yaml").write_text("libero_mock:\n  image_size: 64\n")
+    small = collect(CollectConfig(suites=("goal",), episodes_per_task=1, seed=3, noise=0.0,
+                                  mock_config=str(tmp_path / "m.yaml")), tmp_path / "s")
+    assert small["frame_shape"] == [64, 128, 3] and small["mock"]["image_size"] == 64
+    assert Dataset(tmp_path / "s").episodes[0].frame(0).shape == (64, 128, 3)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "file.txt").write_text("x")
     with pytest.raises(FileExistsError, match="not a dataset"):
