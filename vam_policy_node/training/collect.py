@@ -81,11 +81,12 @@ def expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
     from libero_bridge import LiberoMockConfig
 
     suite, task, episode, seed, noise, keep, mock = job
-    demo = rollout_expert(suite, task, episode, seed, render=True, noise=noise, cfg=LiberoMockConfig(**mock))
+    demo = rollout_expert(suite, task, episode, seed, render=True, noise=noise,
+                          cfg=LiberoMockConfig(**mock) if mock else None)
     return demo.success, (encode_demo(demo) if demo.success or keep else None)
 
 
-def _task_attempts(cfg: CollectConfig, suite: str, task: int, run, mock: dict):
+def _task_attempts(cfg: CollectConfig, suite: str, task: int, run, mock: dict | None = None):
     """Yield the kept (stored-form) episodes of one task in attempt order. Attempts run in waves
     (as many as are still missing), so the kept set is the one a one-by-one loop would keep."""
     kept, tried, failures = 0, 0, 0
