@@ -165,9 +165,10 @@ def _csv(text: str, allowed=None, kind="value") -> list[str]:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from .tasks import ALIASES
-
-    suites = [ALIASES.get(x, x) for x in _csv(args.suites, list(SUITES) + sorted(ALIASES), "suite")]
+    try:
+        suites = [_suite(x) for x in _csv(args.suites, kind="suite")]
+    except argparse.ArgumentTypeError as e:
+        raise SystemExit(str(e)) from None
     schedules = _csv(args.guidance, GUIDANCE, "guidance") if args.policy == "vam" else ["expert"]
     try:
         seeds = [int(s) for s in _csv(args.seeds, kind="seed")]

@@ -94,16 +94,17 @@ class LiberoMockConfig:
               f"home {self.home!r} must lie inside the workspace")
         check(self.workspace_low[2] >= 0.9 - 1e-9, f"workspace_low z must be at or above the table top (0.9 m), "
                                                    f"got {self.workspace_low[2]!r}")
-        tilt = math.acos(max(-1.0, min(1.0, -float(self.home_rotation()[2, 2]))))
+        from . import frames
+
+        r, _ = cv2.Rodrigues(np.asarray(self.home_axis_angle, dtype=np.float64).reshape(3, 1))
+        self._home_rotation = frames.rot_from_libero(r)  # derived once: the expert reads it every step
+        tilt = math.acos(max(-1.0, min(1.0, -float(self._home_rotation[2, 2]))))
         check(tilt <= self.max_tilt, f"home_axis_angle {self.home_axis_angle!r} tilts the gripper {tilt:.2f} rad "
                                      f"from pointing down (max_tilt {self.max_tilt})")
 
     def home_rotation(self) -> np.ndarray:
-        """(3, 3) gripper orientation at reset in the mock's drawing frame."""
-        from . import frames
-
-        r, _ = cv2.Rodrigues(np.asarray(self.home_axis_angle, dtype=np.float64).reshape(3, 1))
-        return frames.rot_from_libero(r)
+        """(3, 3) gripper orientation at reset in the mock's drawing frame (a copy)."""
+        return self._home_rotation.copy()
 
     def workspace(self) -> tuple[np.ndarray, np.ndarray]:
         """The eef box as (low, high) corners in the drawing frame."""
@@ -113,8 +114,13 @@ class LiberoMockConfig:
         return np.minimum(a, b), np.maximum(a, b)
 
     def as_dict(self) -> dict:
-        """Plain data for metadata (datasets, run summaries)."""
+        """Plain data for metadata (datasets, run summaries); `from_dict` reads it back."""
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LiberoMockConfig":
+        """The configuration `as_dict` wrote (lists back to tuples), validated as usual."""
+        return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()})
 
     @classmethod
     def from_file(cls, path: str | Path, section: str = "libero_mock") -> "LiberoMockConfig":

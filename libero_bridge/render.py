@@ -66,8 +66,8 @@ def _parts(k: Kind) -> list[tuple]:
                 ("box", 0.8 * hx + 0.012, 0, 0.55 * h, 0.85 * h, 0.014, 0.006, a, a, None)]
     if st == "stove":  # burner at the front (own -y), knob ring at the back (LIBERO's flat stove)
         return [("box", 0, 0, 0, h, hx, hy, s, t, None),
-                ("cyl", 0, -0.075, h, h + 0.002, 0.6 * hx, 0.6 * hx, _dark(a, 0.45), _dark(a, 0.45), (0.6, t)),
-                ("cyl", 0, 0.075, h, h + 0.01, 0.035, 0.035, (90, 90, 95), (120, 120, 125), None)]
+                ("cyl", 0, -STOVE_PART_Y, h, h + 0.002, 0.6 * hx, 0.6 * hx, _dark(a, 0.45), _dark(a, 0.45), (0.6, t)),
+                ("cyl", 0, STOVE_PART_Y, h, h + 0.01, 0.035, 0.035, (90, 90, 95), (120, 120, 125), None)]
     if st == "cabinet":  # three drawer fronts (closed drawers are not drawn on their own)
         return [("box", 0, 0, 0, h, hx, hy, s, t, None)] + [
             ("box", 0, -hy - 0.003, z0, z0 + 0.045, 0.85 * hx, 0.003, a, a, None) for z0 in (0.028, 0.098, 0.168)]
@@ -81,6 +81,7 @@ def _parts(k: Kind) -> list[tuple]:
 
 DRAWER_HIDDEN_Q = 0.03  # drawers shut further than this are not drawn (the cabinet shows their front)
 BURNER_ON = (255, 90, 20)
+STOVE_PART_Y = 0.075  # m: burner this far in front of the stove's centre, knob this far behind (LIBERO: 0.15 apart)
 
 
 def _is_drawer(e) -> bool:
@@ -97,7 +98,7 @@ def _joint_parts(e) -> list[tuple[np.ndarray, tuple, tuple]]:
         out = [(_prism_points("box", h[0], h[1], e.top, e.top + 0.012, 0.008, 0.008), (200, 200, 205), (230, 230, 235))]
         if e.is_open():
             c, s_ = math.cos(e.yaw), math.sin(e.yaw)
-            bx, by = e.pos[0] + s_ * 0.075, e.pos[1] - c * 0.075
+            bx, by = e.pos[0] + s_ * STOVE_PART_Y, e.pos[1] - c * STOVE_PART_Y
             ring = _prism_points("cyl", bx, by, e.top, e.top + 0.004, 0.035, 0.035)
             out.append((ring, BURNER_ON, BURNER_ON))
         return out

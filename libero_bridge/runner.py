@@ -49,11 +49,12 @@ class SimConfig:
     mock_config: str | None = None   # mocked LIBERO YAML (None = config/libero_mock.yaml)
 
     def __post_init__(self):
-        from .tasks import ALIASES
+        from .tasks import canonical_suite
 
-        if self.suite in ALIASES:                # LIBERO's names (libero_10, 10, ...) are accepted
-            object.__setattr__(self, "suite", ALIASES[self.suite])
-        check(self.suite in SUITES, f"suite must be one of {SUITES} (or LIBERO's {sorted(ALIASES)}), got {self.suite!r}")
+        try:                                     # LIBERO's names (libero_10, 10, ...) are accepted
+            object.__setattr__(self, "suite", canonical_suite(self.suite))
+        except ValueError as e:
+            check(False, str(e))
         check(self.episodes >= 1, f"episodes must be >= 1, got {self.episodes!r}")
         check(self.seed >= 0, f"seed must be >= 0, got {self.seed!r}")
         check(self.policy in POLICIES, f"policy must be one of {POLICIES}, got {self.policy!r}")
@@ -85,16 +86,21 @@ class FrameWindow:
         return np.stack(buf[:: -self.skip][::-1])                  # [frames, H, W, 3], oldest first
 
 
+def _require_eef_delta(policy) -> None:
+    spec = policy.spec
+    if spec.action_type != "eef_delta" or spec.action_dim != 7:
+        raise ValueError(f"the LIBERO bridge needs a 7-dim eef_delta policy, got "
+                         f"{spec.action_dim}-dim {spec.action_type!r} (preset {policy.mcfg.name!r})")
+
+
 def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
     """Refuse, before any episode, a policy that cannot act on the LIBERO bridge's frames: it must
     take 7-dim eef deltas and `views` views of the rendered views' aspect (sizes may differ: the
     camera path resizes each view, `camera_bridge.preprocess.fit_views`)."""
     from camera_bridge.preprocess import view_layout_problem
 
-    spec, r = policy.spec, policy.mcfg.robot
-    if spec.action_type != "eef_delta" or spec.action_dim != 7:
-        raise ValueError(f"the LIBERO bridge needs a 7-dim eef_delta policy, got "
-                         f"{spec.action_dim}-dim {spec.action_type!r} (preset {policy.mcfg.name!r})")
+    _require_eef_delta(policy)
+    r = policy.mcfg.robot
     if len(r.cameras) != views:
         raise ValueError(f"preset {policy.mcfg.name!r} takes {len(r.cameras)} views {list(r.cameras)}; "
                          f"the LIBERO bridge gives {views} (agentview, wrist)")
@@ -112,10 +118,8 @@ class PolicyDriver:
         """`execute` overrides the preset's replan interval (1..chunk actions)."""
         from vam_policy_node.executor import ChunkExecutor, libero_config
 
+        _require_eef_delta(policy)
         spec = policy.spec
-        if spec.action_type != "eef_delta" or spec.action_dim != 7:
-            raise ValueError(f"the mocked LIBERO bridge needs a 7-dim eef_delta policy, got "
-                             f"{spec.action_dim}-dim {spec.action_type!r} (preset {policy.mcfg.name!r})")
         execute = spec.execute if execute is None else execute
         self.executor = ChunkExecutor(policy, libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz))
         self.executor.reset(instruction=instruction)

@@ -15,7 +15,11 @@ from vam_stack.config import ConfigError
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("ds") / "demos"
-    return Dataset(write_dataset(root, [rollout_expert("goal", 1, 0, 9), rollout_expert("goal", 6, 0, 9)]))
+    from libero_bridge import LiberoMockConfig
+    from vam_policy_node.training.collect import bridge_info
+
+    demos = [rollout_expert("goal", 1, 0, 9), rollout_expert("goal", 6, 0, 9)]
+    return Dataset(write_dataset(root, demos, bridge_info(LiberoMockConfig())))
 
 
 def _cfg(**kw):
@@ -50,6 +54,11 @@ def test_export_round_trips_into_the_policy(data, micro_cfg, tmp_path):
     tr.fit(progress=False)
     policy = build_policy(checkpoint=tmp_path / "run" / "model.safetensors", guidance="none")
     assert policy.mcfg.name == "micro"
+    from libero_bridge.config import CONVENTIONS, LiberoMockConfig, checkpoint_conventions
+
+    # the checkpoint says which mock it was trained on (sim warns when that is not the current one)
+    assert checkpoint_conventions(tmp_path / "run" / "model.safetensors") == CONVENTIONS
+    assert LiberoMockConfig.from_dict(data.info["mock"]) == LiberoMockConfig()
     mean, std = policy.stats["action"]
     np.testing.assert_allclose(mean, data.stats["action_mean"], rtol=1e-6)
     np.testing.assert_allclose(std, data.stats["action_std"], rtol=1e-6)

@@ -82,7 +82,7 @@ def expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
 
     suite, task, episode, seed, noise, keep, mock = job
     demo = rollout_expert(suite, task, episode, seed, render=True, noise=noise,
-                          cfg=LiberoMockConfig(**mock) if mock else None)
+                          cfg=LiberoMockConfig.from_dict(mock) if mock else None)
     return demo.success, (encode_demo(demo) if demo.success or keep else None)
 
 
@@ -112,7 +112,6 @@ def collect(cfg: CollectConfig, out: str | Path, progress=None) -> dict:
     from libero_bridge import LiberoMockConfig
 
     mock = LiberoMockConfig.load(cfg.mock_config)
-    mock_fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in mock.as_dict().items()}
     root = Path(out)
     if root.exists():
         if not (root / "meta" / "info.json").is_file() and any(root.iterdir()):
@@ -127,7 +126,7 @@ def collect(cfg: CollectConfig, out: str | Path, progress=None) -> dict:
         for suite in cfg.suites:
             for task in range(10):
                 tried = fails = kept = 0
-                for enc, tried, fails in _task_attempts(cfg, suite, task, run, mock_fields):
+                for enc, tried, fails in _task_attempts(cfg, suite, task, run, mock.as_dict()):
                     writer.add(enc)
                     kept += 1
                     if progress is not None:

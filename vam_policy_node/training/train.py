@@ -445,11 +445,10 @@ class Trainer:
         bar = tqdm(total=len(suites) * 10 * rc.episodes_per_task, unit="rollout", desc=f"recovery round {r}",
                    disable=not progress, file=sys.stdout, leave=False)
         try:
-            mock = self.data.info.get("mock")
-            if mock is not None:
-                from libero_bridge import LiberoMockConfig
+            from libero_bridge import LiberoMockConfig
 
-                mock = LiberoMockConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in mock.items()})
+            mock = self.data.info.get("mock")        # recovery rollouts run in the mock the data came from
+            mock = LiberoMockConfig.from_dict(mock) if mock is not None else None
             summary = collect_round(policy, rc, suites, r, root / "data", progress=lambda k, n: bar.update(1),
                                     mock=mock)
         finally:
