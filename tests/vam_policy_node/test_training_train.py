@@ -1,4 +1,5 @@
 """Trainer: resume equals an uninterrupted run, export loads into the policy, two-stage, LoRA."""
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -160,3 +161,31 @@ def test_planning_weight_oversamples_planning_steps(data, micro_cfg, tmp_path):
     assert Batches(data, _cfg(), {}, 17, 17, (224, 448)).p is None
     with pytest.raises(ConfigError, match="planning_weight"):
         TrainConfig(planning_weight=0.0)
+
+
+@pytest.mark.unit
+def test_libero64_preset_keeps_every_mechanism_on_a_small_token_geometry():
+    from vam_policy_node.networks.config import load_config
+
+    small, tiny = load_config("libero64"), load_config("tiny")
+    assert (small.robot.camera_width, small.robot.camera_height) == (64, 64)
+    assert small.head_tokens_per_frame == 32 and small.head_video_tokens == 160
+    # everything but the view size and the head's token grouping is tiny's
+    assert small.dit == tiny.dit and small.solver == tiny.solver and small.tokenizer == tiny.tokenizer
+    assert dataclasses.replace(small.head, video_group=tiny.head.video_group) == tiny.head
+    assert small.robot.chunk == 17 and small.robot.execute == 10 and small.robot.control_hz == 20.0
+
+
+@pytest.mark.unit
+def test_training_on_libero64_fits_the_224_px_frames_once_into_memory(data, tmp_path):
+    from camera_bridge.preprocess import fit_views
+    from vam_policy_node.networks.config import load_config
+
+    cfg = load_config("libero64")
+    copy = Dataset(data.root)
+    tr = Trainer(_cfg(steps=1, cache_frames=True, preset="libero64"), tmp_path / "run", data=copy, model_cfg=cfg)
+    ep = copy.episodes[0]
+    assert ep.decoded.shape == (len(ep), 64, 128, 3)                    # held at the model's size
+    np.testing.assert_array_equal(ep.decoded[3], fit_views(data.episodes[0].frame(3), 2, 64, 64))
+    tr.fit(progress=False)
+    assert (tmp_path / "run" / "model.safetensors").is_file()

@@ -203,7 +203,7 @@ class ModelConfig:
         return self.head_tokens_per_frame * self.solver.latent_frames
 
 
-PRESETS = ("real", "libero", "tiny")
+PRESETS = ("real", "libero", "tiny", "tiny_real", "libero64")
 
 
 def load_config(preset_or_path: str | Path) -> ModelConfig:

@@ -233,14 +233,21 @@ class Dataset:
         lengths = np.array([len(e) for e in self.episodes])
         self._cum = np.concatenate([[0], np.cumsum(lengths)])
 
-    def cache_frames(self, threads: int = 1, progress=None, max_fraction: float = 0.8) -> int:
+    def cache_frames(self, threads: int = 1, progress=None, max_fraction: float = 0.8,
+                     fit: tuple[int, int, int] | None = None) -> int:
         """Decode every frame not yet decoded into memory (PNG decoding releases the GIL, so
-        `threads` decode in parallel); returns the bytes held. Refuses, before decoding anything,
-        when the frames would take more than `max_fraction` of the available memory."""
+        `threads` decode in parallel); returns the bytes held. `fit` = (views, width, height)
+        keeps them at a model's view size instead (`camera_bridge.preprocess.fit_views`, the
+        camera path's rule). Refuses, before decoding anything, when the frames would take more
+        than `max_fraction` of the available memory."""
         from concurrent.futures import ThreadPoolExecutor
+
+        from camera_bridge.preprocess import fit_views
 
         todo = [e for e in self.episodes if e.decoded is None]
         shape = tuple(self.info.get("frame_shape", (224, 448, 3)))
+        if fit is not None:
+            shape = (fit[2], fit[0] * fit[1], 3)
         n = sum(len(e) for e in todo)
         need = int(n * np.prod(shape))
         avail = available_memory()
@@ -249,7 +256,8 @@ class Dataset:
                               f"{need / 2**30:.1f} GiB, more than {max_fraction:.0%} of the "
                               f"{avail / 2**30:.1f} GiB available; turn train.cache_frames off")
         with ThreadPoolExecutor(max(1, threads)) as pool:
-            for e, frames in zip(todo, pool.map(Episode.decode_all, todo)):
+            decode = Episode.decode_all if fit is None else (lambda e: fit_views(e.decode_all(), *fit))
+            for e, frames in zip(todo, pool.map(decode, todo)):
                 e.decoded = frames
                 if progress is not None:
                     progress(len(e))

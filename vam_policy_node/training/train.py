@@ -310,7 +310,9 @@ class Trainer:
         todo = sum(len(e) for e in self.data.episodes if e.decoded is None)
         with tqdm(total=todo, unit="frame", desc="decode frames", file=sys.stdout, leave=False,
                   disable=todo < 1000) as bar:
-            held = self.data.cache_frames(max(self.cfg.threads, self.cfg.loader_threads), progress=bar.update)
+            r = self.mcfg.robot                                          # held at the model's view size
+            held = self.data.cache_frames(max(self.cfg.threads, self.cfg.loader_threads), progress=bar.update,
+                                          fit=(len(r.cameras), r.camera_width, r.camera_height))
         print(f"frames decoded into memory: {held / 2**30:.2f} GiB", flush=True)
 
     def _embed_texts(self) -> dict[str, torch.Tensor]:
