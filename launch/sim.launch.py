@@ -1,5 +1,5 @@
 """The simulated stack: the mocked LIBERO bridge (cameras + arm), policy, TR monitor, and
-optionally rviz2 and rqt. Runs on a CPU with the `tiny` preset.
+optionally rviz2 and rqt. Runs on a CPU with the `libero64` preset (the shipped simulation policy).
 
     ros2 launch vam_stack sim.launch.py suite:=spatial episodes:=3 guidance:=flat
 """
@@ -12,7 +12,7 @@ from launch_ros.descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 ARGUMENTS = {  # name: (default, description)
-    "preset": ("tiny", "model preset used when no checkpoint is given"),
+    "preset": ("libero64", "model preset used when no checkpoint is given"),
     "checkpoint": ("", "policy checkpoint; empty = models/<preset>.safetensors if shipped"),
     "guidance": ("tr_adaptive", "guidance schedule: none | flat | tr_adaptive"),
     "backend": ("torch", "runtime of the DiT calls: torch | onnxruntime | tensorrt"),

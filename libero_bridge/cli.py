@@ -10,7 +10,7 @@ from pathlib import Path
 from vam_policy_node.guidance import SCHEDULES as GUIDANCE
 
 from .reach import reach_stats
-from .runner import SimConfig, SimRunner, success_counts, success_rates, summarise
+from .runner import SimConfig, SimRunner, success_counts, success_intervals, success_rates, summarise
 from .tasks import SUITES
 
 
@@ -79,11 +79,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed id hashed into every initial state")
     p.add_argument("--guidance", default="tr_adaptive", choices=GUIDANCE)
     p.add_argument("--policy", default="vam", choices=("vam", "expert"))
-    p.add_argument("--preset", help="model preset when no checkpoint is given (default tiny; yam-mujoco: tiny_real)")
+    p.add_argument("--preset", help="model preset when no checkpoint is given (default libero64, the shipped simulation policy; yam-mujoco: tiny_real)")
     p.add_argument("--checkpoint", help="safetensors checkpoint (default: models/<preset>.safetensors if shipped)")
     p.add_argument("--first-task", type=int, default=0, help="task index of the first episode")
     p.add_argument("--max-steps", type=int, help="cap episode length (quick smoke runs)")
-    p.add_argument("--execute", type=int, help="replan every N steps instead of the preset's (tiny/LIBERO: 10)")
+    p.add_argument("--execute", type=int, help="replan every N steps instead of the preset's (LIBERO presets: 10)")
     p.add_argument("--no-record", action="store_true", help="do not write recording.mcap")
     p.add_argument("--record-image-every", type=int, default=1, help="write every k-th camera frame to the MCAP")
     p.add_argument("--out", required=True, help="output directory")
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if args.task is not None:
         raise SystemExit(f"--task {args.task!r} is for --robot yam-mujoco; the LIBERO robot takes --suite/--first-task")
     cfg = SimConfig(suite=args.suite, episodes=args.episodes, seed=args.seed, guidance=args.guidance,
-                    policy=args.policy, preset=args.preset or "tiny", checkpoint=args.checkpoint,
+                    policy=args.policy, preset=args.preset or "libero64", checkpoint=args.checkpoint,
                     record=not args.no_record, record_image_every=args.record_image_every,
                     first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
                     mock_config=args.mock_config)
@@ -116,10 +116,13 @@ def run(args: argparse.Namespace) -> int:
     summary = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
                "mock": runner.mock.as_dict(),
                "weights": getattr(runner.policy, "weights", None) if runner.policy else None,
-               "episodes": episodes, "success_rate": rates, "stats": stats,
+               "episodes": episodes, "success_rate": rates, "success_ci95": success_intervals(episodes),
+               "stats": stats,
                "wall_s": round(time.perf_counter() - t0, 2)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"\nsuccess: " + ", ".join(f"{s} {100 * r:.0f} %" for s, r in rates.items())
+    ci = success_intervals(episodes)
+    print(f"\nsuccess: " + ", ".join(f"{s} {100 * r:.0f} % (95 % interval {100 * ci[s][0]:.0f}-{100 * ci[s][1]:.0f} %)"
+                                      for s, r in rates.items())
           + f" ({sum(e['success'] for e in episodes)}/{len(episodes)} episodes)")
     if stats["replans"]:
         print(f"replans: {stats['replans']}, latency p50 {stats['latency_ms_p50']:.0f} ms, "
@@ -145,11 +148,11 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", default="0", help="comma-separated seed ids, e.g. 0,1,2")
     p.add_argument("--guidance", default="none,flat,tr_adaptive", help="comma-separated schedules to compare")
     p.add_argument("--policy", default="vam", choices=("vam", "expert"))
-    p.add_argument("--preset", default="tiny")
+    p.add_argument("--preset", default="libero64")
     p.add_argument("--checkpoint")
     p.add_argument("--plots", action="store_true", help="also write per-episode TR trace PNGs")
     p.add_argument("--max-steps", type=int, help="cap episode length below the suite's limit (budgeted runs)")
-    p.add_argument("--execute", type=int, help="replan every N steps instead of the preset's (tiny/LIBERO: 10)")
+    p.add_argument("--execute", type=int, help="replan every N steps instead of the preset's (LIBERO presets: 10)")
     p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
     p.add_argument("--out", required=True)
 
@@ -200,7 +203,8 @@ def run_eval(args: argparse.Namespace) -> int:
                 got, runner = run_suite(cfg, run_out, policy=policy)
                 policy = runner.policy if args.policy == "vam" else None
                 eps.extend(got)
-        by_guidance[g] = {"success_rate": success_rates(eps), "counts": success_counts(eps), "per_task": _per_task(eps),
+        by_guidance[g] = {"success_rate": success_rates(eps), "counts": success_counts(eps),
+                          "ci95": success_intervals(eps), "per_task": _per_task(eps),
                           "stats": summarise(eps),
                           "reach": {s: reach_stats([e for e in eps if e["suite"] == s]) for s in suites}}
         all_eps.extend(eps)
@@ -272,7 +276,9 @@ def markdown_table(suites: list[str], schedules: list[str], by_guidance: dict) -
         if r is None:
             return "-"
         k = by_guidance[g].get("counts", {}).get(s)
-        return f"{100 * r:.1f} %" + (f" ({k[0]}/{k[1]})" if k else "")
+        ci = by_guidance[g].get("ci95", {}).get(s)
+        return (f"{100 * r:.1f} %" + (f" ({k[0]}/{k[1]})" if k else "")
+                + (f" [{100 * ci[0]:.0f}-{100 * ci[1]:.0f}]" if ci else ""))
 
     for fam in fams:
         rows.append(f"| {fam} | " + " | ".join(f"{cell(g, fam)} | {cell(g, fam + '_ood')}" for g in schedules) + " |")

@@ -38,7 +38,7 @@ class SimConfig:
     seed: int = 0                    # seed id hashed into every initial state
     guidance: str = "tr_adaptive"    # none | flat | tr_adaptive
     policy: str = "vam"              # vam (the video-action model) | expert (scripted)
-    preset: str = "tiny"             # model preset when no checkpoint is given
+    preset: str = "libero64"         # model preset when no checkpoint is given (the shipped simulation policy)
     checkpoint: str | None = None    # safetensors checkpoint (default: shipped weights if present)
     record: bool = True              # write DIR/recording.mcap
     record_image_every: int = 1      # write every k-th camera frame to the MCAP (1 = all)
@@ -312,6 +312,21 @@ def success_counts(episodes: list[dict]) -> dict[str, list[int]]:
 
 def success_rates(episodes: list[dict]) -> dict[str, float]:
     return {s: round(k / n, 4) for s, (k, n) in success_counts(episodes).items()}
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95 % Wilson score interval of a success rate k/n (sound at small n and at 0 or n)."""
+    if n <= 0:
+        raise ValueError(f"need n >= 1 episodes, got {n!r}")
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def success_intervals(episodes: list[dict]) -> dict[str, list[float]]:
+    """suite -> [low, high] 95 % Wilson interval of its success rate."""
+    return {s: [round(v, 4) for v in wilson_interval(k, n)] for s, (k, n) in success_counts(episodes).items()}
 
 
 def summarise(episodes: list[dict]) -> dict:

@@ -2,7 +2,7 @@
 # Train the tiny model on a CUDA machine in one command: collect the goal demonstrations with
 # parallel processes, train with config/train_tiny_gpu.yaml, leave the weights, log and a JSON
 # summary in OUT. Evaluation runs anywhere afterwards (CPU is fine):
-#   bash scripts/eval_tiny.sh OUT/run/model.safetensors runs/eval_gpu 2
+#   bash scripts/eval_sim.sh OUT/run/model.safetensors runs/eval_gpu
 #
 #   bash scripts/train_gpu.sh [OUT] [extra `vam-stack train` args, e.g. --time-budget-min 5]
 #

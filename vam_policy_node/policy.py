@@ -69,6 +69,7 @@ class PolicySpec:
     width: int
     rate_hz: float
     action_type: str
+    views: int = 1  # camera views side by side in the stacked frame (width = views x view width)
 
 
 class InputError(ValueError):
@@ -95,7 +96,7 @@ class VamPolicy:
         self.weights = weights
         r = self.mcfg.robot
         self.spec = PolicySpec(r.chunk, r.execute, r.action_dim, r.proprio_dim, r.frames, r.image_height,
-                               r.image_width, r.control_hz, r.action_type)
+                               r.image_width, r.control_hz, r.action_type, len(r.cameras))
         self.text_encoder = text_encoder
         self.guidance = GuidanceSchedule(cfg.guidance)
         self.stats = self._check_stats(stats or {})

@@ -63,7 +63,8 @@ def bench_replan(preset: str, repeats: int, threads: int) -> dict:
             branches[name] = out["branches_computed"]
     med = {name: _median_ms(v) for name, v in times.items()}
     return {
-        "replan_ms": med,
+        "replan_ms": med,                                # medians (p50)
+        "replan_ms_p95": {name: round(float(np.percentile(v, 95)) * 1e3, 3) for name, v in times.items()},
         "branches": branches,
         "gated_over_unguided": round(med["gated_s0"] / med["unguided"], 4),
         "guided_over_unguided": round(med["guided_s_max"] / med["unguided"], 4),
@@ -136,8 +137,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"[{preset}] replan: {args.repeats} rounds x 4 modes ...", flush=True)
             res.update(bench_replan(preset, args.repeats, args.threads))
             m = res["replan_ms"]
-            print(f"[{preset}] replan ms  unguided {m['unguided']}  gated(s=0) {m['gated_s0']}  "
-                  f"guided(s=s_max) {m['guided_s_max']}  flat {m['flat']}")
+            q = res["replan_ms_p95"]
+            print(f"[{preset}] replan ms p50 (p95)  unguided {m['unguided']} ({q['unguided']})  gated(s=0) "
+                  f"{m['gated_s0']} ({q['gated_s0']})  guided(s=s_max) {m['guided_s_max']} ({q['guided_s_max']})  "
+                  f"flat {m['flat']} ({q['flat']})")
             print(f"[{preset}] gated/unguided {res['gated_over_unguided']} (target <= 1.1)  "
                   f"guided/unguided {res['guided_over_unguided']}  flat/unguided {res['flat_over_unguided']}")
         print(f"[{preset}] head: {args.repeats} rounds, cached vs uncached ...", flush=True)

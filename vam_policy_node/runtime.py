@@ -81,9 +81,20 @@ class PolicyRuntime:
 
     # ---- inputs (any thread; store only) ----
     def add_frame(self, image: np.ndarray) -> None:
-        if image.shape != self.ring.frames.shape[1:] or image.dtype != np.uint8:
-            raise ValueError(f"stacked frame is {image.dtype} {image.shape}, "
-                             f"the policy needs uint8 {self.ring.frames.shape[1:]}")
+        """Store the newest stacked frame; views of another size are fitted to the policy's (the
+        camera path's rule, `camera_bridge.preprocess.fit_views`), another layout is refused."""
+        if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
+            raise ValueError(f"stacked frame is {getattr(image, 'dtype', type(image).__name__)} "
+                             f"{getattr(image, 'shape', '')}, the policy needs uint8 {self.ring.frames.shape[1:]}")
+        if image.shape != self.ring.frames.shape[1:]:
+            from camera_bridge.preprocess import fit_views
+
+            views = getattr(self.spec, "views", 1)
+            try:
+                image = fit_views(image, views, self.spec.width // views, self.spec.height)
+            except ValueError as e:
+                raise ValueError(f"stacked frame is {image.dtype} {image.shape}, the policy needs uint8 "
+                                 f"{self.ring.frames.shape[1:]} ({views} views): {e}") from None
         with self._lock:
             self.ring.next_slot()[...] = image
             self.ring.commit(self.clock(), 0.0)

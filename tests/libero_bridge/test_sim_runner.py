@@ -49,7 +49,7 @@ def test_sim_execute_overrides_the_replan_interval(tmp_path):
 
 
 @pytest.mark.sim
-def test_sim_tiny_policy_writes_summary_png_and_mcap(tmp_path, capsys):
+def test_sim_default_policy_writes_summary_png_and_mcap(tmp_path, capsys):
     from vam_stack.recording import read_info, read_messages
 
     out = tmp_path / "run"
@@ -57,10 +57,13 @@ def test_sim_tiny_policy_writes_summary_png_and_mcap(tmp_path, capsys):
                "--max-steps", "20", "--out", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
-    assert "policy: tiny preset" in text and "recording.mcap" in text
+    assert "policy: libero64 preset" in text and "recording.mcap" in text
     from vam_stack.paths import models_dir
-    if not (models_dir() / "tiny.safetensors").is_file():   # no shipped weights: the run must say so
+    if not (models_dir() / "libero64.safetensors").is_file():   # no shipped weights: the run must say so
         assert "RANDOM (untrained) weights" in text
+    else:
+        assert "WARNING" not in text                               # trained on the mock as it is
+    assert "95 % interval" in text
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["success_rate"]) == {"goal"}
     (ep,) = summary["episodes"]
@@ -83,7 +86,8 @@ def test_sim_tiny_policy_writes_summary_png_and_mcap(tmp_path, capsys):
     assert counts["/vam/telemetry"] == 2 and counts["/vam/tr"] == 2
     assert counts["/libero/episode_status"] == 1
     images = [m for m in read_messages(out / "recording.mcap", ["/camera/stacked/image_raw"])]
-    assert images[0][-1].height == 224 and images[0][-1].width == 448
+    assert images[0][-1].height == 64 and images[0][-1].width == 128     # what the policy saw (fitted views)
+    assert summary["mock"]["image_size"] == 224 and summary["success_ci95"]["goal"][1] > 0
 
 
 @pytest.mark.sim

@@ -90,6 +90,11 @@ def test_inputs_and_config_are_validated():
     try:
         with pytest.raises(ValueError, match="needs uint8"):
             rt.add_frame(np.zeros((5, 6, 3), np.uint8))
+        with pytest.raises(ValueError, match="needs uint8"):
+            rt.add_frame(np.zeros((4, 6, 3), np.float32))
+        # the same views at twice the size are fitted to the policy's (the camera path's rule)
+        rt.add_frame(np.full((8, 12, 3), 7, np.uint8))
+        assert rt.ring.frames.shape[1:] == (4, 6, 3) and (rt.ring.frames == 7).any()
         with pytest.raises(ValueError, match="lacks joints"):
             rt.set_state(NAMES[:-1], np.zeros(13))
         with pytest.raises(ValueError, match="non-finite"):

@@ -17,7 +17,7 @@ def _rows():
 def test_summarise_splits_by_phase_and_sigma(tmp_path):
     s = summarise(_rows(), default_index=2)
     at = s["by_phase_at_default_index"]
-    assert at["planning"] == {"mean": 3.5, "std": 0.0, "n": 2} and at["manipulation"]["mean"] == 3.0
+    assert at["planning"] == {"mean": 3.5, "std": 0.0, "n": 2, "ci95": [3.5, 3.5]} and at["manipulation"]["mean"] == 3.0
     assert [s["by_sigma_v"][k]["sigma_v"] for k in ("0", "2", "5")] == [1.0, 0.883, 0.024]
     assert s["by_sigma_v"]["5"]["all"]["n"] == 3 and s["by_sigma_v"]["0"]["manipulation"]["mean"] == 1.0
     png = plot(s, tmp_path / "tr.png")

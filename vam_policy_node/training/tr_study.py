@@ -1,6 +1,6 @@
 """TR study of a trained model: TR by expert phase, and TR against the extraction noise sigma_v.
 
-    vam-stack tr-study --checkpoint models/tiny.safetensors --suite goal --episodes 10 --every 5 \
+    vam-stack tr-study --checkpoint models/libero64.safetensors --suite goal --episodes 10 --every 5 \
         --out runs/tr_study
 
 States come from held-out scripted-expert episodes (seed id `--seed`, default 0, the one
@@ -39,12 +39,16 @@ def measure(policy, states: list[dict], indices: list[int], progress: bool = Tru
 
     from tqdm import tqdm
 
+    from camera_bridge.preprocess import fit_views
+
     grid = sigma_grid(policy.mcfg.solver)
     frames = policy.spec.frames
+    r = policy.mcfg.robot
     rows = []
     for k, s in enumerate(tqdm(states, desc="tr-study", unit="state", disable=not progress)):
         policy.reset(s["instruction"])
-        obs = {"frames": np.repeat(s["frame"][None], frames, axis=0), "proprio": s["proprio"]}
+        frame = fit_views(s["frame"], len(r.cameras), r.camera_width, r.camera_height)  # the camera path's rule
+        obs = {"frames": np.repeat(frame[None], frames, axis=0), "proprio": s["proprio"]}
         for idx in indices:
             policy.cfg = replace(policy.cfg, feature_index=idx)
             policy.generator.manual_seed(1000 + k)
@@ -57,7 +61,12 @@ def measure(policy, states: list[dict], indices: list[int], progress: bool = Tru
 def summarise(rows: list[dict], default_index: int) -> dict:
     def stat(v):
         v = np.asarray(v, dtype=float)
-        return {"mean": float(v.mean()), "std": float(v.std()), "n": int(v.size)} if v.size else None
+        if not v.size:
+            return None
+        half = 1.96 * float(v.std(ddof=1)) / np.sqrt(v.size) if v.size > 1 else float("nan")
+        m = float(v.mean())            # ci95: normal-approximation interval of the mean (states are not independent
+        return {"mean": m, "std": float(v.std()), "n": int(v.size),   # within an episode: read it as a lower bound)
+                "ci95": [m - half, m + half]}
 
     by_sigma = {}
     for idx in sorted({r["index"] for r in rows}):

@@ -619,7 +619,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-embeddings", metavar="FILE", help="override train.text_embeddings")
     p.add_argument("--recovery-at", help="override train.recovery.at: comma-separated progress fractions of the "
                                          "recovery rounds, e.g. 0.3,0.55 ('' = no rounds)")
-    p.add_argument("--ship", help="also copy the final exported weights to this path (e.g. models/tiny.safetensors)")
+    p.add_argument("--ship", help="also copy the final exported weights to this path (e.g. models/libero64.safetensors)")
     p.add_argument("--write-text-embeddings", metavar="FILE",
                    help="only write the prompt embeddings of train.suites' instructions (all suites when empty) "
                         "to FILE for train.text_embeddings on a machine without the encoder, then exit")
