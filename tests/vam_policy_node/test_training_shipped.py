@@ -1,47 +1,41 @@
-"""The shipped weights (models/tiny.safetensors): they load, replan, and still solve seeded episodes."""
+"""The shipped weights (models/libero64.safetensors): they load, replan, follow the instruction,
+and a seeded evaluation of several episodes stays above a floor set well below the measured rate
+(no test pins the outcome of one rollout: that breaks on a BLAS or thread-count change)."""
 import numpy as np
 import pytest
 
 from vam_stack.paths import models_dir
 
-SHIPPED = models_dir() / "tiny.safetensors"
-
-
-def _trained_on_current_mock() -> bool:
-    from libero_bridge.config import CONVENTIONS, checkpoint_conventions
-
-    return SHIPPED.is_file() and checkpoint_conventions(SHIPPED) == CONVENTIONS
-
-
-# The behaviour floors below hold for weights trained on the mock as it is. The shipped weights
-# predate the mock's move to LIBERO's conventions (frames, 20 Hz ticks, task lists); until they are
-# retrained (issue "A model that acts"), those floors are skipped with this reason, and come back
-# by themselves once the shipped checkpoint records the current conventions.
-needs_current_mock = pytest.mark.skipif(
-    not _trained_on_current_mock(),
-    reason="models/tiny.safetensors was trained on the mock before it followed LIBERO's conventions; "
-           "retraining it is the open issue 'A model that acts'")
+SHIPPED = models_dir() / "libero64.safetensors"
 
 
 @pytest.fixture(scope="module")
 def policy():
     from vam_policy_node.policy import build_policy
 
-    assert SHIPPED.is_file(), f"{SHIPPED} is missing: train and ship it (see vam-stack train --ship)"
+    assert SHIPPED.is_file(), f"{SHIPPED} is missing: train it (docs/training.md) and copy model.safetensors there"
     return build_policy(checkpoint=SHIPPED, guidance="none", seed=0)
 
 
 @pytest.mark.unit
-def test_shipped_weights_are_small_and_carry_their_statistics(policy):
+def test_shipped_weights_are_small_carry_their_statistics_and_the_mock_they_learned(policy):
+    from libero_bridge.config import CONVENTIONS, checkpoint_conventions
     from vam_policy_node.networks.checkpoint import read_metadata
 
     assert SHIPPED.stat().st_size <= 25e6
     cfg, extra = read_metadata(SHIPPED)
-    assert cfg.name == "tiny" and extra["text_encoder"].startswith("pkg:")
+    assert cfg.name == "libero64" and extra["text_encoder"].startswith("pkg:")
     for key in ("action", "proprio"):
         mean, std = policy.stats[key]
         assert np.all(std > 0) and not np.allclose(std, 1.0)               # real statistics, not the defaults
     assert policy.weights == str(SHIPPED)
+    assert checkpoint_conventions(SHIPPED) == CONVENTIONS                  # trained on the mock as it is
+
+
+def _fit(stacked):
+    from camera_bridge.preprocess import fit_views
+
+    return fit_views(stacked, 2, 64, 64)
 
 
 @pytest.mark.unit
@@ -51,17 +45,17 @@ def test_shipped_weights_run_one_replan(policy):
     env = make_env("goal", 1, 0, 0)
     obs = env.reset()
     policy.reset(env.instruction)
-    out = policy.infer({"frames": np.repeat(obs["stacked"][None], 17, axis=0), "proprio": obs["proprio"]})
+    out = policy.infer({"frames": np.repeat(_fit(obs["stacked"])[None], 17, axis=0), "proprio": obs["proprio"]})
     assert out["actions"].shape == (17, 7) and np.isfinite(out["actions"]).all()
     assert np.isfinite(out["tr"]) and out["branches_computed"] == ["cond"]
     # A trained model moves the gripper (a random one outputs noise around the statistics' mean).
     assert np.abs(out["actions"][:5, :3]).max() > 0.05
 
 
-def first_chunk_errors(policy, seed: int = 7, wrong_per_task: int = 3):
+def first_chunk_errors(policy, seed: int = 5, wrong_per_task: int = 3):
     """Normalised MSE between the policy's first 10 actions and the scripted expert's, on the first
-    state of one held-out `goal` episode per task (seed id 7: neither training nor evaluation),
-    with the task's own instruction and with `wrong_per_task` other tasks' instructions."""
+    state of one `goal` episode per task at seed id 5 (neither training nor reporting), with the
+    task's own instruction and with `wrong_per_task` other tasks' instructions."""
     import torch
 
     from libero_bridge import make_env
@@ -85,17 +79,16 @@ def first_chunk_errors(policy, seed: int = 7, wrong_per_task: int = 3):
             policy.reset(instr[j])
             g = torch.Generator().manual_seed(task)
             noise = {"video": policy.model.video_noise(1, 5, g), "action": torch.randn(1, 17, 7, generator=g)}
-            out = policy.infer({"frames": np.repeat(starts[task]["stacked"][None], 17, axis=0),
+            out = policy.infer({"frames": np.repeat(_fit(starts[task]["stacked"])[None], 17, axis=0),
                                 "proprio": starts[task]["proprio"]}, noise)
             err = float((((out["actions"][:10] - experts[task]) / std) ** 2).mean())
             (right if j == task else wrong).append(err)
     return float(np.mean(right)), float(np.mean(wrong))
 
 
-@needs_current_mock
 @pytest.mark.sim
 @pytest.mark.slow
-def test_shipped_model_follows_the_instruction_on_held_out_states(policy):
+def test_shipped_model_follows_the_instruction(policy):
     """Open-loop floor: the first chunk is close to the expert's with the right instruction and
     clearly further with a wrong one (a broken model, text route or normalisation fails both)."""
     right, wrong = first_chunk_errors(policy)
@@ -104,29 +97,24 @@ def test_shipped_model_follows_the_instruction_on_held_out_states(policy):
                                        f"(measured {RATIO_MEASURED}): the instruction no longer steers the policy")
 
 
-# Measured on the shipped model (this test's own computation, 2 threads): right-instruction error
-# RIGHT_MEASURED (normalised units; an unconditioned average policy is ~0.45) and right/wrong ratio
-# RATIO_MEASURED (1.0 = the instruction is ignored). The limits sit well above both.
-RIGHT_MEASURED, RATIO_MEASURED = 0.111, 0.217
-RIGHT_MAX, RATIO_MAX = 0.25, 0.6
-
-
-@needs_current_mock
 @pytest.mark.sim
 @pytest.mark.slow
-def test_shipped_model_solves_the_measured_goal_episode(policy, tmp_path):
-    """The first episode of the measured evaluation (goal task FLOOR_TASK, seed 0, unguided, fresh
-    noise stream, 150-step cap) was solved; under the same noise it must still be."""
+def test_shipped_model_solves_seeded_goal_episodes_above_a_floor(policy, tmp_path):
+    """Ten goal episodes (one per task, seed id 5, unguided): at least FLOOR solved. The floor sits
+    far below the measured rate, so it fails on a broken model, not on one unlucky rollout."""
     from libero_bridge.runner import SimConfig, SimRunner
 
-    cfg = SimConfig(suite="goal", episodes=1, seed=0, guidance="none", record=False, plots=False,
-                    first_task=FLOOR_TASK, max_steps=150)
-    policy.generator.manual_seed(0)                 # as `vam-stack eval` seeds the first suite run
+    cfg = SimConfig(suite="goal", episodes=10, seed=5, guidance="none", record=False, plots=False)
+    policy.generator.manual_seed(5)
     with SimRunner(cfg, tmp_path, policy=policy) as runner:
-        ep = runner.run_episode(0)
-    assert ep["success"], f"the shipped model no longer solves goal task {FLOOR_TASK} at seed 0 ({ep['termination']})"
+        solved = sum(runner.run_episode(i)["success"] for i in range(10))
+    assert solved >= FLOOR, f"the shipped model solved {solved}/10 seeded goal episodes (floor {FLOOR}, measured {MEASURED})"
 
 
-# Measured (vam-stack eval --suites goal,goal_ood --seeds 0 --guidance none --max-steps 150, models/tiny.md):
-# the first episode, goal task 0 "put the black bowl in the top drawer of the cabinet", succeeds.
-FLOOR_TASK = 0
+# Measured on the shipped model (this file's own computations, 2 threads): right-instruction error
+# 0.015 (normalised units), wrong 0.86, ratio 0.018; the seeded ten episodes: 10/10 (the reporting
+# seeds: 91/100, docs/training.md). The limits sit far from both: a model at 91 % fails the floor
+# of 6/10 with probability < 0.2 %, a broken one always.
+RIGHT_MEASURED, RATIO_MEASURED = 0.015, 0.018
+RIGHT_MAX, RATIO_MAX = 0.1, 0.3
+MEASURED, FLOOR = "10/10", 6
