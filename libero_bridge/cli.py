@@ -84,6 +84,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--first-task", type=int, default=0, help="task index of the first episode")
     p.add_argument("--max-steps", type=int, help="cap episode length (quick smoke runs)")
     p.add_argument("--execute", type=int, help="replan every N steps instead of the preset's (LIBERO presets: 10)")
+    p.add_argument("--executor", default="lockstep", choices=("lockstep", "realtime"),
+                   help="lockstep: the simulation waits for each replan (deterministic, how results are "
+                        "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
+                        "the policy infers in a worker thread (missed and held ticks reported)")
     p.add_argument("--no-record", action="store_true", help="do not write recording.mcap")
     p.add_argument("--record-image-every", type=int, default=1, help="write every k-th camera frame to the MCAP")
     p.add_argument("--out", required=True, help="output directory")
@@ -100,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
                     policy=args.policy, preset=args.preset or "libero64", checkpoint=args.checkpoint,
                     record=not args.no_record, record_image_every=args.record_image_every,
                     first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
-                    mock_config=args.mock_config)
+                    mock_config=args.mock_config, executor=args.executor)
     out = Path(args.out)
     t0 = time.perf_counter()
     runner_cls = SimRunner
@@ -131,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
               f"guidance branches computed on {100 * stats['guided_fraction']:.0f} % of replans")
     if stats.get("reach"):
         print("reach: " + reach_line(stats["reach"]))
+    if stats.get("realtime"):
+        print("realtime: " + realtime_line(stats["realtime"]))
     for e in episodes:
         status = "success" if e["success"] else e["termination"]
         extra = f"  -> {out / e['tr_trace']}" if e.get("tr_trace") else ""
@@ -244,6 +250,14 @@ def _closest(r: dict) -> str:
 def reach_line(r: dict) -> str:
     return (f"named object grasped in {r['grasped_named']}/{r['episodes']} episodes, another object in "
             f"{r['grasped_other']}/{r['episodes']}, median closest approach {_closest(r)}")
+
+
+def realtime_line(r: dict) -> str:
+    hz = "-" if r["achieved_hz_min"] is None else f"{r['achieved_hz_min']:.1f} Hz"
+    jit = "-" if r["p99_jitter_ms_max"] is None else f"{r['p99_jitter_ms_max']:.1f} ms"
+    return (f"{r['ticks']} ticks over {r['episodes']} episodes: {r['missed_ticks']} missed by the clock, "
+            f"{r['held_ticks']} held waiting for a chunk, {r['late_ticks']} run past `execute` (late chunk), "
+            f"{r['dropped_chunks']} chunks dropped; slowest episode {hz}, worst p99 jitter {jit}")
 
 
 def reach_table(suites: list[str], schedules: list[str], by_guidance: dict) -> str | None:

@@ -1,17 +1,28 @@
-"""Closed loop without ROS: policy -> chunk executor (lockstep) -> mocked LIBERO environment.
+"""Closed loop without ROS: policy -> chunk executor -> mocked LIBERO environment.
 
 Per episode: the environment's stacked camera frame goes into a frame window (17 frames,
 oldest first; padded with the first frame at episode start), the executor asks the policy
-for a chunk when the current one is used up (every `execute` = 10 steps), and each step's
-action goes to the environment. Telemetry of every replan goes to the TR monitor core (the
-expert's phase labels shade the plot) and, with the camera frames, proprio and actions, to
-one rosbag2 MCAP recording on the topics the ROS nodes use.
+for a chunk, and each step's action goes to the environment. Telemetry of every replan goes
+to the TR monitor core (the expert's phase labels shade the plot) and, with the camera
+frames, proprio and actions, to one rosbag2 MCAP recording on the topics the ROS nodes use.
+
+Two executor modes (`SimConfig.executor`):
+- `lockstep`: the simulation waits for each replan (a new chunk every `execute` = 10 steps),
+  so an episode is deterministic and its result does not depend on the machine's speed;
+  every reported success rate is measured this way.
+- `realtime`: the environment steps at its own 20 Hz on the wall clock, driven by the
+  executor's tick thread, while the policy infers in a worker thread on the newest frames.
+  A chunk that arrives late is latency-compensated; while none is ready the arm holds (zero
+  motion, gripper kept). Per episode it reports the achieved rate, ticks the clock missed,
+  ticks held for want of a chunk, ticks run past `execute`, and the replan latency.
 """
 from __future__ import annotations
 
 import logging
 import math
 import re
+import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +40,7 @@ from .tasks import SUITES, suite_tasks
 log = logging.getLogger(__name__)
 
 POLICIES = ("vam", "expert")
+EXECUTORS = ("lockstep", "realtime")
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,8 @@ class SimConfig:
     max_steps: int | None = None     # cap on episode length (smoke runs); None = the suite's limit
     execute: int | None = None       # actions run from each chunk before the next replan; None = the preset's
     mock_config: str | None = None   # mocked LIBERO YAML (None = config/libero_mock.yaml)
+    executor: str = "lockstep"       # lockstep: the sim waits for each replan (deterministic); realtime: the sim
+                                     # runs at its own rate on the wall clock (see the module docstring)
 
     def __post_init__(self):
         from .tasks import canonical_suite
@@ -62,6 +76,9 @@ class SimConfig:
         check(0 <= self.first_task < 10, f"first_task must be in [0, 9], got {self.first_task!r}")
         check(self.max_steps is None or self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps!r}")
         check(self.execute is None or self.execute >= 1, f"execute must be >= 1, got {self.execute!r}")
+        check(self.executor in EXECUTORS, f"executor must be one of {EXECUTORS}, got {self.executor!r}")
+        check(self.executor == "lockstep" or self.policy == "vam",
+              f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
 
 
 class FrameWindow:
@@ -110,31 +127,58 @@ def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
 
 
 class PolicyDriver:
-    """The policy side of the closed loop on the mocked bridge: the frame window feeding a
-    lockstep chunk executor (a new chunk every `execute` steps). Frames are fitted to the
-    preset's view size on the way in, and `fitted` is what the policy saw (for recordings)."""
+    """The policy side of the closed loop on the mocked bridge: the frame window feeding a chunk
+    executor. Lockstep (default): `act(obs)` per step, a new chunk every `execute` steps.
+    Realtime (`sink` given): `observe(obs)` per step, `executor.start()`/`stop()`; the executor's
+    tick thread calls `sink(action)` at the preset's rate and its worker thread reads
+    `observation()`. Frames are fitted to the preset's view size on the way in, and `fitted` is
+    what the policy saw (for recordings)."""
 
-    def __init__(self, policy, instruction: str, execute: int | None = None):
+    def __init__(self, policy, instruction: str, execute: int | None = None,
+                 sink: Callable[[np.ndarray], Any] | None = None):
         """`execute` overrides the preset's replan interval (1..chunk actions)."""
         from vam_policy_node.executor import ChunkExecutor, libero_config
 
         _require_eef_delta(policy)
         spec = policy.spec
         execute = spec.execute if execute is None else execute
-        self.executor = ChunkExecutor(policy, libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz))
-        self.executor.reset(instruction=instruction)
+        mode = "lockstep" if sink is None else "realtime"
+        cfg = libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz, mode=mode)
+        kw = {} if sink is None else dict(obs_fn=self.observation, sink=sink, initial_target=HOLD_OPEN)
+        self.executor = ChunkExecutor(policy, cfg, **kw)
+        self.executor.reset(instruction=instruction, initial_target=kw.get("initial_target"))
         self.window = FrameWindow(spec.frames, policy.mcfg.robot.frame_skip)
         r = policy.mcfg.robot
         self._fit = (len(r.cameras), r.camera_width, r.camera_height)
+        self._lock = threading.Lock()     # realtime: the tick thread writes, the worker reads
         self.fitted: np.ndarray | None = None
+        self._proprio: np.ndarray | None = None
 
-    def act(self, obs: dict):
-        """Push the observation's frame; returns (action [7], executor StepInfo)."""
+    def observe(self, obs: dict) -> None:
+        """Push the observation's frame and keep its proprio."""
         from camera_bridge.preprocess import fit_views
 
-        self.fitted = fit_views(obs["stacked"], *self._fit)
-        self.window.push(self.fitted)
-        return self.executor.next_action({"frames": self.window.window(), "proprio": obs["proprio"]})
+        fitted = fit_views(obs["stacked"], *self._fit)
+        with self._lock:
+            self.fitted = fitted
+            self.window.push(fitted)
+            self._proprio = np.array(obs["proprio"], copy=True)
+
+    def observation(self) -> dict:
+        """The policy input from the newest frames: {"frames": [T, H, W, 3], "proprio": [8]}."""
+        with self._lock:
+            if self._proprio is None:
+                raise RuntimeError("no observation yet: observe() the reset observation first")
+            return {"frames": self.window.window(), "proprio": self._proprio.copy()}
+
+    def act(self, obs: dict):
+        """Lockstep: push the observation; returns (action [7], executor StepInfo)."""
+        self.observe(obs)
+        return self.executor.next_action(self.observation())
+
+
+# realtime hold before the first chunk: no motion, gripper open (-1), as the episode starts
+HOLD_OPEN = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
 
 
 def episode_name(suite: str, task: int, episode: int, seed: int) -> str:
@@ -255,49 +299,132 @@ class SimRunner:
 
     def _run_vam(self, env: LiberoMockEnv, obs: dict, result: dict) -> dict:
         from tr_monitor_node.plot import save_trace_png
-        from tr_monitor_node.trace import TRTrace
-        driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute)
-        trace = TRTrace()
-        trace.reset()
-        dt = 1.0 / env.control_hz
-        replans, step, info = [], 0, {"termination": None, "success": False}
-        reach = ReachTracker.for_env(env)
-        if reach is not None:
-            reach.update()
-        while not env.done:
-            trace.label_step(step, env.last_info["phase"])   # computed by reset()/step() already
-            action, sinfo = driver.act(obs)
-            if sinfo.error:
-                log.error("%s step %d: inference failed: %s (holding)", result["name"], step, sinfo.error)
-            if sinfo.replanned and sinfo.telemetry is not None:
-                tel = dict(sinfo.telemetry) | {"step": step}
-                replans.append(_replan_record(step, tel))
-                trace.update(tel)
-                if self.recorder is not None:
-                    self.recorder.write_telemetry(tel, self._t + step * dt, phase=trace.phase)
-            self._record_step(step, obs, action, dt, image=driver.fitted)
-            try:
-                obs, _, _, info = env.step(action.astype(np.float32))
-            except ValueError as e:        # the env recorded the bad action as the termination reason
-                log.error("%s step %d: %s", result["name"], step, e)
-                info = env.last_info
-                break
-            if reach is not None:
-                reach.update()
-            step += 1
-            if self.progress is not None:
-                self.progress({"step": step, "max_steps": env.max_steps})
-        out = {"success": bool(info["success"]), "steps": step, "termination": info["termination"],
-               "replans": replans, "inference_errors": driver.executor.errors}
-        if reach is not None:
-            out["reach"] = reach.summary()
+
+        ep = _VamEpisode(self, env, obs, result["name"])
+        if self.cfg.executor == "lockstep":
+            ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute)
+            while not env.done:
+                action, sinfo = ep.driver.act(ep.obs)
+                if ep.tick(action, sinfo):
+                    break
+                if self.progress is not None:
+                    self.progress({"step": ep.step, "max_steps": env.max_steps})
+        else:
+            ep.run_realtime()
+        replans, step = ep.replans, ep.step
+        out = {"success": bool(ep.info["success"]), "steps": step, "termination": ep.info["termination"],
+               "replans": replans, "inference_errors": ep.driver.executor.errors}
+        if ep.realtime is not None:
+            out["realtime"] = ep.realtime
+        if ep.reach is not None:
+            out["reach"] = ep.reach.summary()
         if self.cfg.plots and replans:
             title = f"{result['name']}: {env.instruction} ({'success' if out['success'] else out['termination']})"
-            png = save_trace_png(trace, self.out / result["name"] / "tr_trace.png", title=title, end_step=step)
+            png = save_trace_png(ep.trace, self.out / result["name"] / "tr_trace.png", title=title, end_step=step)
             out["tr_trace"] = str(png.relative_to(self.out))
-        out["tr_summary"] = trace.summary() if replans else {"replans": 0}
-        self._finish_recording(result | out, step, dt)
+        out["tr_summary"] = ep.trace.summary() if replans else {"replans": 0}
+        self._finish_recording(result | out, step, 1.0 / env.control_hz)
         return out
+
+
+class _VamEpisode:
+    """One policy episode's bookkeeping, the same in both executor modes: one environment step
+    per tick with its TR trace, replan records, recording and reach statistics."""
+
+    def __init__(self, runner: SimRunner, env: LiberoMockEnv, obs: dict, name: str):
+        from tr_monitor_node.trace import TRTrace
+
+        self.runner, self.env, self.obs, self.name = runner, env, obs, name
+        self.driver: PolicyDriver | None = None
+        self.trace = TRTrace()
+        self.trace.reset()
+        self.dt = 1.0 / env.control_hz
+        self.replans: list[dict] = []
+        self.step = 0
+        self.info = {"termination": None, "success": False}
+        self.reach = ReachTracker.for_env(env)
+        if self.reach is not None:
+            self.reach.update()
+        self.held = self.late = 0          # realtime: ticks holding for want of a chunk / run past `execute`
+        self.realtime: dict | None = None
+
+    def tick(self, action: np.ndarray, sinfo) -> bool:
+        """Step the environment with `action` (executor StepInfo `sinfo`); True once the episode is over."""
+        r, env, step = self.runner, self.env, self.step
+        self.trace.label_step(step, env.last_info["phase"])   # computed by reset()/step() already
+        if sinfo.error:
+            log.error("%s step %d: inference failed: %s (holding)", self.name, step, sinfo.error)
+        self.held += bool(sinfo.held)
+        self.late += bool(sinfo.overrun)
+        if sinfo.replanned and sinfo.telemetry is not None:
+            tel = dict(sinfo.telemetry) | {"step": step}
+            self.replans.append(_replan_record(step, tel))
+            self.trace.update(tel)
+            if r.recorder is not None:
+                r.recorder.write_telemetry(tel, r._t + step * self.dt, phase=self.trace.phase)
+        r._record_step(step, self.obs, action, self.dt, image=self.driver.fitted)
+        try:
+            self.obs, _, _, self.info = env.step(action.astype(np.float32))
+        except ValueError as e:        # the env recorded the bad action as the termination reason
+            log.error("%s step %d: %s", self.name, step, e)
+            self.info = env.last_info
+            return True
+        if self.reach is not None:
+            self.reach.update()
+        self.step += 1
+        return env.done
+
+    def run_realtime(self) -> None:
+        """The environment at its own rate on the wall clock, stepped by the executor's tick thread."""
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def sink(action: np.ndarray) -> None:
+            if done.is_set():
+                return
+            try:
+                over = self.tick(action, self.driver.executor.last_info)
+                if not over:
+                    self.driver.observe(self.obs)
+            except BaseException as e:      # ends the episode; re-raised on the main thread
+                failure.append(e)
+                over = True
+            if over:
+                done.set()
+
+        r, env = self.runner, self.env
+        self.driver = PolicyDriver(r.policy, env.instruction, r.cfg.execute, sink=sink)
+        self.driver.observe(self.obs)
+        ex = self.driver.executor
+        limit_s = 60.0 + 4.0 * env.max_steps / ex.cfg.rate_hz   # a stalled loop ends, it does not hang
+        t0, stalled = time.monotonic(), False
+        with ex:
+            while not done.wait(0.25):
+                if r.progress is not None:
+                    r.progress({"step": self.step, "max_steps": env.max_steps})
+                if time.monotonic() - t0 > limit_s:
+                    stalled = True
+                    done.set()
+                    break
+        if stalled:                        # the tick thread has stopped: nothing else writes `info`
+            log.error("%s: realtime episode still running after %.0f s at step %d; stopped",
+                      self.name, limit_s, self.step)
+            self.info = {"termination": "stalled", "success": False}
+        if failure:
+            raise failure[0]
+        st = ex.stats()
+        lat = [x["latency_ms"] for x in self.replans if x["latency_ms"] is not None]
+        self.realtime = {
+            "rate_hz": ex.cfg.rate_hz, "ticks": int(st["ticks"]), "missed_ticks": int(st["missed_ticks"]),
+            "held_ticks": self.held, "late_ticks": self.late, "dropped_chunks": int(st["dropped"]),
+            "achieved_hz": _num(st.get("achieved_hz")), "p99_jitter_ms": _num(st.get("p99_jitter_ms")),
+            "max_period_ms": _num(st.get("max_period_ms")),
+            "replan_ms_p50": float(np.median(lat)) if lat else None,
+            "replan_ms_p95": float(np.percentile(lat, 95)) if lat else None}
+
+
+def _num(v) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(float(v), 3)
 
 
 def success_counts(episodes: list[dict]) -> dict[str, list[int]]:
@@ -342,7 +469,24 @@ def summarise(episodes: list[dict]) -> dict:
         "tr_max": float(np.max(trs)) if trs else None,
         "guided_fraction": float(np.mean(guided)) if guided else None,
         "reach": reach_stats(episodes),
+        "realtime": realtime_stats(episodes),
     }
+
+
+def realtime_stats(episodes: list[dict]) -> dict | None:
+    """Totals over the episodes run with the realtime executor (None when there are none)."""
+    rt = [e["realtime"] for e in episodes if e.get("realtime")]
+    if not rt:
+        return None
+    ticks = sum(x["ticks"] for x in rt)
+    out = {"episodes": len(rt), "ticks": ticks}
+    for k in ("missed_ticks", "held_ticks", "late_ticks", "dropped_chunks"):
+        out[k] = sum(x[k] for x in rt)
+    hz = [x["achieved_hz"] for x in rt if x["achieved_hz"] is not None]
+    out["achieved_hz_min"] = min(hz) if hz else None
+    jit = [x["p99_jitter_ms"] for x in rt if x["p99_jitter_ms"] is not None]
+    out["p99_jitter_ms_max"] = max(jit) if jit else None
+    return out
 
 
 def safe_dirname(text: str) -> str:
