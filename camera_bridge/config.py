@@ -101,7 +101,9 @@ class BridgeConfig:
         check(self.sync_tolerance_ms >= 0, f"sync_tolerance_ms must be >= 0, got {self.sync_tolerance_ms!r}")
         check(1 <= self.sync_history <= 64, f"sync_history must be in [1, 64], got {self.sync_history!r}")
         check(0.5 <= self.source_fps <= 240, f"source_fps must be in [0.5, 240] Hz, got {self.source_fps!r}")
-        check(self.window_frames >= 1, f"window_frames must be >= 1, got {self.window_frames!r}")
+        check(self.window_frames >= 1 and (self.window_frames - 1) % 4 == 0,
+              f"window_frames must be 1 + 4k (the causal tokenizer keeps the first frame and compresses "
+              f"each later group of 4 into one latent: 17 -> 5 latents), got {self.window_frames!r}")
         check(self.frame_skip >= 1, f"frame_skip must be >= 1, got {self.frame_skip!r}")
         check(self.buffer_frames >= self.span_frames,
               f"buffer_frames ({self.buffer_frames!r}) must hold the window span "

@@ -13,7 +13,11 @@ chunk takes over. Two modes share one schedule (`ChunkSchedule`):
   actions run out (latency estimate = EMA of measured request-to-result time). When a chunk
   arrives at tick k, its first `k - origin` actions belong to time already elapsed and are
   skipped (latency compensation). If it is late, the old chunk keeps running to its last
-  action and then the last target is held; nothing is extrapolated. An inference exception
+  action and then the last target is held; nothing is extrapolated. A chunk that arrives
+  after its last action is dropped; `overrun_after` drops in a row put the executor in the
+  overrun state (`overrun` true, one error logged, StepInfo.reason "overrun" while holding)
+  until a chunk can be used again: inference is slower than a whole chunk, and the arm holds
+  without a word unless someone says so. An inference exception
   is logged with its tick/chunk/observation context, the arm holds the last target at once,
   and the request is retried after `retry_after_s`. Pacing and jitter statistics live in
   `executor_timing.DeadlinePacer`; the tick thread may ask for SCHED_FIFO (`rt_priority`).
@@ -89,6 +93,7 @@ class ExecutorConfig:
     switch_interval_s: float = 0.0005  # realtime: sys.setswitchinterval while running (GIL hand-off)
     rt_priority: int = 0  # realtime: SCHED_FIFO priority of the tick thread (1-99; 0 = normal scheduling)
     max_samples: int = 200_000  # timing samples kept (1.8 h at 30 Hz)
+    overrun_after: int = 2  # realtime: chunks dropped in a row (all late) that enter the overrun state
 
     def __post_init__(self) -> None:
         check(math.isfinite(self.rate_hz) and self.rate_hz > 0, f"rate_hz must be > 0, got {self.rate_hz!r}")
@@ -108,6 +113,7 @@ class ExecutorConfig:
         check(0 < self.switch_interval_s <= 0.1, f"switch_interval_s must be in (0, 0.1], got {self.switch_interval_s!r}")
         check(0 <= self.rt_priority <= 99, f"rt_priority must be in [0, 99], got {self.rt_priority!r}")
         check(self.max_samples >= 100, f"max_samples must be >= 100, got {self.max_samples!r}")
+        check(1 <= self.overrun_after <= 100, f"overrun_after must be in [1, 100], got {self.overrun_after!r}")
 
     @classmethod
     def from_spec(cls, spec: Any, **overrides: Any) -> "ExecutorConfig":
@@ -144,11 +150,12 @@ class StepInfo:
     skipped: int = 0  # actions skipped at install for latency compensation
     blend_weight: float = 1.0  # weight of the current chunk (< 1 inside a cross-fade window)
     held: bool = False  # the target is a hold, not a chunk action
-    reason: str | None = None  # hold/late reason: "no_chunk", "late", "error"
+    reason: str | None = None  # hold/late reason: "no_chunk", "late", "error", "overrun"
     overrun: bool = False  # executing beyond N because the next chunk is late
     telemetry: dict | None = None  # the policy's returned dict minus "actions" (replan ticks)
     error: str | None = None  # the inference exception at this tick, if any
     latency_s: float | None = None  # measured inference latency of the chunk installed here
+    time: float | None = None  # when the target was computed (the executor's clock): its stamp
 
 
 @dataclass
@@ -301,6 +308,8 @@ class ChunkExecutor:
         self.latency_estimate_s = self.cfg.latency_init_s
         self.last_latency_s: float | None = None
         self.errors = self.dropped = self.replans = self.sink_errors = 0
+        self.dropped_in_row = 0
+        self.overrun = False  # no chunk could be used for `overrun_after` replans in a row
         self.last_info: StepInfo | None = None
         self.last_telemetry: dict | None = None
         self._retry_tick = 0
@@ -342,9 +351,18 @@ class ChunkExecutor:
         skip = self.schedule.install(res.actions, res.origin, tick)
         if skip is None:
             self.dropped += 1
+            self.dropped_in_row += 1
             log.warning("chunk observed at tick %d arrived at tick %d, after its last action; dropped",
                         res.origin, tick)
+            if self.dropped_in_row >= self.cfg.overrun_after and not self.overrun:
+                self.overrun = True
+                log.error("overrun: inference takes %.2f s, longer than a whole chunk (%d actions = %.2f s); "
+                          "%d chunks dropped in a row, the arm holds", res.latency_s, self.cfg.chunk,
+                          self.cfg.chunk / self.cfg.rate_hz, self.dropped_in_row)
             return {}
+        if self.overrun:
+            log.warning("overrun over: a chunk (latency %.2f s) is in use again", res.latency_s)
+        self.overrun, self.dropped_in_row = False, 0
         self.replans += 1
         self.last_telemetry = res.telemetry
         return {"replanned": True, "skipped": skip, "telemetry": res.telemetry, "latency_s": res.latency_s}
@@ -355,7 +373,7 @@ class ChunkExecutor:
         out.update(latency_estimate_ms=self.latency_estimate_s * 1e3,
                    last_latency_ms=float("nan") if self.last_latency_s is None else self.last_latency_s * 1e3,
                    replans=float(self.replans), errors=float(self.errors), dropped=float(self.dropped),
-                   sink_errors=float(self.sink_errors))
+                   sink_errors=float(self.sink_errors), overrun=float(self.overrun))
         return out
 
     # ----- lockstep -----
@@ -368,6 +386,7 @@ class ChunkExecutor:
         if self.schedule.needs_chunk(k):
             extra = self._apply(self._run_policy(obs, k, self.clock()), k)
         target, info = self.schedule.target(k)
+        info.time = self.clock()
         for key, v in extra.items():
             setattr(info, key, v)
         if target is None:  # first inference failed and nothing to hold yet
@@ -477,6 +496,9 @@ class ChunkExecutor:
                 self._in_flight = True
                 self._wake.notify()
         target, info = self.schedule.target(k)
+        info.time = now
+        if self.overrun and info.held:
+            info.reason = "overrun"
         for key, v in extra.items():
             setattr(info, key, v)
         self.tick = k

@@ -25,11 +25,13 @@ from vam_policy_node.executor import libero_config, robot_config
 from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
 from vam_policy_node.safety import SafetyFilter, load_safety_config
 from vam_stack import msgs, ros
-from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES
+from vam_stack.robot import check_layers
+from vam_stack.topics import JOINT_TARGETS_SOURCE, LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES
 
 P = ros.Param
 PARAMS = (
-    P("preset", "tiny", "model preset (models/<preset>.yaml) used when no checkpoint is given"),
+    P("preset", "tiny", "model preset (models/<preset>.yaml) used when no checkpoint is given; with a "
+                        "checkpoint it must be the checkpoint's preset (a mismatch is an error naming both)"),
     P("checkpoint", "", "safetensors checkpoint; empty = models/<preset>.safetensors if shipped, "
                         "else seeded random weights"),
     P("guidance", "tr_adaptive", "guidance schedule", choices=("none", "flat", "tr_adaptive")),
@@ -45,6 +47,8 @@ PARAMS = (
     P("max_state_age_s", 0.5, "joint state older than this holds the arm [s]", range=(0.01, 10.0)),
     P("rt_priority", 0, "SCHED_FIFO priority of the executor tick thread, 0 = normal scheduling", range=(0, 99)),
     P("policy_process", False, "run the policy in a child process (its Python work off the tick thread's GIL)"),
+    P("on_overrun", "hold", "inference slower than a whole chunk: hold (keep trying, arm held) or stop "
+                            "(end the episode)", choices=("hold", "stop")),
     P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
 )
 
@@ -86,6 +90,7 @@ class VamPolicyNode(Node):
             driver_cfg = load_config(ros.config_path(p["driver_config"], "yam_driver_damiao.yaml"))
             state_names = self.action_names = driver_cfg.joint_names
             safety = SafetyFilter(load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")))
+            check_layers(driver_cfg, safety.cfg)   # the driver's limits sit inside the filter's
             if (safety.cfg.dim, safety.cfg.rate_hz) != (s.action_dim, float(s.rate_hz)):
                 raise ros.ParameterError(f"safety config is for {safety.cfg.dim} dims at {safety.cfg.rate_hz} Hz, "
                                          f"the policy sends {s.action_dim} at {s.rate_hz} Hz")
@@ -93,9 +98,12 @@ class VamPolicyNode(Node):
         else:
             state_names, self.action_names = LIBERO_PROPRIO_NAMES, list(LIBERO_ACTION_NAMES)
             ex_cfg = libero_config(mode="realtime", **rates)
+        # absolute targets carry the filter's tag: the driver follows nothing else (yam_driver.command_gate)
+        self._target_source = JOINT_TARGETS_SOURCE if safety is not None else ""
         if len(self.action_names) != s.action_dim:
             raise ros.ParameterError(f"{len(self.action_names)} joint names for a policy with {s.action_dim} actions")
-        cfg = RuntimeConfig(p["max_frame_age_s"], p["max_state_age_s"], p["frame_skip"] or model_skip)
+        cfg = RuntimeConfig(p["max_frame_age_s"], p["max_state_age_s"], p["frame_skip"] or model_skip,
+                            on_overrun=p["on_overrun"])
         self.pub = {k: ros.publisher(self, k) for k in ("joint_targets", "telemetry", "attention", "diagnostics")}
         self.runtime = PolicyRuntime(self.policy, ex_cfg, cfg, state_names, self._publish_target, self._publish_telemetry,
                                      safety, log=self.get_logger())
@@ -132,7 +140,8 @@ class VamPolicyNode(Node):
 
     def _publish_target(self, sent: np.ndarray) -> None:
         """Executor tick thread: the safety-filtered target, named."""
-        self.pub["joint_targets"].publish(ros.to_ros(msgs.joint_state_msg(self.action_names, sent, stamp_s=ros.stamp(self))))
+        self.pub["joint_targets"].publish(ros.to_ros(msgs.joint_state_msg(
+            self.action_names, sent, stamp_s=ros.stamp(self), frame_id=self._target_source)))
 
     def _publish_telemetry(self, tel: dict) -> None:
         """Executor worker thread: TR telemetry of one replan (attention on its own topic)."""
@@ -144,10 +153,15 @@ class VamPolicyNode(Node):
 
     def _publish_diagnostics(self) -> None:
         rt = self.runtime
+        status = rt.status()
         level = "warn" if rt.estopped or rt.executor.errors else "ok"
         message = "e-stop latched" if rt.estopped else ("running" if rt.executor.running else "idle (holding)")
+        if status["overrun"]:
+            level, message = "error", "overrun: inference slower than a whole chunk, no chunk usable (holding)"
+        elif status.get("safety_watchdog"):
+            level, message = "error", "safety watchdog: no target reached the filter in time (holding)"
         self.pub["diagnostics"].publish(ros.diagnostics(self, [{"name": "vam_policy_node: executor", "level": level,
-                                                                "message": message, "values": rt.status()}]))
+                                                                "message": message, "values": status}]))
 
     def destroy_node(self) -> None:
         """Safe state: stop the executor (the driver then holds), then the ROS entities."""

@@ -14,6 +14,14 @@ its last commanded target, which the safety filter may still be rate-limiting to
 
 E-stop: `estop(True)` latches the hold at once and stops the policy; `estop(False)` releases
 the latch, and motion waits for the next episode start.
+
+Staleness: every target goes to the safety filter with the time its tick computed it, so a
+target that reaches the filter late (a stalled tick thread) or dated ahead of its clock is
+held; `status()` polls the filter's watchdog while an episode runs. Overrun (inference slower
+than a whole chunk, so every chunk arrives after its last action): the executor enters its
+overrun state, the runtime logs one error, telemetry carries `overrun`, diagnostics report
+ERROR, and `on_overrun` says whether to keep trying while the arm holds ("hold") or to end the
+episode ("stop").
 """
 from __future__ import annotations
 
@@ -41,12 +49,17 @@ class RuntimeConfig:
     max_state_age_s: float = 0.5  # s; joint state older than this -> no observation (hold)
     frame_skip: int = 1  # camera messages between window frames (real: 3 at 30 Hz)
     command_timeout_s: float = 10.0  # s a caller waits for a start/stop to finish
+    on_overrun: str = "hold"  # inference slower than a chunk: "hold" (keep trying, arm held) | "stop" (end episode)
 
     def __post_init__(self) -> None:
         for name in ("max_frame_age_s", "max_state_age_s", "command_timeout_s"):
             v = getattr(self, name)
             check(math.isfinite(v) and v > 0, f"{name} must be > 0, got {v!r}")
         check(self.frame_skip >= 1, f"frame_skip must be >= 1, got {self.frame_skip!r}")
+        check(self.on_overrun in OVERRUN_ACTIONS, f"on_overrun must be one of {OVERRUN_ACTIONS}, got {self.on_overrun!r}")
+
+
+OVERRUN_ACTIONS = ("hold", "stop")
 
 
 class PolicyRuntime:
@@ -70,6 +83,7 @@ class PolicyRuntime:
         self._frame_t = self._state_t = -math.inf
         self._state: np.ndarray | None = None
         self._last_sent: np.ndarray | None = None
+        self._overrun_reported = False
         self._estop = threading.Event()
         self.pending: str | None = None  # instruction waiting for its inputs
         self.instruction: str | None = None
@@ -196,7 +210,13 @@ class PolicyRuntime:
         return True, f"episode started: {instruction!r}"
 
     def _refuse(self, message: str, level: str = "error") -> tuple[bool, str]:
-        getattr(self.log, level)(message)
+        # one call site per severity: rclpy's logger refuses a call site that changes severity
+        if level == "debug":
+            self.log.debug(message)
+        elif level == "info":
+            self.log.info(message)
+        else:
+            self.log.error(message)
         return False, message
 
     # ---- executor threads ----
@@ -218,8 +238,10 @@ class PolicyRuntime:
         info = self.executor.last_info
         if info is not None and info.reason == "error" and self._last_sent is not None and self.absolute:
             target = self._last_sent  # no observation: freeze where the arm was sent, not where it was heading
-        if self.safety is not None:
-            sent = self.safety.filter(target).sent
+        self._check_overrun()
+        if self.safety is not None:     # stamped with its tick's time: late or future-dated targets hold
+            stamp = None if info is None else info.time
+            sent = self.safety.filter(target, stamp=stamp, now=self.clock()).sent
         elif self._estop.is_set():  # deltas: zero motion, gripper command kept
             sent = np.zeros_like(target)
             sent[-1] = self._last_sent[-1] if self._last_sent is not None else 0.0
@@ -228,8 +250,23 @@ class PolicyRuntime:
         self._last_sent = sent
         self._send_out(sent)
 
+    def _check_overrun(self) -> None:
+        """Tick thread: report the executor's overrun state once per entry, act on `on_overrun`."""
+        if self.executor.overrun and not self._overrun_reported:
+            self._overrun_reported = True
+            span = self.spec.chunk / float(self.spec.rate_hz)
+            self.log.error(f"overrun: inference ({self.executor.last_latency_s or float('nan'):.2f} s) is slower than "
+                           f"a whole chunk ({span:.2f} s), no chunk can be used; the arm holds"
+                           + (" and the episode ends" if self.cfg.on_overrun == "stop" else ", still trying"))
+            if self.cfg.on_overrun == "stop":
+                self.request_stop("overrun")
+        elif not self.executor.overrun:
+            self._overrun_reported = False
+
     def _result(self, tel: dict) -> None:
-        self._on_telemetry(dict(tel, step=int(tel["origin_tick"]), request_latency_ms=1e3 * tel["latency_s"]))
+        span = self.spec.chunk / float(self.spec.rate_hz)   # a result this late cannot be used
+        self._on_telemetry(dict(tel, step=int(tel["origin_tick"]), request_latency_ms=1e3 * tel["latency_s"],
+                                overrun=bool(tel["latency_s"] >= span)))
 
     # ---- status and shutdown ----
     def status(self) -> dict[str, Any]:
@@ -237,7 +274,10 @@ class PolicyRuntime:
         out = {**self.executor.stats(), "running": self.executor.running, "estop": self._estop.is_set(),
                "instruction": self.instruction or "", "frame_age_s": now - self._frame_t, "state_age_s": now - self._state_t}
         if self.safety is not None:
+            if self.executor.running and self.safety.last_sent is not None:
+                out["safety_watchdog"] = self.safety.poll(now).reason == "stale"   # tick thread stalled
             out.update({f"safety_{k}": v for k, v in self.safety.counts.items()})
+        out["overrun"] = bool(self.executor.overrun)
         return out
 
     def close(self) -> None:

@@ -15,7 +15,13 @@ allowed range by at most one tick's step. The filter must be primed with the mea
 position (`reset(measured)`) before the first command: without it the first step could not
 be rate limited. All state changes happen under one lock (read-modify-write of the last
 sent target), so a driver thread may call `poll` while the executor thread calls `filter`.
-Limits come from `config/yam_safety.yaml`; see that file for the sources of the numbers.
+Limits come from `config/yam_safety.yaml` (every field stated there; see that file for the
+sources of the numbers) and are checked against the robot description
+(`vam_stack.robot`, config/yam_robot.yaml): ranges inside the mechanical range, speeds under
+the motors' ceilings, rate and staleness within bounds that keep protection on.
+
+Staleness: `filter(target, stamp)` holds on a command older than `stale_after_s` or dated
+more than `future_tolerance_s` ahead of the filter's clock (a clock mix-up, not a command).
 """
 from __future__ import annotations
 
@@ -28,12 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
-from vam_stack.config import ConfigError, check, from_yaml
+from vam_stack.config import ConfigError, check, check_within, from_yaml
 from vam_stack.paths import config_dir
+from vam_stack.robot import check_safety, load_robot
 
 log = logging.getLogger(__name__)
 
-JOINTS_PER_ARM = 6  # YAM: 6 revolute joints, then one gripper value per arm
+JOINTS_PER_ARM = load_robot().arm_joints  # YAM: 6 revolute joints, then one gripper value per arm
+FUTURE_TOLERANCE_S = 0.05  # a command stamped further ahead than this is refused (clock mismatch)
 
 
 @dataclass
@@ -51,7 +59,12 @@ class SafetyConfig:
     max_gripper_velocity: float = 2.0  # normalised units per second
     stale_after_s: float = 0.2  # a command older than this, or silence this long, holds the arm
 
+    # a safety file states every limit: none falls back to a default because a line is missing
+    YAML_REQUIRED = ("arms", "rate_hz", "joint_lower", "joint_upper", "margin_rad", "max_joint_velocity",
+                     "gripper_min", "gripper_max", "max_gripper_velocity", "stale_after_s")
+
     def __post_init__(self) -> None:
+        robot = load_robot()
         check(isinstance(self.arms, int) and self.arms >= 1, f"arms must be an integer >= 1, got {self.arms!r}")
         check(math.isfinite(self.rate_hz) and self.rate_hz > 0, f"rate_hz must be > 0, got {self.rate_hz!r}")
         for name in ("joint_lower", "joint_upper", "max_joint_velocity"):
@@ -71,6 +84,8 @@ class SafetyConfig:
               f"max_gripper_velocity must be > 0, got {self.max_gripper_velocity!r}")
         check(math.isfinite(self.stale_after_s) and self.stale_after_s > 0,
               f"stale_after_s must be > 0, got {self.stale_after_s!r}")
+        check_within("margin_rad", self.margin_rad, 0.0, 0.5, "rad")
+        check_safety(self, robot)      # ranges, speeds, rate and staleness against the robot description
 
     @property
     def dim(self) -> int:
@@ -103,11 +118,11 @@ class SafetyResult:
     clipped: frozenset[str]  # limit names that changed it: "position", "gripper", "velocity"
     clipped_dims: dict[str, tuple[int, ...]] = field(default_factory=dict)  # name -> dims changed
     held: bool = False  # True when the command was rejected and the last target held
-    reason: str | None = None  # why it held: "estop", "nonfinite", "stale"
+    reason: str | None = None  # why it held: "estop", "nonfinite", "stale", "future"
 
 
 COUNTER_NAMES = ("commands", "sent", "held", "position", "gripper", "velocity", "nonfinite",
-                 "estop", "stale", "watchdog")
+                 "estop", "stale", "future", "watchdog")
 
 
 class SafetyFilter:
@@ -184,6 +199,10 @@ class SafetyFilter:
                 log.warning("safety: stale command rejected (age %.3f s > %.3f s); holding",
                             now - stamp, self.cfg.stale_after_s)
                 return self._hold("stale", now)
+            if stamp is not None and stamp - now > FUTURE_TOLERANCE_S:
+                log.warning("safety: command dated %.3f s in the future rejected (clock mismatch?); holding",
+                            stamp - now)
+                return self._hold("future", now)
             pos = t.clip(self._lo, self._hi)
             sent = pos.clip(self._last - self._step, self._last + self._step)
             clipped: dict[str, tuple[int, ...]] = {}

@@ -2,7 +2,10 @@
 
 Every component has one dataclass config validated in `__post_init__`. This module turns a
 YAML file (or a dict) into such a dataclass, rejecting unknown keys with a "did you mean"
-hint, checking basic types, and naming the file and field in every error.
+hint, duplicate keys with their line, missing required fields by name, checking basic
+types, and naming the file and field in every error. A dataclass may list in `YAML_REQUIRED`
+the fields a file must state explicitly (safety limits never fall back to a default because
+a line was left out).
 """
 from __future__ import annotations
 
@@ -88,11 +91,23 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 
 
 def from_dict(cls: type[T], data: Mapping[str, Any], source: str = "config") -> T:
-    """Build dataclass `cls` from `data`; unknown keys and wrong types raise ConfigError."""
+    """Build dataclass `cls` from `data`; unknown keys, missing required fields and wrong types
+    raise ConfigError naming `source` and the field."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: expected a mapping for {cls.__name__}, got {data!r}")
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     hints = typing.get_type_hints(cls)
+    no_default = [n for n, f in fields.items()
+                  if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    required = list(dict.fromkeys(no_default + list(getattr(cls, "YAML_REQUIRED", ()))))
+    unknown = [k for k in data if k not in fields]
+    if unknown:                                  # a misspelt key first: it explains a "missing" one
+        raise ConfigError(
+            f"{source}: unknown field {unknown[0]!r} for {cls.__name__}{_hint(str(unknown[0]), list(fields))}")
+    missing = [n for n in required if n not in data]
+    if missing:
+        raise ConfigError(f"{source}: missing required field{'s' if len(missing) > 1 else ''} "
+                          f"{', '.join(map(repr, missing))} for {cls.__name__}")
     kwargs = {}
     for key, value in data.items():
         if key not in fields:
@@ -108,13 +123,38 @@ def from_dict(cls: type[T], data: Mapping[str, Any], source: str = "config") -> 
         raise ConfigError(f"{source}: {e}") from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key repeated within one mapping (YAML would keep the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (line {line}; first at line {seen[key]})", key_node.start_mark)
+            seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str, source: str = "<string>") -> Any:
+    """Parse YAML text with the duplicate-key check; errors are ConfigError naming `source`."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: not valid YAML: {e}") from None
+
+
 def load_yaml(path: str | Path) -> dict:
-    """Read a YAML mapping; a missing, unreadable or non-mapping file is a ConfigError."""
+    """Read a YAML mapping; a missing, unreadable or non-mapping file or a repeated key is a ConfigError."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file not found: {str(p)!r}")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
@@ -147,3 +187,10 @@ def check(cond: bool, message: str) -> None:
     """Raise ConfigError(message) when `cond` is false (used in __post_init__)."""
     if not cond:
         raise ConfigError(message)
+
+
+def check_within(name: str, value: Any, lo: float, hi: float, unit: str = "", why: str = "") -> None:
+    """`value` must be a finite number in [lo, hi]; the error quotes it, the bounds and `why`."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and lo <= value <= hi
+    u = f" {unit}" if unit else ""
+    check(ok, f"{name} must be in [{lo:g}, {hi:g}]{u}{f' ({why})' if why else ''}, got {value!r}")

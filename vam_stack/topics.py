@@ -19,6 +19,11 @@ import re
 from dataclasses import dataclass
 
 
+# frame_id on every absolute joint target the policy node's safety filter sends: the driver
+# follows no other stream (yam_driver.command_gate)
+JOINT_TARGETS_SOURCE = "vam_safety_filter"
+
+
 @dataclass(frozen=True)
 class QosSpec:
     """A QoS profile in plain words; nodes map it to rclpy, the recorder to rosbag2 metadata."""

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
-from vam_stack.config import ConfigError, check, from_yaml
+from vam_stack.config import ConfigError, check, check_within, from_yaml
 from vam_stack.paths import config_dir
+from vam_stack.robot import check_driver, load_robot
 
 from . import damiao_protocol as dmp
 from . import dxl_protocol as dxl
 
-JOINTS_PER_ARM = 7  # 6 arm joints + the gripper (last)
-NUM_ARMS = 2
-NUM_JOINTS = JOINTS_PER_ARM * NUM_ARMS  # 14, the policy's action dimension
+JOINTS_PER_ARM = load_robot().dof_per_arm  # motors per arm: 6 arm joints + the gripper (last)
+NUM_ARMS = len(load_robot().arms)
 BUSES = ("dynamixel", "damiao")
 FAULT_ACTIONS = ("hold", "torque_off")
 DYNAMIXEL_BAUDRATES = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 500000, 576000, 921600, 1000000,
@@ -43,6 +43,8 @@ class JointConfig:
     kd: float = 0.0  # Damiao MIT damping Nm s/rad; Dynamixel Position D gain register (0 = keep)
     motor: str = ""  # Damiao: DM4340 | DM4310 (MIT ranges); Dynamixel: model checked at PING ("" = any)
     feedback_id: int = 0  # Damiao master id the motor answers on (0 = id + 0x10, i2rt's convention)
+
+    YAML_REQUIRED = ("name", "id", "lower", "upper", "max_speed")  # limits never default silently
 
     def __post_init__(self) -> None:
         check(bool(self.name), f"joint name must not be empty, got {self.name!r}")
@@ -106,6 +108,9 @@ class DriverConfig:
     log_every_s: float = 5.0  # how often the loop logs its achieved rate
     stats_window: int = 1000  # ticks kept for p50/p99 timing statistics
 
+    # safety-relevant timings a driver file states explicitly (no silent default)
+    YAML_REQUIRED = ("bus", "arms", "rate_hz", "watchdog_s", "ramp_speed_scale", "ramp_tolerance", "on_fault")
+
     def __post_init__(self) -> None:
         check(self.bus in BUSES, f"bus must be one of {BUSES}, got {self.bus!r}")
         check(len(self.arms) == NUM_ARMS,
@@ -124,6 +129,11 @@ class DriverConfig:
         check(self.baudrate in DYNAMIXEL_BAUDRATES,
               f"baudrate must be one the Dynamixel SDK accepts {DYNAMIXEL_BAUDRATES}, got {self.baudrate!r}")
         check(self.stats_window >= 10, f"stats_window must be >= 10, got {self.stats_window!r}")
+        check_within("ramp_tolerance", self.ramp_tolerance, 1e-5, 0.1, "driver units",
+                     "larger ends the start ramp before the arm reaches its first target")
+        check_within("reply_timeout_ms", self.reply_timeout_ms, 0.1, 1000.0 * self.period_s, "ms", "one control period")
+        check_within("log_every_s", self.log_every_s, 0.1, 3600.0, "s")
+        check_driver(self)             # rate, watchdog, names, limits and speeds against the robot description
         self._check_ids()
         if self.bus == "damiao":
             self._check_damiao()

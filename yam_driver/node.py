@@ -3,7 +3,11 @@
 One `YamDriver` (plain Python) does the work; each timer tick is one driver step (read every
 joint, update health, slew-limited write). Targets are matched by joint name; a message with
 a missing joint or a non-finite value is rejected with a logged error, and the driver's
-watchdog holds the arm when targets stop or go stale. /vam/estop true: the measured position
+watchdog holds the arm when targets stop or go stale. Only the policy node's safety-filtered
+stream is followed (`command_gate.CommandGate`: one publisher, the filter's frame_id, a fresh,
+increasing stamp); a second publisher on the topic holds the arm where it is. At start-up the
+driver's limits are checked to sit inside the safety filter's (`vam_stack.robot.check_layers`).
+/vam/estop true: the measured position
 becomes the target at once and later targets are ignored (the watchdog then keeps holding)
 until false. Safe state on every exit path:
 destroy_node, Ctrl-C and exceptions hold the measured position, then turn torque off as
@@ -18,6 +22,8 @@ import rclpy
 from rclpy.node import Node
 
 from vam_stack import msgs, ros
+from vam_stack.robot import check_layers
+from yam_driver.command_gate import CommandGate
 from yam_driver.config import default_config_path, load_config
 from yam_driver.driver import Mode, YamDriver
 
@@ -26,6 +32,8 @@ PARAMS = (
     P("config_file", "", "driver YAML (section yam_driver); empty = the shipped file for `bus`"),
     P("bus", "damiao", "bus kind when config_file is empty", choices=("damiao", "dynamixel")),
     P("use_emulator", False, "drive emulated motors instead of hardware (demos, CI)"),
+    P("safety_config", "", "the policy node's safety limits YAML the driver's limits must sit inside; "
+                           "empty = config/yam_safety.yaml"),
     P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
 )
 
@@ -35,6 +43,10 @@ class YamDriverNode(Node):
         super().__init__("yam_driver", **node_kwargs)
         p = ros.declare(self, PARAMS)
         cfg = load_config(p["config_file"] or default_config_path(p["bus"]))
+        from vam_policy_node.safety import load_safety_config
+        check_layers(cfg, load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")))
+        self.gate = CommandGate(max_age_s=cfg.watchdog_s)
+        self._refusal: str | None = None
         self.rig = None
         if p["use_emulator"]:
             from yam_driver.emulators import EmulatedRig
@@ -51,7 +63,8 @@ class YamDriverNode(Node):
         except BaseException:
             self._release()
             raise
-        ros.subscription(self, "joint_targets", self._on_targets)
+        sub = ros.subscription(self, "joint_targets", self._on_targets)
+        self._targets_topic = sub.topic_name  # as resolved (and remapped) for this node
         ros.subscription(self, "estop", self._on_estop)
         self.create_timer(cfg.period_s, self._tick)
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
@@ -65,9 +78,23 @@ class YamDriverNode(Node):
             missing = [n for n in self.names if n not in js.names]
             if missing:
                 raise ValueError(f"targets lack joints {missing} (got {js.names})")
-            self.driver.set_targets(js.position[[js.names.index(n) for n in self.names]])
         except ValueError as e:  # MessageError is a ValueError too
             self.get_logger().error(f"joint targets rejected (holding): {e}")
+            return
+        now = self.get_clock().now().nanoseconds * 1e-9
+        before = self.gate.last_reason
+        refusal = self.gate.check(js.stamp_s, js.frame_id, now, self.count_publishers(self._targets_topic))
+        if refusal is not None:
+            if self.gate.last_reason == "publishers" and self._position is not None:
+                self.driver.set_targets(self._position)  # hold where the arm is while a second publisher exists
+            if self._refusal is None or self.gate.last_reason != before:   # once per kind, not at 30 Hz
+                self.get_logger().error(f"joint targets refused: {refusal}")
+            self._refusal = refusal
+            return
+        if self._refusal is not None:
+            self.get_logger().info("joint targets followed again")
+            self._refusal = None
+        self.driver.set_targets(js.position[[js.names.index(n) for n in self.names]])
 
     def _on_estop(self, msg) -> None:
         if bool(msg.data) == self.estopped:
@@ -98,10 +125,15 @@ class YamDriverNode(Node):
         rate = (len(self._ticks) - 1) / (self._ticks[-1] - self._ticks[0]) if len(self._ticks) > 1 else 0.0
         level = {Mode.FAULT: "error", Mode.STOPPED: "stale", Mode.HOLDING: "warn"}.get(d.mode, "ok")
         level = "warn" if self.estopped and level == "ok" else level
+        message = "; ".join(map(str, d.faults)) or d.mode.value
+        if self._refusal is not None:  # the target stream is not being followed
+            level = "error" if self.gate.last_reason == "publishers" else ("warn" if level == "ok" else level)
+            message = f"targets refused: {self._refusal}"
         values = {"mode": d.mode.value, "ticks": d.tick, "rate_hz": rate, "io_p50_ms": p50, "io_p99_ms": p99,
-                  "estop": self.estopped, "faults": "; ".join(map(str, d.faults)) or "none"}
+                  "estop": self.estopped, "faults": "; ".join(map(str, d.faults)) or "none",
+                  **{f"refused_{k}": v for k, v in self.gate.counts.items()}}
         self.pub["diagnostics"].publish(ros.diagnostics(self, [{"name": "yam_driver", "level": level,
-                                        "message": "; ".join(map(str, d.faults)) or d.mode.value, "values": values}]))
+                                        "message": message, "values": values}]))
 
     def _release(self) -> None:
         self.driver.shutdown()

@@ -1,8 +1,10 @@
 """MJCF of the bimanual YAM scene, generated in Python: two 6-DoF arms with linear grippers.
 
-Kinematics (link frames, joint axes and ranges), link masses, rotor armatures and the
+Kinematics (link frames and joint axes), link masses, rotor armatures and the
 actuator gains follow the YAM's published model facts (i2rt's YAM description as carried by
-MuJoCo Menagerie's `i2rt_yam`); the geometry is our own capsules and boxes. Per arm:
+MuJoCo Menagerie's `i2rt_yam`); the geometry is our own capsules and boxes. Joint names and ranges come from the one robot
+description (vam_stack.robot, config/yam_robot.yaml), which the safety filter and the driver
+are checked against too. Per arm:
 
   base -> link1 (joint1, yaw) -> link2 (joint2) -> link3 (joint3) -> link4 (joint4)
        -> link5 (joint5) -> link6 (joint6) -> two fingers sliding along link6's x axis
@@ -21,22 +23,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vam_stack.robot import load_robot
 
-ARMS = ("left", "right")
-ARM_JOINTS = ("joint1", "joint2", "joint3", "joint4", "joint5", "joint6")
+
+ROBOT = load_robot()
+ARMS = ROBOT.arms
+ARM_JOINTS = ROBOT.joint_names
 FINGER_TRAVEL = 0.0475  # m per finger: rail travel of the linear gripper, 0 = closed
 FINGER_SQUEEZE = 0.004  # m past closed the fingers may be commanded (grip force on thin objects)
 TABLE_HEIGHT = 0.0  # m: table top is the world z = 0 plane the arms stand on
 
-# (joint range rad, body pos in parent, body quat (w x y z, unnormalised), mass kg, com, class)
-_LINKS = (
-    ((-2.61799, 3.14159), (0.0, 0.0, 0.0631), (1, 0, 0, 1), 0.124, (-0.0019, -0.008, 0.021), "dm4340"),
-    ((0.0, 3.66519), (2.5e-05, -0.02, 0.0409), (1, 1, 1, 1), 1.244, (0.132, 0.0, 0.0003), "dm4340"),
-    ((0.0, 3.14159), (0.264, 0.0, 0.0), (0, 1, 0, 0), 0.854, (-0.1218, -0.0548, -0.0001), "dm4340"),
-    ((-1.69297, 1.5708), (-0.245, -0.06, 0.0), (1, 0, 0, 0), 0.464, (-0.077, -0.0527, 0.0002), "dm4310"),
-    ((-1.5708, 1.5708), (-0.074, -0.0395, 2.5e-05), (1, -1, 1, 1), 0.351, (0.0, 0.0003, 0.0354), "dm4310"),
-    ((-2.0944, 2.0944), (0.0, 0.0353, 0.0395), (1, -1, 0, 0), 0.553, (-0.0002, 0.0, 0.0293), "dm4310"),
+# (body pos in parent, body quat (w x y z, unnormalised), mass kg, com, class) per link
+_BODIES = (
+    ((0.0, 0.0, 0.0631), (1, 0, 0, 1), 0.124, (-0.0019, -0.008, 0.021), "dm4340"),
+    ((2.5e-05, -0.02, 0.0409), (1, 1, 1, 1), 1.244, (0.132, 0.0, 0.0003), "dm4340"),
+    ((0.264, 0.0, 0.0), (0, 1, 0, 0), 0.854, (-0.1218, -0.0548, -0.0001), "dm4340"),
+    ((-0.245, -0.06, 0.0), (1, 0, 0, 0), 0.464, (-0.077, -0.0527, 0.0002), "dm4310"),
+    ((-0.074, -0.0395, 2.5e-05), (1, -1, 1, 1), 0.351, (0.0, 0.0003, 0.0354), "dm4310"),
+    ((0.0, 0.0353, 0.0395), (1, -1, 0, 0), 0.553, (-0.0002, 0.0, 0.0293), "dm4310"),
 )
+# (joint range rad, *body) per link: the ranges are the robot description's mechanical ones
+_LINKS = tuple(((lo, hi), *b) for lo, hi, b in zip(ROBOT.joint_lower, ROBOT.joint_upper, _BODIES, strict=True))
 # Collision/visual capsules per link in the link's frame: (from xyz, to xyz, radius).
 _CAPSULES = (
     (((0, 0, 0.0), (0, 0, 0.035), 0.032),),

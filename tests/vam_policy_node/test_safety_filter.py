@@ -6,6 +6,7 @@ import pytest
 
 from vam_policy_node.safety import SafetyConfig, SafetyFilter, load_safety_config
 from vam_stack.config import ConfigError
+from vam_stack.paths import config_dir
 
 pytestmark = pytest.mark.unit
 
@@ -59,8 +60,13 @@ def test_malformed_files_are_startup_errors(tmp_path):
     bad.write_text("yam_safety:\n  max_joint_velocty: [1, 1, 1, 1, 1, 1]\n")
     with pytest.raises(ConfigError, match="did you mean 'max_joint_velocity'"):
         load_safety_config(bad)
-    bad.write_text("yam_safety:\n  joint_lower: [0, 0, 0]\n")
+    shipped = (config_dir() / "yam_safety.yaml").read_text()
+    bad.write_text(shipped.replace("joint_lower: [-2.61799, 0.0, 0.0, -1.69297, -1.5708, -2.0944]",
+                                   "joint_lower: [0, 0, 0]"))
     with pytest.raises(ConfigError, match=r"joint_lower needs 6 values, got \(0.0, 0.0, 0.0\)"):
+        load_safety_config(bad)
+    bad.write_text("yam_safety:\n  joint_lower: [0, 0, 0, 0, 0, 0]\n")     # the rest would silently default
+    with pytest.raises(ConfigError, match="missing required fields 'arms', 'rate_hz', 'joint_upper'"):
         load_safety_config(bad)
     bad.write_text("other: {}\n")
     with pytest.raises(ConfigError, match="missing section 'yam_safety'"):

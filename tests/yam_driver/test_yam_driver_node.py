@@ -1,11 +1,14 @@
 """yam_driver node on emulated Damiao buses, through rclpy (real or the fake)."""
 from __future__ import annotations
 
+import time
+
 import pytest
 import yaml
 from rclpy.parameter import Parameter
 
 from vam_stack import msgs
+from vam_stack.topics import JOINT_TARGETS_SOURCE
 from yam_driver.config import default_config_path
 from yam_driver.driver import Mode
 from yam_driver.node import YamDriverNode
@@ -28,6 +31,11 @@ def latest(states):
     return msgs.joint_state_to_numpy(states[-1])
 
 
+def filtered(names, position):
+    """A target as the policy node's safety filter sends it: its frame_id, stamped now."""
+    return msgs.joint_state_msg(names, position, stamp_s=time.time(), frame_id=JOINT_TARGETS_SOURCE)
+
+
 def test_follows_targets_by_name_and_publishes_joint_states(driver_node):
     h, node = driver_node
     states = h.capture("joint_states")
@@ -37,7 +45,7 @@ def test_follows_targets_by_name_and_publishes_joint_states(driver_node):
     target = js.position.copy()
     target[0] += 0.05
     order = list(range(13, -1, -1))  # names reversed: matching is by name, not by position
-    send = lambda: h.publish("joint_targets", msgs.joint_state_msg([node.names[i] for i in order], target[order]))  # noqa: E731
+    send = lambda: h.publish("joint_targets", filtered([node.names[i] for i in order], target[order]))  # noqa: E731
     assert h.spin_until(lambda: abs(latest(states).position[0] - target[0]) < 0.01, every=send, timeout=30)
     assert node.driver.mode in (Mode.RUNNING, Mode.RAMPING)
     assert not h.errors("yam_driver")
@@ -48,15 +56,15 @@ def test_bad_targets_rejected_and_estop_holds(driver_node):
     states = h.capture("joint_states")
     assert h.spin_until(lambda: len(states) >= 3)
     start = latest(states).position.copy()
-    h.publish("joint_targets", msgs.joint_state_msg(node.names[:-1], start[:-1]))
+    h.publish("joint_targets", filtered(node.names[:-1], start[:-1]))
     assert h.spin_until(lambda: any("lack joints" in e for e in h.errors("yam_driver")))
-    hold_here = lambda: h.publish("joint_targets", msgs.joint_state_msg(node.names, start))  # noqa: E731
+    hold_here = lambda: h.publish("joint_targets", filtered(node.names, start))  # noqa: E731
     assert h.spin_until(lambda: node.driver.mode == Mode.RUNNING, every=hold_here)
     h.publish("estop", msgs.bool_msg(True))
     assert h.spin_until(lambda: node.estopped)  # topics are not ordered against each other
     far = start.copy()
     far[0] += 0.3
-    send = lambda: h.publish("joint_targets", msgs.joint_state_msg(node.names, far))  # noqa: E731
+    send = lambda: h.publish("joint_targets", filtered(node.names, far))  # noqa: E731
     h.spin_for(1.0, every=send)
     assert abs(latest(states).position[0] - start[0]) < 0.02, "the arm followed targets under e-stop"
     assert node.driver.mode == Mode.HOLDING
