@@ -60,7 +60,7 @@ setup(
     tests_require=["pytest"],
     entry_points={
         "console_scripts": [
-            "vam-stack = vam_stack.cli:main",
+            "vam-stack = vam_stack.cli:entry",
             "camera_bridge = camera_bridge.node:main",
             "vam_policy_node = vam_policy_node.node:main",
             "tr_monitor_node = tr_monitor_node.node:main",

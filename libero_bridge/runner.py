@@ -15,6 +15,13 @@ Two executor modes (`SimConfig.executor`):
   A chunk that arrives late is latency-compensated; while none is ready the arm holds (zero
   motion, gripper kept). Per episode it reports the achieved rate, ticks the clock missed,
   ticks held for want of a chunk, ticks run past `execute`, and the replan latency.
+
+Failed replans are counted, never hidden: every policy episode reports `inference_errors`
+(replans whose inference raised; the arm held meanwhile), `refused_inputs` (those of them where
+the policy refused its input with a ValueError) and `first_error`; an episode in which no chunk
+was ever installed although inference was tried ends with termination "error", not "timeout".
+`summarise` totals them per run. Every check that can fail (preset fit, `execute`) runs in
+`SimRunner.__enter__` before the recorder opens, so a refused run writes nothing.
 """
 from __future__ import annotations
 
@@ -50,7 +57,8 @@ class SimConfig:
     seed: int = 0                    # seed id hashed into every initial state
     guidance: str = "tr_adaptive"    # none | flat | tr_adaptive
     policy: str = "vam"              # vam (the video-action model) | expert (scripted)
-    preset: str = "libero64"         # model preset when no checkpoint is given (the shipped simulation policy)
+    preset: str | None = None        # model preset; None: libero64 (the shipped simulation policy) without a
+                                     # checkpoint, the checkpoint's own with one (a given preset must match it)
     checkpoint: str | None = None    # safetensors checkpoint (default: shipped weights if present)
     record: bool = True              # write DIR/recording.mcap
     record_image_every: int = 1      # write every k-th camera frame to the MCAP (1 = all)
@@ -126,6 +134,22 @@ def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
         raise ValueError(f"preset {policy.mcfg.name!r} cannot use the bridge's {image_size}x{image_size} views: {problem}")
 
 
+def driver_config(policy, execute: int | None = None, mode: str = "lockstep"):
+    """The chunk executor's configuration for `policy` on the bridge (ConfigError on a bad `execute`)."""
+    from vam_policy_node.executor import libero_config
+
+    _require_eef_delta(policy)
+    spec = policy.spec
+    execute = spec.execute if execute is None else execute
+    return libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz, mode=mode)
+
+
+def is_refusal(error: str | None) -> bool:
+    """Whether an executor error string (`"<Type>: <message>"`) is the policy refusing its input:
+    `infer` raised a ValueError (ConfigError included), e.g. frames of the wrong size."""
+    return error is not None and error.split(":", 1)[0] in ("ValueError", "ConfigError")
+
+
 class PolicyDriver:
     """The policy side of the closed loop on the mocked bridge: the frame window feeding a chunk
     executor. Lockstep (default): `act(obs)` per step, a new chunk every `execute` steps.
@@ -137,13 +161,10 @@ class PolicyDriver:
     def __init__(self, policy, instruction: str, execute: int | None = None,
                  sink: Callable[[np.ndarray], Any] | None = None):
         """`execute` overrides the preset's replan interval (1..chunk actions)."""
-        from vam_policy_node.executor import ChunkExecutor, libero_config
+        from vam_policy_node.executor import ChunkExecutor
 
-        _require_eef_delta(policy)
         spec = policy.spec
-        execute = spec.execute if execute is None else execute
-        mode = "lockstep" if sink is None else "realtime"
-        cfg = libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz, mode=mode)
+        cfg = driver_config(policy, execute, "lockstep" if sink is None else "realtime")
         kw = {} if sink is None else dict(obs_fn=self.observation, sink=sink, initial_target=HOLD_OPEN)
         self.executor = ChunkExecutor(policy, cfg, **kw)
         self.executor.reset(instruction=instruction, initial_target=kw.get("initial_target"))
@@ -195,15 +216,19 @@ def _replan_record(step: int, tel: dict) -> dict:
 
 
 class SimRunner:
-    """Runs episodes of one suite with one policy; owns the recorder and the output directory."""
+    """Runs episodes of one suite with one policy; owns the recorder and the output directory.
+
+    The directory is created, and the recorder opened, in `__enter__` once every check has
+    passed; `overwrite=True` lets the recorder replace an existing recording.mcap (the CLI asks
+    for `--overwrite` before a non-empty directory is used at all)."""
 
     def __init__(self, cfg: SimConfig, out: str | Path, policy: Any = None,
-                 progress: Callable[[dict], None] | None = None):
+                 progress: Callable[[dict], None] | None = None, overwrite: bool = False):
         from .config import LiberoMockConfig
 
         self.mock = LiberoMockConfig.load(cfg.mock_config)   # the one environment configuration
         self.cfg, self.out = cfg, Path(out)
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.overwrite = overwrite
         self.policy = policy
         self.progress = progress
         self.recorder = None
@@ -213,23 +238,27 @@ class SimRunner:
     def _build_policy(self):
         from vam_policy_node.policy import build_policy
 
-        ckpt = self.cfg.checkpoint
+        ckpt, preset = self.cfg.checkpoint, self.cfg.preset
         if ckpt is None:
             from vam_stack.paths import models_dir
 
-            shipped = models_dir() / f"{self.cfg.preset}.safetensors"
+            preset = preset or "libero64"
+            shipped = models_dir() / f"{preset}.safetensors"
             ckpt = str(shipped) if shipped.is_file() else None
-        return build_policy(self.cfg.preset, checkpoint=ckpt, guidance=self.cfg.guidance, seed=self.cfg.seed)
+        return build_policy(preset, checkpoint=ckpt, guidance=self.cfg.guidance, seed=self.cfg.seed)
 
     def __enter__(self):
         if self.cfg.policy == "vam" and self.policy is None:
             self.policy = self._build_policy()
-        if self.cfg.policy == "vam":
+        if self.cfg.policy == "vam":                  # every check that can fail, before anything is written
             check_policy_fits(self.policy, self.mock.image_size)
+            driver_config(self.policy, self.cfg.execute, self.cfg.executor)
+        self.out.mkdir(parents=True, exist_ok=True)
         if self.cfg.record:
             from vam_stack.recording import McapRecorder
 
-            self.recorder = McapRecorder(self.out / "recording.mcap", origin_s=0.0, overwrite=True).open()
+            self.recorder = McapRecorder(self.out / "recording.mcap", origin_s=0.0,
+                                         overwrite=self.overwrite).open()
         return self
 
     def __exit__(self, *exc):
@@ -278,6 +307,7 @@ class SimRunner:
         t = self._t + steps * dt
         self.recorder.write_json("episode_status", {k: result[k] for k in (
             "suite", "task", "instruction", "seed", "episode", "success", "steps", "termination")} | {"done": True}, t)
+        self.recorder.flush()        # a finished episode is on disk even if the process is killed next
         self._t = t + 1.0            # one simulated second between episodes
 
     def _run_expert(self, env: LiberoMockEnv, obs: dict) -> dict:
@@ -312,8 +342,18 @@ class SimRunner:
         else:
             ep.run_realtime()
         replans, step = ep.replans, ep.step
+        ex = ep.driver.executor
         out = {"success": bool(ep.info["success"]), "steps": step, "termination": ep.info["termination"],
-               "replans": replans, "inference_errors": ep.driver.executor.errors}
+               "replans": replans, "inference_errors": ex.errors, "refused_inputs": ep.refused,
+               "first_error": ep.first_error}
+        if not out["success"] and ex.replans == 0 and (ex.errors or ex.dropped):
+            # the arm held still all episode: that is a failure of the policy run, not a timeout
+            if out["first_error"] is None:
+                out["first_error"] = (f"all {ex.dropped} chunks arrived after their last action "
+                                      f"(inference slower than a chunk)")
+            log.error("%s: no replan succeeded in %d steps (%d inference errors, %d refused inputs); "
+                      "first: %s", result["name"], step, ex.errors, ep.refused, out["first_error"])
+            out["termination"] = "error"
         if ep.realtime is not None:
             out["realtime"] = ep.realtime
         if ep.reach is not None:
@@ -347,6 +387,8 @@ class _VamEpisode:
             self.reach.update()
         self.held = self.late = 0          # realtime: ticks holding for want of a chunk / run past `execute`
         self.realtime: dict | None = None
+        self.refused = 0                   # failed replans whose input the policy refused (ValueError)
+        self.first_error: str | None = None
 
     def tick(self, action: np.ndarray, sinfo) -> bool:
         """Step the environment with `action` (executor StepInfo `sinfo`); True once the episode is over."""
@@ -354,6 +396,9 @@ class _VamEpisode:
         self.trace.label_step(step, env.last_info["phase"])   # computed by reset()/step() already
         if sinfo.error:
             log.error("%s step %d: inference failed: %s (holding)", self.name, step, sinfo.error)
+            self.refused += is_refusal(sinfo.error)
+            if self.first_error is None:
+                self.first_error = f"step {step}: {sinfo.error}"
         self.held += bool(sinfo.held)
         self.late += bool(sinfo.overrun)
         if sinfo.replanned and sinfo.telemetry is not None:
@@ -456,6 +501,18 @@ def success_intervals(episodes: list[dict]) -> dict[str, list[float]]:
     return {s: [round(v, 4) for v in wilson_interval(k, n)] for s, (k, n) in success_counts(episodes).items()}
 
 
+def error_stats(episodes: list[dict]) -> dict:
+    """Failed replans over `episodes`: inference errors, refused inputs (of those), episodes that
+    ended in "error" (no replan ever succeeded), successful replans, and the first error."""
+    first = next((f"{e.get('name', e['suite'])}: {e['first_error']}" for e in episodes if e.get("first_error")), None)
+    return {"episodes": len(episodes),
+            "replans_ok": sum(len(e["replans"]) for e in episodes),
+            "inference_errors": sum(int(e.get("inference_errors") or 0) for e in episodes),
+            "refused_inputs": sum(int(e.get("refused_inputs") or 0) for e in episodes),
+            "error_episodes": sum(e.get("termination") == "error" for e in episodes),
+            "first_error": first}
+
+
 def summarise(episodes: list[dict]) -> dict:
     lat = [r["latency_ms"] for e in episodes for r in e["replans"] if r["latency_ms"] is not None]
     trs = [r["tr"] for e in episodes for r in e["replans"] if r["tr"] is not None]
@@ -470,6 +527,7 @@ def summarise(episodes: list[dict]) -> dict:
         "guided_fraction": float(np.mean(guided)) if guided else None,
         "reach": reach_stats(episodes),
         "realtime": realtime_stats(episodes),
+        "errors": error_stats(episodes),
     }
 
 

@@ -21,12 +21,12 @@ class RealLiberoRunner(SimRunner):
     """`SimRunner` whose episodes run in real LIBERO (a child process in its own environment)."""
 
     def __init__(self, cfg: SimConfig, out: str | Path, policy: Any = None, python: str | None = None,
-                 backend: str = "libero", progress=None):
+                 backend: str = "libero", progress=None, overwrite: bool = False):
         if cfg.suite not in REAL_SUITES:
             raise ValueError(f"real LIBERO has the suites {REAL_SUITES}; {cfg.suite!r} exists only in the mock")
         if cfg.policy != "vam":
             raise ValueError("the scripted expert needs the mocked world's state; use --policy vam with real LIBERO")
-        super().__init__(cfg, out, policy=policy, progress=progress)
+        super().__init__(cfg, out, policy=policy, progress=progress, overwrite=overwrite)
         self.python, self.backend = python, backend
 
     def run_episode(self, index: int) -> dict:

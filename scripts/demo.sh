@@ -2,10 +2,11 @@
 # Set up (scripts/setup_env.sh) and run the main job: a closed-loop simulation demo of the
 # video-action policy on the mocked LIBERO bridge: one goal episode per task at seed 0 (the
 # reporting kind of run, not picked for its outcome), about a minute on 2 cores after set-up.
-# Extra arguments go to `vam-stack sim` (e.g. --suite goal_ood --guidance flat).
+# Extra arguments go to `vam-stack sim` (e.g. --suite goal_ood --guidance flat). The demo's own
+# output directory (runs/demo, or $VAM_DEMO_OUT) is rewritten on every run (--overwrite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 . .venv/bin/activate
 OUT="${VAM_DEMO_OUT:-runs/demo}"
-vam-stack sim --suite goal --episodes 10 --seed 0 --guidance tr_adaptive --out "$OUT" "$@"
+vam-stack sim --suite goal --episodes 10 --seed 0 --guidance tr_adaptive --out "$OUT" --overwrite "$@"

@@ -259,7 +259,14 @@ def load_model(preset: str, checkpoint: str | None = None, seed: int = 0, meta: 
     from .networks.checkpoint import load_checkpoint, read_metadata
     from .networks.config import load_config
 
-    cfg = read_metadata(checkpoint)[0] if checkpoint else load_config(preset)
+    if checkpoint:
+        from .networks.checkpoint import check_preset
+
+        cfg = read_metadata(checkpoint)[0]
+        if preset is not None:              # a preset given beside a checkpoint must be the checkpoint's
+            check_preset(checkpoint, cfg, load_config(preset), str(preset))
+    else:
+        cfg = load_config(preset or "tiny")
     if meta:
         with torch.device("meta"):
             return VideoActionModel(cfg).eval()
@@ -274,7 +281,8 @@ def load_model(preset: str, checkpoint: str | None = None, seed: int = 0, meta: 
 # ---- CLI --------------------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("format", choices=["onnx"], help="export format (onnx)")
-    p.add_argument("--preset", default="tiny", help="preset name (real, libero, tiny) or YAML path")
+    p.add_argument("--preset", help="preset name (see models/*.yaml) or YAML path; default tiny without "
+                                    "--checkpoint, the checkpoint's own with one")
     p.add_argument("--checkpoint", default=None, help="safetensors checkpoint (default: seeded random weights)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights when no checkpoint is given")
     p.add_argument("--out", required=True, help="output directory")

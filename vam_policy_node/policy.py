@@ -13,7 +13,9 @@ One replan i:
 Inputs: `obs["frames"]` uint8 [17, H, W, 3] RGB window, oldest first (the newest frame is the
 current observation the video rollout is anchored on; this model's rollout imagines the
 future from it, so older frames of the window are checked but not fed to the networks);
-`obs["proprio"]` float [P]. Outputs: absolute joint targets (real) or end-effector deltas
+`obs["proprio"]` real numbers [P], finite and within float32 range (complex, NaN/inf and
+|x| > 3.4e38 are refused with the index and value, before any network runs and before any
+counter advances). Outputs: absolute joint targets (real) or end-effector deltas
 (LIBERO), de-normalised with statistics stored in the checkpoint.
 """
 from __future__ import annotations
@@ -31,7 +33,7 @@ from vam_stack.config import check
 
 from .backends import BackendConfig, make_backend
 from .guidance import GuidanceConfig, GuidanceSchedule
-from .networks.checkpoint import load_checkpoint, read_metadata
+from .networks.checkpoint import check_preset, load_checkpoint, read_metadata
 from .networks.config import ModelConfig, load_config
 from .networks.model import VideoActionModel
 from .networks.text_encoder import TextEncoder
@@ -39,6 +41,7 @@ from .sampler import euler_integrate
 from .temporal_ratio import temporal_ratio, video_attention_map
 
 BRANCHES = ("cond", "null_text", "plan")
+F32_MAX = float(np.finfo(np.float32).max)   # largest finite float32 (3.4e38): the networks' number range
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,12 @@ class VamPolicy:
 
     # ---- episode ----------------------------------------------------------------------------
     def reset(self, instruction: str) -> None:
-        """Start an episode: embed and cache the instruction, clear TR_0."""
+        """Start an episode: embed and cache the instruction, clear TR_0.
+
+        The text encoder sees at most the preset's `dit.text_tokens` tokens (special tokens
+        included): a longer instruction is cut there, so two instructions that differ only after
+        the window get the same embedding. This is logged once per distinct instruction
+        (`logging.warning` with the token count and the window), not refused."""
         if not isinstance(instruction, str) or not instruction.strip():
             raise InputError(f"instruction must be a non-empty string, got {instruction!r}")
         if self.text_encoder is None:
@@ -156,13 +164,34 @@ class VamPolicy:
             raise InputError(f"frames must be a window of {s.frames} frames {list(want)}, got shape {list(frames.shape)}")
         if frames.shape[1:] != want[1:]:
             raise InputError(f"frame size must be {s.height}x{s.width}x3 (HxWxC), got {list(frames.shape[1:])}")
-        proprio = np.asarray(obs["proprio"])
-        if proprio.shape != (s.proprio_dim,) or not np.issubdtype(proprio.dtype, np.number):
-            raise InputError(f"proprio must be {s.proprio_dim} numbers, got shape {list(proprio.shape)} dtype {proprio.dtype}")
+        return frames, self._check_proprio(obs["proprio"])
+
+    def _check_proprio(self, value) -> np.ndarray:
+        """float32 [P] proprio; refuses what would turn into inf/NaN inside the networks."""
+        dim = self.spec.proprio_dim
+        proprio = np.asarray(value)
+        if proprio.shape != (dim,) or not np.issubdtype(proprio.dtype, np.number):
+            raise InputError(f"proprio must be {dim} numbers, got shape {list(proprio.shape)} dtype {proprio.dtype}")
+        if np.iscomplexobj(proprio):
+            bad = np.flatnonzero(proprio.imag != 0).tolist()
+            raise InputError(f"proprio must be real numbers, got dtype {proprio.dtype} (non-zero imaginary part "
+                             f"at indices {bad}): {proprio.tolist()}")
         if not np.isfinite(proprio).all():
             bad = np.flatnonzero(~np.isfinite(proprio)).tolist()
             raise InputError(f"proprio has NaN/inf at indices {bad}: {proprio.tolist()}")
-        return frames, proprio.astype(np.float32)
+        big = np.flatnonzero(np.abs(proprio.astype(np.float64)) > F32_MAX).tolist()
+        if big:
+            raise InputError(f"proprio[{big[0]}] = {proprio[big[0]].item()!r} is outside float32 range "
+                             f"(|x| <= {F32_MAX:.4g}; indices {big})")
+        p32 = proprio.astype(np.float32)
+        mean, std = self.stats["proprio"]
+        with np.errstate(over="ignore", invalid="ignore"):
+            state = (p32 - mean) / std                                       # what infer() feeds the head
+        if not np.isfinite(state).all():
+            i = int(np.flatnonzero(~np.isfinite(state))[0])
+            raise InputError(f"proprio[{i}] = {proprio[i].item()!r} overflows float32 once normalised with the "
+                             f"checkpoint's statistics (mean {mean[i].item():g}, std {std[i].item():g})")
+        return p32
 
     # ---- inference --------------------------------------------------------------------------
     def _noise(self, noise: dict | None):
@@ -271,9 +300,14 @@ class VamPolicy:
         return out
 
 
-def build_policy(preset: str = "tiny", checkpoint: str | Path | None = None, guidance: str | None = None,
+def build_policy(preset: str | None = None, checkpoint: str | Path | None = None, guidance: str | None = None,
                  seed: int = 0, config: PolicyConfig | None = None) -> VamPolicy:
-    """A ready policy: the preset's model with checkpoint weights (or seeded random weights)."""
+    """A ready policy: the preset's model with checkpoint weights (or seeded random weights).
+
+    Without a checkpoint, `preset` (a name or a YAML path; default "tiny") picks the model. With
+    one, the model is the checkpoint's stored config; `preset`, when given, must be that same
+    preset (name and robot geometry) and a mismatch raises CheckpointError naming both: it is
+    never silently replaced by the checkpoint's. Pass preset=None to take the checkpoint's."""
     cfg = config or PolicyConfig()
     if guidance is not None:
         cfg = replace(cfg, guidance=replace(cfg.guidance, schedule=guidance))
@@ -281,8 +315,10 @@ def build_policy(preset: str = "tiny", checkpoint: str | Path | None = None, gui
     stats, weights = {}, "random"
     if checkpoint is not None:
         mcfg, _ = read_metadata(checkpoint)
+        if preset is not None:
+            check_preset(checkpoint, mcfg, load_config(preset), str(preset))
     else:
-        mcfg = load_config(preset)
+        mcfg = load_config("tiny" if preset is None else preset)
     torch.manual_seed(cfg.seed)
     model = VideoActionModel(mcfg)
     if checkpoint is not None:

@@ -1,12 +1,20 @@
 """The `vam-stack` command: one entry point, subcommands loaded lazily from their packages.
 
-Each subcommand module provides `add_arguments(parser)` and `run(args) -> int`.
+Each subcommand module provides `add_arguments(parser)` and `run(args) -> int`. `main(argv)`
+raises whatever the command raises (for programmatic callers and tests); the console script
+runs `entry()`, which prints a user's mistake as one line and exits 2 (see `entry`).
+Helpers for commands that write an output directory: `claim_out_dir`, `write_json_atomic`.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import os
+import re
 import sys
+from pathlib import Path
+from typing import Any
 
 # name -> (module, one-line help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -33,8 +41,12 @@ BENCHES: dict[str, tuple[str, str]] = {
 }
 
 
+DEBUG_HELP = ("a mistake in a command line or config file prints one line and exits 2; --debug "
+              "(anywhere on the line) or VAM_STACK_DEBUG=1 shows the traceback instead")
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vam-stack", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="vam-stack", description=__doc__.splitlines()[0], epilog=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_)
@@ -73,5 +85,76 @@ def main(argv: list[str] | None = None) -> int:
     return int(module.run(full.parse_args(rest)) or 0)
 
 
+# what a user's mistake raises: a bad value (ConfigError is a ValueError) or a bad path
+USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+               PermissionError)
+
+
+def entry(argv: list[str] | None = None) -> int:
+    """The console script: `main(argv)` with a user's mistake (`USER_ERRORS`, or a command's
+    `SystemExit("message")`) printed as `vam-stack <command>: error: <message>` on stderr,
+    exit 2, and an interrupt as one line, exit 130. `--debug` anywhere in `argv` (removed before
+    the command parses it) or VAM_STACK_DEBUG=1 re-raises instead, traceback included."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("VAM_STACK_DEBUG", "").strip() not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
+    prog = _resolve(argv)[1]
+    try:
+        return main(argv)
+    except USER_ERRORS as e:
+        if debug:
+            raise
+        print(f"{prog}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except SystemExit as e:
+        if debug or not isinstance(e.code, str):
+            raise
+        print(f"{prog}: error: {_one_line(e.code)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(e: BaseException | str) -> str:
+    text = e if isinstance(e, str) else (str(e) or type(e).__name__)
+    return re.sub(r"\s*\n\s*", " ", text).strip()
+
+
+# ---- output directories ------------------------------------------------------------------------
+def claim_out_dir(out: str | Path, overwrite: bool, flag: str = "--out") -> Path:
+    """Refuse (FileExistsError, naming what is there) to write into a non-empty `out` unless
+    `overwrite`: a run never replaces an earlier run's files by accident. Creates nothing, so
+    call it first and create the directory after every other check has passed."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{flag} {str(out)!r} is a file, not a directory")
+    if out.is_dir() and not overwrite:
+        names = sorted(p.name for p in out.iterdir())
+        if names:
+            shown = ", ".join(names[:4]) + (f", ... ({len(names)} entries)" if len(names) > 4 else "")
+            raise FileExistsError(f"{flag} {str(out)!r} is not empty ({shown}): an earlier run's output; "
+                                  f"pass --overwrite to write over it, or choose another directory")
+    return out
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> Path:
+    """Write `obj` as indented JSON to `path` through a temporary file and `os.replace`, so a
+    reader (or a crash) sees the old file or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w") as f:
+            f.write(json.dumps(obj, indent=2) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -9,6 +9,16 @@ rosbag2 metadata inside it; readers that want a bag directory can run `ros2 bag 
 any other path gives a rosbag2 bag directory (`metadata.yaml` + `<name>.mcap`). Messages are
 chunk-compressed with zstd by default (camera frames dominate the size).
 
+Crash safety: the file is written in place (no staging copy) and every chunk goes to disk as
+it closes: when its uncompressed size passes 1 MiB, when `flush_every_s` of wall time has
+passed since the last one, and at `flush()` (the runners flush after every episode). A
+process killed with SIGKILL therefore leaves a file whose chunks up to the last closed one
+are complete; it has no summary section or footer, so index-based readers (rosbags,
+`ros2 bag info`) refuse it, while a sequential reader (`mcap.stream_reader.StreamReader`,
+`mcap recover recording.mcap -o fixed.mcap`) reads every message of the complete chunks.
+`stop_on_signals()` turns SIGTERM (and SIGINT) into `Interrupted` on the main thread, never
+inside a write, so the recorder's `with` block closes the file properly on either signal.
+
 Timestamps: every `write*` call takes `t_s`, seconds since the recorder's `origin_s`
 (default: the wall clock when the recorder was created; pass 0.0 for a bag that starts at the
 epoch). The same absolute time goes into the bag's log time and, for stamped messages, into
@@ -16,12 +26,15 @@ epoch). The same absolute time goes into the bag's log time and, for stamped mes
 """
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
+from io import BytesIO
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -29,6 +42,7 @@ import numpy as np
 from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness, QosReliability,
                                 QosTime)
 from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StoragePlugin, Writer
+from rosbags.rosbag2.storage_mcap import McapWriter, PendingChunk, version, write_record, write_string, zstd
 
 from vam_stack import msgs
 from vam_stack.topics import QosSpec, Topic, resolve
@@ -38,6 +52,137 @@ ROSBAG2_VERSION = 8  # rosbag2 metadata version written (rosbags writes 8 or 9; 
 
 class RecordingError(RuntimeError):
     """The recorder was misused (closed, wrong type for a topic, bad path or time)."""
+
+
+# -- signals: a stop request never lands inside a write ---------------------------------------
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived (see `stop_on_signals`); `signum` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+_main_writes = 0                 # recorder writes in progress on the main thread
+_pending_signal: int | None = None
+
+
+@contextlib.contextmanager
+def _write_section() -> Iterator[None]:
+    """A recorder write: a stop signal arriving inside it is raised when it is over (main thread)."""
+    global _main_writes, _pending_signal
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _main_writes += 1
+    try:
+        yield
+    finally:
+        _main_writes -= 1
+    if _main_writes == 0 and _pending_signal is not None:
+        signum, _pending_signal = _pending_signal, None
+        raise Interrupted(signum)
+
+
+def _stop_handler(signum: int, frame: Any) -> None:
+    global _pending_signal
+    if _main_writes:             # finish the write first; `_write_section` raises on its way out
+        _pending_signal = signum
+        return
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def stop_on_signals(signums: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """Within the block, each of `signums` raises `Interrupted` (a KeyboardInterrupt) on the main
+    thread, so `with` blocks unwind and close their recorders; a signal arriving during a recorder
+    write is raised when the write is done (a half-written record would spoil the chunk). The
+    previous handlers come back on exit. Off the main thread (where Python cannot install
+    handlers) this does nothing."""
+    global _pending_signal
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, _stop_handler) for s in signums}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        _pending_signal = None
+
+
+# -- rosbags' MCAP storage, in place and flushed per chunk -------------------------------------
+
+class _FlushedMcap(McapWriter):
+    """rosbags' MCAP storage that puts every chunk on disk as it closes."""
+
+    def close_chunk(self) -> None:
+        super().close_chunk()
+        self.bio.flush()
+
+    def flush(self) -> None:
+        """Close the pending chunk now (if it holds anything) and put it on disk."""
+        if self.chunk.bio.tell():
+            self.close_chunk()
+
+
+class _McapFile(_FlushedMcap):
+    """The same storage writing the file `path` itself (rosbags' own writes <dir>/<dir name>.mcap)."""
+
+    def __init__(self, path: Path, compression: CompressionMode) -> None:  # noqa: D107
+        # rosbags' McapWriter.__init__ with the file named directly
+        self.path = path
+        self.bio = path.open("xb")
+        self.bio.write(b"\x89MCAP\x30\r\n")
+        rec = BytesIO()
+        write_string(rec, "ros2")
+        write_string(rec, f"rosbags-{version('rosbags')}")
+        write_record(self.bio, 0x01, rec)
+        self.bio.flush()
+        self.schemas, self.channels, self.chunks = [], [], []
+        self.chunk = PendingChunk(2**63 - 1, 0, BytesIO(), defaultdict(list))
+        if compression == CompressionMode.STORAGE:
+            self.compression, self.compressor = "zstd", zstd.compress
+        else:
+            self.compression, self.compressor = "", (lambda x: x)
+        self.message_start_time = 2**63 - 1
+        self.message_end_time = 0
+        self.channel_stats = {}
+
+
+class _Writer(Writer):
+    """rosbags' rosbag2 writer on the storage above: a bag directory as rosbags lays it out, or
+    (`single_file`) one MCAP file written where it is named."""
+
+    STORAGE_PLUGINS = {**Writer.STORAGE_PLUGINS, StoragePlugin.MCAP: _FlushedMcap}
+
+    def __init__(self, path: Path, single_file: bool) -> None:
+        super().__init__(path, version=ROSBAG2_VERSION, storage_plugin=StoragePlugin.MCAP)
+        self.single_file = single_file
+
+    def open(self) -> None:
+        if not self.single_file:
+            super().open()
+            return
+        try:
+            self.storage = _McapFile(self.path, self.compression_mode)
+        except FileExistsError:
+            raise RecordingError(f"{str(self.path)!r} exists already") from None
+
+    def close(self) -> None:
+        if not self.single_file:
+            super().close()
+            return
+        # the metadata goes into the MCAP; rosbags also writes a metadata.yaml beside the bag,
+        # which a single file has no place for: it goes to a scratch folder and is dropped
+        scratch = Path(tempfile.mkdtemp(prefix="vam-mcap-metadata-"))
+        self.metapath = scratch / "metadata.yaml"
+        try:
+            super().close()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def rosbag2_qos(spec: QosSpec) -> Qos:
@@ -61,18 +206,26 @@ class McapRecorder:
     ...     rec.write_telemetry(replan_telemetry, t_s=0.05)
 
     The file is finalised on every exit path (an exception inside the `with` block still
-    leaves a readable recording of what was written before it). `overwrite=True` removes an
-    existing file or bag directory at `path` when the recorder is created. Writes are
-    serialised by a lock, so callbacks on several threads may share one recorder.
+    leaves a readable recording of what was written before it) and written in place, a chunk
+    at a time (see the module docstring: what a SIGKILL leaves). `overwrite=True` removes an
+    existing file or bag directory at `path` when the recorder is created, so create it only
+    after every check that can fail has passed. `flush_every_s` bounds the wall time a written
+    message waits in memory before its chunk goes to disk. Writes are serialised by a lock, so
+    callbacks on several threads may share one recorder.
     """
 
     def __init__(self, path: str | Path, *, origin_s: float | None = None,
-                 compress: bool = True, overwrite: bool = False) -> None:
+                 compress: bool = True, overwrite: bool = False, flush_every_s: float = 2.0) -> None:
         self.path = Path(path)
         self.single_file = self.path.suffix == ".mcap"
         self.origin_s = time.time() if origin_s is None else origin_s
         self.origin_ns = msgs.seconds_to_ns(self.origin_s)  # validates
         self.compress = compress
+        if (isinstance(flush_every_s, bool) or not isinstance(flush_every_s, (int, float))
+                or not 0 < flush_every_s < float("inf")):
+            raise RecordingError(f"flush_every_s must be a finite number of seconds > 0, got {flush_every_s!r}")
+        self.flush_every_s = float(flush_every_s)
+        self._last_flush = time.monotonic()
         if self.path.exists():
             if not overwrite:
                 raise RecordingError(
@@ -81,8 +234,7 @@ class McapRecorder:
                 shutil.rmtree(self.path)
             else:
                 self.path.unlink()
-        self._writer: Writer | None = None
-        self._staging: Path | None = None
+        self._writer: _Writer | None = None
         self._connections: dict[str, Any] = {}
         self._topics: dict[str, Topic] = {}
         self.counts: Counter[str] = Counter()  # topic name -> messages written
@@ -94,33 +246,31 @@ class McapRecorder:
         if self._writer is not None or self.closed:
             raise RecordingError(f"recorder for {str(self.path)!r} was already opened")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.single_file:
-            self._staging = Path(tempfile.mkdtemp(prefix=f".{self.path.stem}-",
-                                                  dir=self.path.parent))
-            bag_dir = self._staging / self.path.stem
-        else:
-            bag_dir = self.path
-        writer = Writer(bag_dir, version=ROSBAG2_VERSION, storage_plugin=StoragePlugin.MCAP)
+        writer = _Writer(self.path, self.single_file)
         if self.compress:
             writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
         writer.open()
         self._writer = writer
+        self._last_flush = time.monotonic()
         return self
+
+    def flush(self) -> None:
+        """Close the chunk being filled and put it on disk (what a SIGKILL after this keeps)."""
+        with _write_section(), self._lock:
+            if self._writer is None:
+                return
+            self._writer.storage.flush()
+            self._last_flush = time.monotonic()
 
     def close(self) -> None:
         """Finalise the file (idempotent)."""
-        with self._lock:
+        with _write_section(), self._lock:
             if self.closed or self._writer is None:
                 self.closed = True
                 return
             writer, self._writer = self._writer, None
             self.closed = True
             writer.close()
-        if self._staging is not None:
-            produced = self._staging / self.path.stem / f"{self.path.stem}.mcap"
-            produced.replace(self.path)
-            shutil.rmtree(self._staging, ignore_errors=True)
-            self._staging = None
 
     def __enter__(self) -> "McapRecorder":
         return self.open()
@@ -161,10 +311,13 @@ class McapRecorder:
         """Write a ready message on `topic` (table key or name) at origin + `t_s`."""
         stamp_ns = self.stamp_ns(t_s)
         data = msgs.serialize(msg)
-        with self._lock:
+        with _write_section(), self._lock:
             conn, _ = self._connection(topic, msgs.msgtype_of(msg))
             self._writer.write(conn, stamp_ns, data)
             self.counts[conn.topic] += 1
+            if time.monotonic() - self._last_flush >= self.flush_every_s:
+                self._writer.storage.flush()
+                self._last_flush = time.monotonic()
 
     def frame_id(self, topic: str) -> str:
         return resolve(topic).frame_id

@@ -7,10 +7,11 @@ arguments; this module reads the ones that apply (task instead of suite, preset 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from pathlib import Path
+
+from vam_stack.cli import claim_out_dir, write_json_atomic
+from vam_stack.recording import Interrupted, stop_on_signals
 
 from .runner import YamRunConfig, YamSimRunner
 
@@ -28,27 +29,48 @@ def run(args: argparse.Namespace) -> int:
     from libero_bridge.runner import summarise
 
     cfg = YamRunConfig(task=args.task or "handover", episodes=args.episodes, seed=args.seed,
-                       guidance=args.guidance, policy=args.policy, preset=args.preset or "tiny_real",
+                       guidance=args.guidance, policy=args.policy, preset=args.preset,
                        checkpoint=args.checkpoint, record=not args.no_record,
                        record_image_every=args.record_image_every, max_steps=args.max_steps,
                        sim_config=getattr(args, "sim_config", None))
-    out = Path(args.out)
+    overwrite = getattr(args, "overwrite", False)
+    out = claim_out_dir(args.out, overwrite)
     t0 = time.perf_counter()
-    episodes = []
-    with YamSimRunner(cfg, out) as runner:
-        print(weights_notice(runner.policy), flush=True)
-        for i in range(cfg.episodes):
-            ep = runner.run_episode(i)
-            episodes.append(ep)
-            print(f"  {ep['name']}: {'success' if ep['success'] else ep['termination']} in {ep['steps']} steps",
-                  flush=True)
-        weights = getattr(runner.policy, "weights", None)
+    episodes: list[dict] = []
+    started: list = []                  # the runner, once its checks have passed
+
+    def write(complete: bool, **extra) -> None:
+        n = len(episodes)
+        summary = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__} | {"robot": "yam-mujoco"},
+                   "weights": getattr(started[0].policy, "weights", None) if started else None,
+                   "episodes": episodes,
+                   "success_rate": {cfg.task: round(sum(e["success"] for e in episodes) / n, 4)} if n else {},
+                   "stats": summarise(episodes), "wall_s": round(time.perf_counter() - t0, 2)}
+        write_json_atomic(out / "summary.json", summary | {"complete": complete} | extra)
+
+    try:
+        with stop_on_signals(), YamSimRunner(cfg, out, overwrite=overwrite) as runner:
+            started.append(runner)
+            print(weights_notice(runner.policy), flush=True)
+            for i in range(cfg.episodes):
+                ep = runner.run_episode(i)
+                episodes.append(ep)
+                write(False)
+                print(f"  {ep['name']}: {'success' if ep['success'] else ep['termination']} in {ep['steps']} steps",
+                      flush=True)
+        write(True)
+    except KeyboardInterrupt as e:
+        name = e.args[0] if isinstance(e, Interrupted) else "SIGINT"
+        code = 128 + (e.signum if isinstance(e, Interrupted) else 2)
+        if not started:
+            print(f"\ninterrupted ({name}) before the first episode; nothing written", file=sys.stderr)
+            return code
+        write(False, interrupted=name)
+        print(f"\ninterrupted ({name}) after {len(episodes)}/{cfg.episodes} episodes; kept "
+              f"{out / 'summary.json'} (complete: false)", file=sys.stderr)
+        return code
     rate = round(sum(e["success"] for e in episodes) / len(episodes), 4)
     stats = summarise(episodes)
-    summary = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__} | {"robot": "yam-mujoco"},
-               "weights": weights, "episodes": episodes, "success_rate": {cfg.task: rate}, "stats": stats,
-               "wall_s": round(time.perf_counter() - t0, 2)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"\nsuccess: {cfg.task} {100 * rate:.0f} % ({sum(e['success'] for e in episodes)}/{len(episodes)} episodes)")
     if stats["replans"]:
         print(f"replans: {stats['replans']}, latency p50 {stats['latency_ms_p50']:.0f} ms, "

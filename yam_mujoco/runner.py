@@ -41,7 +41,7 @@ class YamRunConfig:
     seed: int = 0  # seed id
     guidance: str = "tr_adaptive"  # none | flat | tr_adaptive
     policy: str = "vam"  # vam (video-action model) | expert (scripted, privileged state)
-    preset: str = "tiny_real"  # model preset when no checkpoint is given (real-robot geometry)
+    preset: str | None = None  # model preset; None: tiny_real (real-robot geometry) without a checkpoint, the checkpoint's own with one
     checkpoint: str | None = None  # safetensors checkpoint (default: models/<preset>.safetensors if shipped)
     record: bool = True  # write DIR/recording.mcap
     record_image_every: int = 1  # write every k-th stacked frame to the MCAP
@@ -64,11 +64,14 @@ def episode_seed(task: str, episode: int, seed: int) -> int:
 
 
 class YamSimRunner:
-    """Runs episodes of one task; owns the simulated robot, the policy and the recorder."""
+    """Runs episodes of one task; owns the simulated robot, the policy and the recorder.
 
-    def __init__(self, cfg: YamRunConfig, out: str | Path, policy: Any = None):
+    The output directory is created, and the recorder opened, only after the policy checks have
+    passed; `overwrite=True` lets the recorder replace an existing recording.mcap."""
+
+    def __init__(self, cfg: YamRunConfig, out: str | Path, policy: Any = None, overwrite: bool = False):
         self.cfg, self.out = cfg, Path(out)
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.overwrite = overwrite
         self.policy = policy
         self.robot: SimRobot | None = None
         self.recorder = None
@@ -95,10 +98,12 @@ class YamSimRunner:
             want = (self.robot.bridge_cfg.stacked_shape[0], self.robot.bridge_cfg.stacked_shape[1])
             if (spec.height, spec.width) != want:
                 raise ValueError(f"policy frames {spec.height}x{spec.width} differ from the stacked views {want}")
+        self.out.mkdir(parents=True, exist_ok=True)
         if self.cfg.record:
             from vam_stack.recording import McapRecorder
 
-            self.recorder = McapRecorder(self.out / "recording.mcap", origin_s=0.0, overwrite=True).open()
+            self.recorder = McapRecorder(self.out / "recording.mcap", origin_s=0.0,
+                                         overwrite=self.overwrite).open()
 
     def __exit__(self, *exc) -> None:
         if self.recorder is not None:
@@ -112,11 +117,12 @@ class YamSimRunner:
         from vam_policy_node.policy import build_policy
         from vam_stack.paths import models_dir
 
-        ckpt = self.cfg.checkpoint
+        ckpt, preset = self.cfg.checkpoint, self.cfg.preset
         if ckpt is None:
-            shipped = models_dir() / f"{self.cfg.preset}.safetensors"
+            preset = preset or "tiny_real"
+            shipped = models_dir() / f"{preset}.safetensors"
             ckpt = str(shipped) if shipped.is_file() else None
-        return build_policy(self.cfg.preset, checkpoint=ckpt, guidance=self.cfg.guidance, seed=self.cfg.seed)
+        return build_policy(preset, checkpoint=ckpt, guidance=self.cfg.guidance, seed=self.cfg.seed)
 
     # ---- one episode ------------------------------------------------------------------------
     def run_episode(self, index: int) -> dict:
@@ -234,4 +240,5 @@ class YamSimRunner:
         t = self._t + result["steps"] * dt
         self.recorder.write_json("episode_status", {k: result[k] for k in (
             "suite", "task", "instruction", "seed", "episode", "success", "steps", "termination")} | {"done": True}, t)
+        self.recorder.flush()  # a finished episode is on disk even if the process is killed next
         self._t = t + 1.0  # one simulated second between episodes

@@ -206,6 +206,16 @@ class ModelConfig:
 PRESETS = ("real", "libero", "tiny", "tiny_real", "libero64")
 
 
+def known_presets() -> tuple[str, ...]:
+    """Every preset name `load_config` accepts: the models/<name>.yaml files, PRESETS' order first
+    (read from the directory, so the unknown-preset message never misses a shipped preset)."""
+    try:
+        shipped = {p.stem for p in models_dir().glob("*.yaml")}
+    except FileNotFoundError:          # no share directory: only the built-in names are known
+        return PRESETS
+    return tuple(n for n in PRESETS if n in shipped) + tuple(sorted(shipped - set(PRESETS)))
+
+
 def load_config(preset_or_path: str | Path) -> ModelConfig:
     """Load a preset by name (`models/<name>.yaml`) or a YAML file path."""
     p = Path(preset_or_path)
@@ -215,7 +225,9 @@ def load_config(preset_or_path: str | Path) -> ModelConfig:
         path = models_dir() / f"{preset_or_path}.yaml"
         if not path.is_file():
             import difflib
-            close = difflib.get_close_matches(str(preset_or_path), PRESETS, n=1)
+            known = known_presets()
+            close = difflib.get_close_matches(str(preset_or_path), known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"unknown preset {str(preset_or_path)!r}{hint}; known: {', '.join(PRESETS)}")
+            raise ConfigError(f"unknown preset {str(preset_or_path)!r}{hint}; known presets: {', '.join(known)} "
+                              f"(models/<name>.yaml), or the path of a model YAML file")
     return from_dict(ModelConfig, load_yaml(path), str(path))

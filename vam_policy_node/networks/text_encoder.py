@@ -4,14 +4,22 @@ The real model uses a Qwen2.5-VL-7B-class encoder (28 layers x 3584 = 100352 fea
 token); the tiny preset uses a MiniLM-L6 class encoder (6 x 384 = 2304). Weights load from a
 local directory only (`local_files_only`): nothing is fetched at run time. The embedding
 depends only on the instruction, so it is computed once per instruction and cached.
+
+The encoder sees at most `max_tokens` tokens (the preset's `dit.text_tokens`, special tokens
+included). A longer instruction is cut to that window, so two instructions that differ only
+after it get the same embedding; this is not refused but logged once per distinct instruction
+(`logging.warning`, with the instruction's token count and the window).
 """
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections import OrderedDict
 from pathlib import Path
 
 import torch
+
+log = logging.getLogger(__name__)
 
 
 def resolve_encoder_path(spec: str) -> Path:
@@ -50,6 +58,7 @@ class TextEncoder:
         self._cache_size = cache_size
         self.hits = 0
         self.misses = 0
+        self.truncated: dict[str, int] = {}   # instruction -> its full token count, for those cut to the window
 
     @torch.no_grad()
     def encode(self, instruction: str) -> torch.Tensor:
@@ -60,6 +69,7 @@ class TextEncoder:
             self._cache.move_to_end(instruction)
             return self._cache[instruction]
         self.misses += 1
+        self._warn_if_truncated(instruction)
         enc = self.tokenizer(instruction, return_tensors="pt", truncation=True, max_length=self.max_tokens)
         out = self.model(**enc, output_hidden_states=True)
         hidden = torch.cat(out.hidden_states[1:], dim=-1)               # [1, L, layers*hidden] (embeddings excluded)
@@ -70,6 +80,16 @@ class TextEncoder:
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
         return emb
+
+    def _warn_if_truncated(self, instruction: str) -> None:
+        if instruction in self.truncated:
+            return
+        n = len(self.tokenizer(instruction, truncation=False, verbose=False)["input_ids"])
+        if n > self.max_tokens:
+            self.truncated[instruction] = n
+            log.warning("instruction has %d tokens, more than the text encoder's window of %d: only the first %d "
+                        "are used, so instructions that differ after them get the same embedding: %r",
+                        n, self.max_tokens, self.max_tokens, instruction)
 
 
 # ---- precomputed embeddings (machines without the encoder's weights) -----------------------

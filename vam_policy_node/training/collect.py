@@ -105,17 +105,25 @@ def _task_attempts(cfg: CollectConfig, suite: str, task: int, run, mock: dict | 
                            f"{suite} task {task}; cannot reach {cfg.episodes_per_task}")
 
 
-def collect(cfg: CollectConfig, out: str | Path, progress=None) -> dict:
-    """Record the demonstrations into `out` (replaced if it exists); returns the info dict."""
+def collect(cfg: CollectConfig, out: str | Path, progress=None, overwrite: bool = False) -> dict:
+    """Record the demonstrations into `out`; returns the info dict. A non-empty `out` is refused
+    (FileExistsError) unless it is a dataset and `overwrite` is set, in which case it is replaced;
+    a non-empty directory that is not a dataset is never removed."""
     import multiprocessing as mp
 
     from libero_bridge import LiberoMockConfig
 
     mock = LiberoMockConfig.load(cfg.mock_config)
     root = Path(out)
-    if root.exists():
-        if not (root / "meta" / "info.json").is_file() and any(root.iterdir()):
+    if root.exists() and not root.is_dir():
+        raise NotADirectoryError(f"--out {str(root)!r} is a file, not a dataset directory")
+    if root.exists() and any(root.iterdir()):
+        if not (root / "meta" / "info.json").is_file():
             raise FileExistsError(f"{str(root)!r} exists and is not a dataset; refusing to overwrite it")
+        if not overwrite:
+            raise FileExistsError(f"--out {str(root)!r} already holds a dataset; pass --overwrite to replace it, "
+                                  f"or choose another directory")
+    if root.exists():
         shutil.rmtree(root)
     writer = DatasetWriter(root)
     attempts = failures = 0
@@ -153,7 +161,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-failures", action="store_true")
     p.add_argument("--workers", type=int, default=1, help="processes (the dataset is identical for any number)")
     p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
-    p.add_argument("--out", required=True, help="dataset directory (replaced if it is a dataset)")
+    p.add_argument("--out", required=True, help="dataset directory (new or empty, or a dataset with --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace the dataset already in --out")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
                         noise_every=args.noise_every, keep_failures=args.keep_failures, workers=args.workers,
                         mock_config=args.mock_config)
     bar = tqdm(total=len(cfg.suites) * 10 * cfg.episodes_per_task, unit="ep", desc="collect", file=sys.stdout)
-    info = collect(cfg, args.out, progress=lambda s, t, k: (bar.set_postfix_str(f"{s} task {t}"), bar.update(1)))
+    info = collect(cfg, args.out, progress=lambda s, t, k: (bar.set_postfix_str(f"{s} task {t}"), bar.update(1)),
+                   overwrite=args.overwrite)
     bar.close()
     print(json.dumps({k: info[k] for k in ("total_episodes", "total_frames", "expert_success_rate", "collect_s")}))
     return 0

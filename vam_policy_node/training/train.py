@@ -20,8 +20,10 @@ The run stops at `steps` or at `time_budget_min` minutes of training (whichever 
 the learning-rate schedule follows the same progress), writes OUT/train_state.pt (weights,
 EMA, optimiser, step, elapsed time) every `checkpoint_every` steps and at the end, and
 exports OUT/model.safetensors (EMA weights, normalisation stats, text-encoder spec) that
-`build_policy` loads. `--resume` continues from OUT/train_state.pt; a step's data and noise
-depend only on (seed, step), so a resumed run sees the same batches as an uninterrupted one.
+`build_policy` loads. `--resume` continues from OUT/train_state.pt (tensors and plain values
+only, read with torch.load(weights_only=True): a file carrying other pickled objects is refused);
+a step's data and noise depend only on (seed, step), so a resumed run sees the same batches as
+an uninterrupted one.
 Progress: a tqdm bar and OUT/log.jsonl (one line per `log_every` steps; `data_s` is how long
 that step waited for its batch, so a GPU run shows whether the loader keeps up).
 
@@ -37,6 +39,7 @@ import argparse
 import copy
 import json
 import math
+import pickle
 import sys
 import time
 from collections import deque
@@ -369,10 +372,15 @@ class Trainer:
         return self.out / "train_state.pt"
 
     def save_state(self) -> None:
-        state = {"step": self.step, "elapsed": self.elapsed, "stage": self.stage, "config": to_dict(self.cfg),
-                 "recovery_rounds": self.recovery_rounds,
+        """OUT/train_state.pt holds only tensors and plain Python values (int, float, str, None,
+        lists, dicts), so `load_state` reads it with torch.load(weights_only=True), which never
+        runs pickled code. The config is stored as its JSON text (Paths and the like become str)."""
+        state = {"step": int(self.step), "elapsed": float(self.elapsed), "stage": str(self.stage),
+                 "config": json.dumps(to_dict(self.cfg), default=str),
+                 "recovery_rounds": int(self.recovery_rounds),
                  "model": self.model.state_dict(), "opt": self.opt.state_dict(),
-                 "ema": self.ema.state_dict() if self.ema is not None else None, "calibration": self.calibration}
+                 "ema": self.ema.state_dict() if self.ema is not None else None,
+                 "calibration": None if self.calibration is None else float(self.calibration)}
         tmp = self.state_path.with_suffix(".tmp")
         torch.save(state, tmp)
         tmp.replace(self.state_path)
@@ -381,7 +389,18 @@ class Trainer:
     def load_state(self) -> None:
         if not self.state_path.is_file():
             raise FileNotFoundError(f"--resume: no {self.state_path} to resume from")
-        state = torch.load(self.state_path, map_location="cpu", weights_only=False)
+        try:                        # weights_only: tensors and plain values only, no pickled code runs
+            state = torch.load(self.state_path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as e:
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            why = next((ln for ln in lines if "GLOBAL" in ln or "Unsupported" in ln), lines[0] if lines else "")
+            raise ValueError(f"--resume: {self.state_path} holds objects other than tensors and plain values, "
+                             f"refused (torch.load weights_only=True: {why}); a train_state.pt written by "
+                             f"`vam-stack train` never does, so do not resume from this file") from None
+        keys = ("step", "elapsed", "stage", "model", "opt", "ema", "calibration")
+        missing = [k for k in keys if k not in state] if isinstance(state, dict) else list(keys)
+        if missing:
+            raise ValueError(f"--resume: {self.state_path} lacks {missing}: not a train_state.pt of `vam-stack train`")
         self.model.load_state_dict(state["model"])
         if self.ema is not None and state["ema"] is not None:
             self.ema.load_state_dict(state["ema"])
