@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tr-study": ("vam_policy_node.training.tr_study", "TR of a trained model by expert phase and against sigma_v"),
     "export": ("vam_policy_node.export", "export the DiT feature extractor / head to ONNX"),
     "libero-check": ("libero_real.check", "compare the mocked LIBERO bridge's conventions with real LIBERO's"),
+    "checkpoint": ("vam_policy_node.networks.checkpoint", "verify a checkpoint's tensor hash, or add it to a trusted one"),
 }
 
 # `vam-stack bench NAME`: benchmarks that print numbers (never timed unit tests).

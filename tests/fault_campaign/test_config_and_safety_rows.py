@@ -17,7 +17,7 @@ from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
 from vam_policy_node.safety import JOINTS_PER_ARM, SafetyFilter, load_safety_config
 from vam_stack import msgs
 from vam_stack.config import ConfigError, from_dict, load_yaml
-from vam_stack.paths import config_dir
+from vam_stack.paths import config_dir, models_dir
 from vam_stack.robot import check_layers, load_robot
 from vam_stack.topics import JOINT_TARGETS_SOURCE
 from yam_driver.command_gate import CommandGate
@@ -119,6 +119,16 @@ def test_camera_window_that_the_tokenizer_cannot_compress_is_refused(tmp_path):
     data["camera_bridge"]["buffer_frames"] = 60
     with pytest.raises(ConfigError, match="window_frames must be 1 \\+ 4k .* got 16"):
         load_bridge_config(write(tmp_path, "c.yaml", data))
+
+
+@pytest.mark.unit
+def test_a_model_yaml_without_its_robot_section_is_refused(tmp_path):
+    from vam_policy_node.networks.config import load_config as load_model_config
+
+    data = yaml.safe_load((models_dir() / "libero64.yaml").read_text())
+    del data["robot"]
+    with pytest.raises(ConfigError, match="missing required field 'robot' for ModelConfig"):
+        load_model_config(write(tmp_path, "m.yaml", data))
 
 
 # ---- row 2: one robot description -----------------------------------------------------------

@@ -161,6 +161,9 @@ class ModelConfig:
     solver: SolverConfig = field(default_factory=SolverConfig)
     head: HeadConfig = field(default_factory=HeadConfig)
 
+    # a model file states every section: a missing `robot:` must not silently become the real geometry
+    YAML_REQUIRED = ("name", "robot", "tokenizer", "dit", "solver", "head")
+
     def __post_init__(self):
         check(self.robot.action_dim <= self.head.internal_dim,
               f"robot.action_dim {self.robot.action_dim} exceeds head.internal_dim {self.head.internal_dim}")
