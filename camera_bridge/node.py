@@ -10,7 +10,6 @@ frame that is not ready (stale or failed cameras) is not published; diagnostics 
 """
 from __future__ import annotations
 
-import rclpy
 from rclpy.node import Node
 
 from camera_bridge.bridge import CameraBridge

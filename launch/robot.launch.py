@@ -7,7 +7,7 @@ and optionally rviz2 and rqt with the shipped layouts.
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.conditions import IfCondition
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
 from launch_ros.actions import Node
 from launch_ros.descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
@@ -29,6 +29,10 @@ def generate_launch_description():
     share = FindPackageShare("vam_stack")
     arg = LaunchConfiguration
     text = lambda name: ParameterValue(arg(name), value_type=str)  # noqa: E731  ("" must stay a string)
+    # a bool argument takes what launch's conditions take on Humble and Jazzy (true/false/1/0, any
+    # case); a parameter typed bool alone would refuse 1/0 on Humble; anything else fails the launch
+    flag = lambda name: ParameterValue(PythonExpression(  # noqa: E731
+        ["{'true': True, '1': True, 'false': False, '0': False}['", arg(name), "'.strip().lower()]"]), value_type=bool)
     params = arg("params_file")
     return LaunchDescription([
         DeclareLaunchArgument("params_file", default_value=PathJoinSubstitution([share, "config", "vam_stack.params.yaml"]),
@@ -43,7 +47,7 @@ def generate_launch_description():
         Node(package="vam_stack", executable="tr_monitor_node", name="tr_monitor_node", output="screen",
              parameters=[params]),
         Node(package="vam_stack", executable="yam_driver", name="yam_driver", output="screen",
-             parameters=[params, {"use_emulator": ParameterValue(arg("use_emulated_driver"), value_type=bool)}]),
+             parameters=[params, {"use_emulator": flag("use_emulated_driver")}]),
         Node(package="rviz2", executable="rviz2", name="rviz2", condition=IfCondition(arg("use_rviz")),
              arguments=["-d", PathJoinSubstitution([share, "config", "vam_stack.rviz"])]),
         Node(package="rqt_gui", executable="rqt_gui", name="rqt", condition=IfCondition(arg("use_rqt")),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import rclpy
 from rclpy.node import Node
 
 from libero_bridge.config import LiberoMockConfig

@@ -42,7 +42,6 @@ from vam_stack.config import check
 from .env import LiberoMockEnv, make_env
 from .expert import expert_action
 from .reach import ReachTracker, reach_stats
-from .tasks import SUITES, suite_tasks
 
 log = logging.getLogger(__name__)
 

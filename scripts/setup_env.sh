@@ -7,7 +7,7 @@ PY="${PYTHON:-python3}"
 
 # System libraries: pyrealsense2's wheel links libusb-1.0; MuJoCo renders offscreen through EGL
 # with Mesa's software rasteriser (libegl1, libgl1-mesa-dri).
-APT_PKGS="libusb-1.0-0 libegl1 libgl1-mesa-dri"
+APT_PKGS="libusb-1.0-0 libegl1 libgl1-mesa-dri libxml2-utils"  # xmllint: the package.xml lint test
 MISSING=""
 for p in $APT_PKGS; do
   dpkg -s "$p" >/dev/null 2>&1 || MISSING="$MISSING $p"

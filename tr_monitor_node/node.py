@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import rclpy
 from rclpy.node import Node
 
 from tr_monitor_node.monitor import SCALAR_KEYS, MonitorConfig, TRMonitor

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
@@ -110,10 +110,15 @@ class VamPolicyNode(Node):
         ros.subscription(self, "stacked_image", self._on_image)
         ros.subscription(self, "joint_states", self._on_state)
         ros.subscription(self, "instruction", lambda m: self.runtime.request_start(m.data))
-        ros.subscription(self, "estop", lambda m: self.runtime.estop(bool(m.data)))
+        # the e-stop in its own group (a waiting service never delays it) and from either durability
+        self.estop_group = MutuallyExclusiveCallbackGroup()
+        ros.subscription_any_durability(self, "estop", lambda m: self.runtime.estop(bool(m.data)), self.estop_group)
         rt = self.runtime
-        self.create_service(Trigger, "~/start_episode", lambda q, r: self._answer(r, rt.request_start(None, wait=True)))
-        self.create_service(Trigger, "~/reset", lambda q, r: self._answer(r, rt.request_stop("reset service", wait=True)))
+        services = MutuallyExclusiveCallbackGroup()   # start/reset wait up to command_timeout_s
+        self.create_service(Trigger, "~/start_episode", lambda q, r: self._answer(r, rt.request_start(None, wait=True)),
+                            callback_group=services)
+        self.create_service(Trigger, "~/reset", lambda q, r: self._answer(r, rt.request_stop("reset service", wait=True)),
+                            callback_group=services)
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
         if p["instruction"]:
             self.runtime.request_start(p["instruction"])

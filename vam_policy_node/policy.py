@@ -20,7 +20,6 @@ counter advances). Outputs: absolute joint targets (real) or end-effector deltas
 """
 from __future__ import annotations
 
-import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace

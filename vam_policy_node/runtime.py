@@ -129,6 +129,9 @@ class PolicyRuntime:
         return self._estop.is_set()
 
     def estop(self, on: bool) -> None:
+        """Latch (True) or release (False); repeating the current state changes nothing."""
+        if on and self._estop.is_set():
+            return
         if on:
             self._estop.set()
             if self.safety is not None:

@@ -1,17 +1,58 @@
-"""Where the package's data (models/, config/, launch/) lives: a source checkout or an install."""
+"""Where the package's data (models/, config/, launch/) lives: a source checkout or an install.
+
+Found the way ROS 2 packages find theirs, with the non-ROS cases beside it:
+1. `$VAM_STACK_SHARE` (an explicit override);
+2. the source checkout this module sits in (development, `pip install -e .`);
+3. ament_index (`ament_index_python.get_package_share_directory`, when importable): any colcon
+   install, isolated (the default: `install/vam_stack/share/vam_stack`) or merged, from the
+   sourced workspace's `AMENT_PREFIX_PATH`;
+4. the install prefix this module was installed into (a colcon install whose setup script
+   was not sourced: `<prefix>/lib/pythonX.Y/site-packages/vam_stack/paths.py`);
+5. each prefix on `AMENT_PREFIX_PATH` / `COLCON_PREFIX_PATH` (':'-separated; for the latter
+   also `<base>/vam_stack`, the isolated layout), read directly when ament_index is absent;
+6. `sys.prefix` (a plain `pip install .`).
+"""
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
 
+PACKAGE = "vam_stack"
+
+
+def _has_data(p: Path) -> bool:
+    return (p / "models").is_dir() and (p / "config").is_dir()
+
+
+def _candidates() -> list[tuple[str, Path]]:
+    """(how found, share directory) in the order of the module docstring (steps 3-6)."""
+    out: list[tuple[str, Path]] = []
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+    except ImportError:
+        pass
+    else:
+        try:
+            out.append(("ament_index", Path(get_package_share_directory(PACKAGE))))
+        except (PackageNotFoundError, ValueError):
+            pass
+    here = Path(__file__).resolve()
+    for parent in here.parents:                        # <prefix>/lib/python3.X/site-packages/vam_stack/
+        if parent.name == "lib":
+            out.append(("install prefix", parent.parent / "share" / PACKAGE))
+            break
+    for var in ("AMENT_PREFIX_PATH", "COLCON_PREFIX_PATH"):
+        for prefix in filter(None, os.environ.get(var, "").split(os.pathsep)):
+            out.append((var, Path(prefix) / "share" / PACKAGE))
+            if var == "COLCON_PREFIX_PATH":             # the install base of an isolated build
+                out.append((var, Path(prefix) / PACKAGE / "share" / PACKAGE))
+    out.append(("sys.prefix", Path(sys.prefix) / "share" / PACKAGE))
+    return out
+
 
 def share_dir() -> Path:
-    """Return the directory holding `models/` and `config/`.
-
-    Order: $VAM_STACK_SHARE, the source checkout this module sits in, then
-    `<prefix>/share/vam_stack` of the Python installation (pip or colcon install).
-    """
+    """Return the directory holding `models/` and `config/` (see the module docstring)."""
     env = os.environ.get("VAM_STACK_SHARE")
     if env:
         p = Path(env)
@@ -19,16 +60,15 @@ def share_dir() -> Path:
             raise FileNotFoundError(f"VAM_STACK_SHARE={env!r} has no models/ directory")
         return p
     checkout = Path(__file__).resolve().parent.parent
-    if (checkout / "models").is_dir() and (checkout / "package.xml").is_file():
+    if _has_data(checkout) and (checkout / "package.xml").is_file():
         return checkout
-    for prefix in (sys.prefix, os.environ.get("COLCON_PREFIX_PATH", "")):
-        if prefix:
-            p = Path(prefix) / "share" / "vam_stack"
-            if (p / "models").is_dir():
-                return p
-    raise FileNotFoundError(
-        "cannot find vam_stack's share directory (models/, config/); set VAM_STACK_SHARE"
-    )
+    tried = []
+    for how, p in _candidates():
+        if _has_data(p):
+            return p
+        tried.append(f"{how}: {p}")
+    raise FileNotFoundError("cannot find vam_stack's share directory (models/, config/); looked in "
+                            + "; ".join(tried) + ". Source the workspace's install/setup.bash or set VAM_STACK_SHARE")
 
 
 def models_dir() -> Path:
@@ -37,3 +77,7 @@ def models_dir() -> Path:
 
 def config_dir() -> Path:
     return share_dir() / "config"
+
+
+def launch_dir() -> Path:
+    return share_dir() / "launch"

@@ -61,10 +61,26 @@ def publisher(node: Any, key: str) -> Any:
     return node.create_publisher(ros_class(t.msgtype), t.name, qos(t))
 
 
-def subscription(node: Any, key: str, callback: Any) -> Any:
+def subscription(node: Any, key: str, callback: Any, callback_group: Any = None) -> Any:
     """A subscription for a topic-table row: its name, its type, its QoS."""
     t = resolve(key)
-    return node.create_subscription(ros_class(t.msgtype), t.name, callback, qos(t))
+    return node.create_subscription(ros_class(t.msgtype), t.name, callback, qos(t), callback_group=callback_group)
+
+
+def subscription_any_durability(node: Any, key: str, callback: Any, callback_group: Any = None) -> list:
+    """Two subscriptions on a latched (transient-local) row, so a message arrives from any publisher
+    a person would use: the row's own (it also receives the last value a latched publisher kept,
+    for a node that starts late) and a volatile one (a transient-local subscription is QoS-
+    incompatible with a volatile publisher, e.g. Jazzy's plain `ros2 topic pub`). A latched
+    publisher reaches both, so `callback` must be idempotent (an e-stop state, not an event)."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    t = resolve(key)
+    volatile = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=max(t.qos_spec.depth, 10),
+                          reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
+    cls = ros_class(t.msgtype)
+    return [node.create_subscription(cls, t.name, callback, qos(t), callback_group=callback_group),
+            node.create_subscription(cls, t.name, callback, volatile, callback_group=callback_group)]
 
 
 # --- conversion ---------------------------------------------------------------------------
@@ -201,13 +217,15 @@ def spin_node(node_factory: Any, args: Sequence[str] | None = None) -> None:
     """Every node's `main()`: init, build, spin until Ctrl-C or shutdown, then always destroy
     the node (its `destroy_node` drives the hardware to a safe state) and shut rclpy down."""
     import rclpy
-    from rclpy.executors import ExternalShutdownException
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 
     rclpy.init(args=args)
     node = None
     try:
         node = node_factory()
-        rclpy.spin(node)
+        # several threads: a service that waits (start/reset up to command_timeout_s) never delays
+        # the e-stop, which each node keeps in its own callback group
+        rclpy.spin(node, executor=MultiThreadedExecutor(num_threads=4))
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:

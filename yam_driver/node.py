@@ -15,10 +15,11 @@ configured. `use_emulator` runs the same driver against emulated buses (yam_driv
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
-import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 
 from vam_stack import msgs, ros
@@ -55,6 +56,7 @@ class YamDriverNode(Node):
         self.driver = YamDriver(cfg)
         self.names = cfg.joint_names
         self.estopped = False
+        self._cmd_lock = threading.Lock()  # e-stop and targets run in different callback groups
         self._position: np.ndarray | None = None  # latest measured position (all joints valid)
         self._ticks: list[float] = []
         self.pub = {k: ros.publisher(self, k) for k in ("joint_states", "diagnostics")}
@@ -65,12 +67,17 @@ class YamDriverNode(Node):
             raise
         sub = ros.subscription(self, "joint_targets", self._on_targets)
         self._targets_topic = sub.topic_name  # as resolved (and remapped) for this node
-        ros.subscription(self, "estop", self._on_estop)
+        self.estop_group = MutuallyExclusiveCallbackGroup()   # never behind another callback
+        ros.subscription_any_durability(self, "estop", self._on_estop, self.estop_group)
         self.create_timer(cfg.period_s, self._tick)
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
         self.get_logger().info(f"{cfg.bus} driver at {cfg.rate_hz} Hz{' (emulated)' if self.rig else ''}")
 
     def _on_targets(self, msg) -> None:
+        with self._cmd_lock:   # an e-stop cannot land between the check and the set below
+            self._follow(msg)
+
+    def _follow(self, msg) -> None:
         if self.estopped:
             return
         try:
@@ -97,9 +104,13 @@ class YamDriverNode(Node):
         self.driver.set_targets(js.position[[js.names.index(n) for n in self.names]])
 
     def _on_estop(self, msg) -> None:
-        if bool(msg.data) == self.estopped:
+        with self._cmd_lock:
+            self._latch(bool(msg.data))
+
+    def _latch(self, on: bool) -> None:
+        if on == self.estopped:
             return
-        self.estopped = bool(msg.data)
+        self.estopped = on
         if self.estopped and self._position is not None:
             self.driver.set_targets(self._position)  # hold where the arm is now, not where it was heading
         self.get_logger().warning("e-stop: holding, targets ignored" if self.estopped else "e-stop released")

@@ -23,7 +23,7 @@ def push_bridge() -> CameraBridge:
     cams = tuple(CameraConfig(n, kind="push", width=32, height=24, fps=20.0, encoding="rgb8", max_age_ms=150.0)
                  for n in VIEWS)
     return CameraBridge(BridgeConfig(cameras=cams, view_width=32, view_height=24, source_fps=20.0,
-                                     frame_skip=1, window_frames=2, buffer_frames=4, max_gap_ms=75.0,
+                                     frame_skip=1, window_frames=5, buffer_frames=5, max_gap_ms=75.0,
                                      max_window_age_ms=150.0, tick_hz=40.0))
 
 

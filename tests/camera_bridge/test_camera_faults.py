@@ -177,7 +177,7 @@ def test_driver_exception_becomes_a_reopen(clock):
 def test_paced_loop_on_the_wall_clock(synthetic_config):
     import time
 
-    cfg = synthetic_config(window_frames=3, frame_skip=1, buffer_frames=3)
+    cfg = synthetic_config(window_frames=5, frame_skip=1, buffer_frames=5)
     bridge = CameraBridge(cfg)  # real clock and a real thread
     with bridge:
         bridge.start()

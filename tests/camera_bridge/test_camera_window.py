@@ -52,11 +52,11 @@ def test_window_has_17_frames_every_third_source_frame(clock, synthetic_config, 
 @pytest.mark.parametrize("interpolation", ["pyramid", "area", "linear"])
 def test_views_are_rgb_and_in_config_order(clock, interpolation):
     cams = tuple(CameraConfig(n, kind="push") for n in ("top", "left_wrist", "right_wrist"))
-    cfg = BridgeConfig(cameras=cams, interpolation=interpolation, window_frames=2, frame_skip=1, buffer_frames=2)
+    cfg = BridgeConfig(cameras=cams, interpolation=interpolation, window_frames=5, frame_skip=1, buffer_frames=5)
     sources = [PushSource(c, clock) for c in cams]
     bgr = {"top": (255, 0, 0), "left_wrist": (0, 255, 0), "right_wrist": (0, 0, 255)}  # blue, green, red
     with CameraBridge(cfg, sources=sources, clock=clock) as bridge:
-        for _ in range(2):
+        for _ in range(5):
             for s in sources:
                 s.push(np.full((480, 640, 3), bgr[s.name], np.uint8))
             assert bridge.tick().appended
@@ -103,7 +103,7 @@ def test_counter_survives_resize():
 
 @pytest.mark.unit
 def test_window_frames_are_a_copy(clock, synthetic_config, run_ticks):
-    cfg = synthetic_config(window_frames=3, frame_skip=3, buffer_frames=9)
+    cfg = synthetic_config(window_frames=5, frame_skip=3, buffer_frames=13)
     bridge = CameraBridge(cfg, clock=clock)
     bridge.connect()
     run_ticks(bridge, clock, 0.5)

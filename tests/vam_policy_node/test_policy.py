@@ -1,6 +1,5 @@
 """VamPolicy: contract on the tiny preset; gating, determinism and bad inputs on `micro`
 (the tiny networks on 64x64 views, see conftest)."""
-import dataclasses
 
 import numpy as np
 import pytest

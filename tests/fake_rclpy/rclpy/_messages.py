@@ -100,13 +100,18 @@ class _Field:
             self.elem_is_msg = enode == Nodetype.NAME
             self.elem = edetail if self.elem_is_msg else edetail[0]
 
+    @property
+    def _byte_seq(self) -> bool:
+        """A `byte` (octet) sequence: rclpy keeps a list of one-byte bytes objects."""
+        return self.kind == "sequence" and not self.elem_is_msg and self.elem == "byte"
+
     def default(self):
         if self.kind == "base":
             return {"bool": False, "string": "", "byte": b"\x00"}.get(
                 self.elem, 0.0 if self.elem in _FLOAT_MAX else 0)
         if self.kind == "name":
             return message_class(self.elem)()
-        numeric = not self.elem_is_msg and self.elem in _TYPECODES
+        numeric = not self.elem_is_msg and self.elem in _TYPECODES and not self._byte_seq
         if self.kind == "array":
             if numeric:
                 return np.zeros(self.size, _DTYPES[self.elem])
@@ -123,7 +128,7 @@ class _Field:
             cls = message_class(self.elem)
             assert isinstance(value, cls), f"The '{where}' field must be a sub message of type '{cls.__name__}'"
             return value
-        numeric = not self.elem_is_msg and self.elem in _TYPECODES
+        numeric = not self.elem_is_msg and self.elem in _TYPECODES and not self._byte_seq
         if self.kind == "array" and numeric:
             if isinstance(value, np.ndarray):
                 assert value.dtype == _DTYPES[self.elem] and value.size == self.size, \
@@ -234,7 +239,11 @@ def to_rosbags(msg: FakeMessage):
         elif f.kind == "name":
             v = to_rosbags(v)
         elif f.kind in ("array", "sequence"):
-            if not f.elem_is_msg and f.elem in _TYPECODES:
+            if f._byte_seq:
+                v = np.array([b[0] for b in v], dtype=np.uint8)
+            elif not f.elem_is_msg and f.elem == "bool":
+                v = np.array(v, dtype=bool)
+            elif not f.elem_is_msg and f.elem in _TYPECODES:
                 v = np.array(v, dtype=_DTYPES[f.elem])
             elif f.elem_is_msg:
                 v = [to_rosbags(x) for x in v]
@@ -255,6 +264,10 @@ def from_rosbags(obj, msgtype: str) -> FakeMessage:
                  else str(v) if f.elem == "string" else bytes([int(v)]) if f.elem == "byte" else int(v))
         elif f.kind == "name":
             v = from_rosbags(v, f.elem)
+        elif f._byte_seq:
+            v = [bytes([int(x)]) for x in v]
+        elif not f.elem_is_msg and f.elem == "bool":
+            v = [bool(x) for x in v]
         elif not f.elem_is_msg and f.elem in _TYPECODES:
             arr = np.asarray(v, dtype=_DTYPES[f.elem])
             v = arr.copy() if f.kind == "array" else array.array(_TYPECODES[f.elem], arr.tobytes())

@@ -1,0 +1,1 @@
+"""rclpy.impl of the fake: the logger (rcutils_logger), its severities, the "C extension"."""
