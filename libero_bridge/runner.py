@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import threading
 import time
 from collections import deque
@@ -544,7 +543,3 @@ def realtime_stats(episodes: list[dict]) -> dict | None:
     jit = [x["p99_jitter_ms"] for x in rt if x["p99_jitter_ms"] is not None]
     out["p99_jitter_ms_max"] = max(jit) if jit else None
     return out
-
-
-def safe_dirname(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)

@@ -16,9 +16,10 @@ validates and keeps them (bounded), and tracks the phase of every replan:
   evidence of planning, and s = 0 there — guidance is off, as in manipulation. TR_0 <= 0
   (zero attention mass guarded upstream) gives no ratio: the phase is held.
 
-TR_0 may be missing (None or NaN): the `none` and `flat` schedules never set a baseline. The
-monitor then uses its own: the TR of the episode's first replan, which is how the policy
-defines TR_0 under `tr_adaptive`. `Replan.tr0_source` says which one a replan used.
+TR_0 may be missing (None or NaN) from a policy that does not report one (VamPolicy tracks it
+under every schedule, so its telemetry always has it). The monitor then uses its own: the TR of
+the episode's first replan, which is how the policy defines TR_0. `Replan.tr0_source` says which
+one a replan used.
 
 The inferred phase is tracked even when labels exist, so `summary()` can report how well TR
 alone recovers the labels — the paper's claim that planning phases have high TR.

@@ -311,7 +311,6 @@ class ChunkExecutor:
         self.dropped_in_row = 0
         self.overrun = False  # no chunk could be used for `overrun_after` replans in a row
         self.last_info: StepInfo | None = None
-        self.last_telemetry: dict | None = None
         self._retry_tick = 0
         self._request: tuple[int, float] | None = None
         self._pending: _Result | None = None
@@ -364,7 +363,6 @@ class ChunkExecutor:
             log.warning("overrun over: a chunk (latency %.2f s) is in use again", res.latency_s)
         self.overrun, self.dropped_in_row = False, 0
         self.replans += 1
-        self.last_telemetry = res.telemetry
         return {"replanned": True, "skipped": skip, "telemetry": res.telemetry, "latency_s": res.latency_s}
 
     def stats(self) -> dict[str, float]:

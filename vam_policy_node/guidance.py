@@ -34,6 +34,20 @@ class GuidanceConfig:
             check(math.isfinite(v) and v >= 0, f"guidance.{name} must be finite and >= 0, got {v!r}")
 
 
+def combine_velocities(v_cond, v_null=None, v_plan=None, w_lang: float = 0.0, w_plan: float = 0.0):
+    """The guided velocity v = v_cond + w_lang (v_cond - v_null) + w_plan (v_plan - v_cond).
+
+    The language term pushes away from the null-text prediction, the plan term pulls toward the
+    prediction conditioned on the longer imagined rollout. A branch whose weight is 0 is not
+    needed (None allowed) and contributes nothing: zero weights return v_cond itself."""
+    v = v_cond
+    if w_lang > 0:
+        v = v + w_lang * (v_cond - v_null)
+    if w_plan > 0:
+        v = v + w_plan * (v_plan - v_cond)
+    return v
+
+
 def adaptive_scale(tr: float, tr0: float, s_max: float) -> float:
     """s = clip(TR / TR_0 - 1, 0, s_max); a non-finite or non-positive TR_0 gives 0."""
     if not (math.isfinite(tr) and math.isfinite(tr0)) or tr0 <= 0:

@@ -31,7 +31,7 @@ import torch
 from vam_stack.config import check
 
 from .backends import BackendConfig, make_backend
-from .guidance import GuidanceConfig, GuidanceSchedule
+from .guidance import GuidanceConfig, GuidanceSchedule, combine_velocities
 from .networks.checkpoint import check_preset, load_checkpoint, read_metadata
 from .networks.config import ModelConfig, load_config
 from .networks.model import VideoActionModel
@@ -259,18 +259,16 @@ class VamPolicy:
                 if step == 0 and self.cfg.return_attention:
                     tel["attention"] = video_attention_map(probs, tv)[0].numpy()  # [A, Tv]
             tel["s_steps"].append(weights["s"])
-            v = v_cond
+            v_null = v_plan = None              # branches run only when their weight is > 0
             if weights["w_lang"] > 0:
                 ensure("null_text")
                 with timer("euler"):
                     v_null, _ = m.head.denoise_step(caches["null_text"], x, sigma)
-                v = v + weights["w_lang"] * (v_cond - v_null)
             if weights["w_plan"] > 0:
                 ensure("plan")
                 with timer("euler"):
                     v_plan, _ = m.head.denoise_step(caches["plan"], x, sigma)
-                v = v + weights["w_plan"] * (v_plan - v_cond)
-            return v
+            return combine_velocities(v_cond, v_null, v_plan, weights["w_lang"], weights["w_plan"])
 
         actions_n = euler_integrate(denoise, noise["action"], self.cfg.euler_steps)[0].numpy()  # [A_H, D]
         a_mean, a_std = self.stats["action"]

@@ -144,9 +144,3 @@ class TrayLiftTask(Task):
 
 
 TASKS: dict[str, type[Task]] = {"handover": HandoverTask, "relay": RelayTask, "tray_lift": TrayLiftTask}
-
-
-def make_task(name: str) -> Task:
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; known: {sorted(TASKS)}")
-    return TASKS[name]()

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from vam_policy_node.guidance import GuidanceConfig, GuidanceSchedule, adaptive_scale
+from vam_policy_node.guidance import GuidanceConfig, GuidanceSchedule, adaptive_scale, combine_velocities
 from vam_policy_node.sampler import euler_integrate, sigma_schedule
 from vam_policy_node.temporal_ratio import attention_masses, temporal_ratio, video_attention_map
 from vam_stack.config import ConfigError
@@ -115,3 +115,15 @@ def test_guidance_config_errors():
         GuidanceConfig(schedule="cfg")
     with pytest.raises(ConfigError, match="-0.1"):
         GuidanceConfig(w_lang_base=-0.1)
+
+
+def test_guidance_combination_pins_each_sign_and_zero_weights_return_v_cond():
+    v_cond, v_null, v_plan = torch.tensor([1.0, 2.0]), torch.tensor([0.5, 3.0]), torch.tensor([4.0, 0.0])
+    assert combine_velocities(v_cond) is v_cond                       # no guidance: v_cond itself
+    assert combine_velocities(v_cond, None, None, 0.0, 0.0) is v_cond
+    # language: away from the null-text prediction (v_cond - v_null), scaled by w_lang
+    torch.testing.assert_close(combine_velocities(v_cond, v_null, None, 2.0, 0.0), torch.tensor([2.0, 0.0]))
+    # plan: toward the long-rollout prediction (v_plan - v_cond), scaled by w_plan
+    torch.testing.assert_close(combine_velocities(v_cond, None, v_plan, 0.0, 0.5), torch.tensor([2.5, 1.0]))
+    both = combine_velocities(v_cond, v_null, v_plan, 2.0, 0.5)
+    torch.testing.assert_close(both, v_cond + 2.0 * (v_cond - v_null) + 0.5 * (v_plan - v_cond))

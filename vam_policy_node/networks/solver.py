@@ -60,7 +60,6 @@ def anchor_mask(latent_frames: int, batch: int, h: int, w: int, device=None) -> 
 
 
 VelocityFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-FeatureFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def rollout(
