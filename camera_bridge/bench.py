@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from pathlib import Path
 
@@ -44,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override the config's resize filter")
     parser.add_argument("--threads", type=int, default=None, help="cv2.setNumThreads (default: OpenCV's own)")
     parser.add_argument("--loop", type=float, default=0.0, help="also run the paced loop for this many seconds")
-    parser.add_argument("--json", default=None, metavar="PATH", help="write the numbers as JSON here")
+    parser.add_argument("--json", default=None, metavar="PATH", help="write the numbers as JSON here ('-' = stdout)")
 
 
 def _pcts(samples_s: list[float]) -> tuple[float, float]:
@@ -147,6 +146,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"  paced loop: {out['loop_hz']:.1f} Hz achieved of {out['loop_target_hz']:.0f} Hz,"
               f" {out['loop_overruns']} overruns, window ready: {out['loop_window_ready']}")
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
-        print(f"  wrote {args.json}")
+        from vam_stack.cli import write_json_output
+        write_json_output(args.json, out)
     return 0

@@ -60,15 +60,14 @@ def run_suite(cfg: SimConfig, out: Path, policy=None, quiet: bool = False, runne
     """Run `cfg.episodes` episodes; finished ones are appended to `episodes` (a new list when None)
     as they end, so a caller that catches an interrupt still holds them. `on_start(runner)` runs
     once the runner has passed its checks, `on_episode(runner)` after every finished episode."""
-    from tqdm import tqdm
-
+    from vam_stack.progress import progress_bar
     episodes = [] if episodes is None else episodes
     with runner_cls(cfg, out, policy=policy, overwrite=overwrite) as runner:
         if on_start is not None:
             on_start(runner)
         if not quiet:
             print(_weights_notice(runner), flush=True)
-        bar = tqdm(total=cfg.episodes, desc=f"{cfg.suite}/{cfg.guidance if cfg.policy == 'vam' else 'expert'}",
+        bar = progress_bar(total=cfg.episodes, desc=f"{cfg.suite}/{cfg.guidance if cfg.policy == 'vam' else 'expert'}",
                    unit="ep", disable=quiet, file=sys.stdout)
         ran = []
         for i in range(cfg.episodes):

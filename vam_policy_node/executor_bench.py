@@ -24,10 +24,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import math
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -68,7 +66,7 @@ class CpuBurnPolicy:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="run time (default 60)")
-    parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the results here")
+    parser.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON here ('-' = stdout)")
     parser.add_argument("--rate-hz", type=float, default=30.0, help="executor rate (default 30, the real robot's)")
     parser.add_argument("--preset", default="tiny", help="policy preset for build_policy (default tiny)")
     parser.add_argument("--fake-policy-ms", type=float, default=None, metavar="MS",
@@ -173,7 +171,6 @@ def _measure(args: argparse.Namespace, policy: Any, obs: dict, what: str, scfg) 
     print(f"  replans {int(result['replans'])}, inference latency est. {result['latency_estimate_ms']:.1f} ms, "
           f"errors {int(result['inference_errors'])}, dropped {int(result['dropped_chunks'])}")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2, default=float) + "\n")
-        print(f"  wrote {args.json}")
+        from vam_stack.cli import write_json_output
+        write_json_output(args.json, result)
     return 0

@@ -298,7 +298,7 @@ class VamPolicy:
 
 
 def build_policy(preset: str | None = None, checkpoint: str | Path | None = None, guidance: str | None = None,
-                 seed: int = 0, config: PolicyConfig | None = None) -> VamPolicy:
+                 seed: int | None = None, config: PolicyConfig | None = None) -> VamPolicy:
     """A ready policy: the preset's model with checkpoint weights (or seeded random weights).
 
     Without a checkpoint, `preset` (a name or a YAML path; default "tiny") picks the model. With
@@ -308,7 +308,8 @@ def build_policy(preset: str | None = None, checkpoint: str | Path | None = None
     cfg = config or PolicyConfig()
     if guidance is not None:
         cfg = replace(cfg, guidance=replace(cfg.guidance, schedule=guidance))
-    cfg = replace(cfg, seed=seed) if config is None else cfg
+    if seed is not None:                # an explicit seed wins over the config's (default: config's, else 0)
+        cfg = replace(cfg, seed=seed)
     stats, weights = {}, "random"
     if checkpoint is not None:
         mcfg, _ = read_metadata(checkpoint)

@@ -12,7 +12,6 @@ the replan part is skipped unless `--full`; the head part always runs.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from dataclasses import replace
@@ -151,11 +150,6 @@ def run(args: argparse.Namespace) -> int:
         results[preset] = res
     out = results if len(results) > 1 else next(iter(results.values()))
     if args.json:
-        text = json.dumps(out, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
-            print(f"wrote {args.json}")
+        from vam_stack.cli import write_json_output
+        write_json_output(args.json, out)
     return 0

@@ -157,5 +157,17 @@ def write_json_atomic(path: str | Path, obj: Any) -> Path:
     return path
 
 
+def write_json_output(path: str | Path, obj: Any) -> None:
+    """A benchmark's `--json PATH`: '-' prints the JSON to stdout; a path gets its parent
+    directories and an atomic write, and the path is printed."""
+    if str(path) == "-":
+        print(json.dumps(obj, indent=2, default=float))
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, json.loads(json.dumps(obj, default=float)))
+    print(f"wrote {path}")
+
+
 if __name__ == "__main__":
     sys.exit(entry())

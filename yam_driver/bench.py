@@ -10,11 +10,9 @@ cores, so the numbers include the emulator's own work.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -29,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ticks", type=int, default=300, help="unpaced ticks for the I/O percentiles")
     parser.add_argument("--seconds", type=float, default=3.0, help="length of the paced run")
     parser.add_argument("--rate", type=float, default=None, help="loop rate in Hz (default: config)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
+    parser.add_argument("--json", default=None, help="also write the results as JSON here ('-' = stdout)")
 
 
 def _sine_targets(center: np.ndarray, t: float) -> np.ndarray:
@@ -114,7 +112,6 @@ def run(args: argparse.Namespace) -> int:
         if r["faults"]:
             print(f"  faults during the run: {r['faults']}")
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"benchmark": "driver", "results": results}, indent=2))
-        print(f"wrote {args.json}")
+        from vam_stack.cli import write_json_output
+        write_json_output(args.json, {"benchmark": "driver", "results": results})
     return 0

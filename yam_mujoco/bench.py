@@ -9,10 +9,8 @@ IK. Prints p50/p99 per part and the equivalent rates; real time needs the sum un
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -23,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of the benchmark."""
     parser.add_argument("--task", choices=sorted(TASKS), default="handover", help="scene and expert to run")
     parser.add_argument("--ticks", type=int, default=150, help="30 Hz ticks to time (after the first, warm-up)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
+    parser.add_argument("--json", default=None, help="also write the results as JSON here ('-' = stdout)")
 
 
 def _stats(values_s: list[float]) -> dict[str, float]:
@@ -92,5 +90,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"  three views: {res['three_view_fps']} fps; physics + bridge + driver per tick "
           f"{res['sim_tick_mean_ms']:.1f} ms = {res['realtime_factor']}x real time (policy excluded)")
     if args.json is not None:
-        args.json.write_text(json.dumps(res, indent=2) + "\n")
+        from vam_stack.cli import write_json_output
+        write_json_output(args.json, res)
     return 0

@@ -13,10 +13,8 @@ Ratios are what count on a shared CPU; absolute times only on a GPU.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -127,7 +125,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch and onnxruntime threads (0 = default)")
     p.add_argument("--onnx-dir", default=None, help="graphs from `vam-stack export onnx` (default: export into the cache)")
     p.add_argument("--cache-dir", default=None, help="export/engine cache (default ~/.cache/vam_stack)")
-    p.add_argument("--json", default=None, metavar="PATH", help="write the results as JSON here")
+    p.add_argument("--json", default=None, metavar="PATH", help="write the results as JSON here ('-' = stdout)")
 
 
 def default_backends() -> list[str]:
@@ -158,7 +156,6 @@ def run(args: argparse.Namespace) -> int:
                          args.onnx_dir, args.cache_dir, args.precision)
     print_report(res)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
-        print(f"wrote {args.json}")
+        from vam_stack.cli import write_json_output
+        write_json_output(args.json, res)
     return 0 if res["parity_ok"] else 1

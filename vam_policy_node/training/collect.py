@@ -166,13 +166,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+    from vam_stack.progress import progress_bar
     cfg = CollectConfig(suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
                         episodes_per_task=args.episodes_per_task, seed=args.seed, noise=args.noise,
                         noise_every=args.noise_every, keep_failures=args.keep_failures, workers=args.workers,
                         mock_config=args.mock_config)
-    bar = tqdm(total=len(cfg.suites) * 10 * cfg.episodes_per_task, unit="ep", desc="collect", file=sys.stdout)
+    bar = progress_bar(total=len(cfg.suites) * 10 * cfg.episodes_per_task, unit="ep", desc="collect", file=sys.stdout)
     info = collect(cfg, args.out, progress=lambda s, t, k: (bar.set_postfix_str(f"{s} task {t}"), bar.update(1)),
                    overwrite=args.overwrite)
     bar.close()

@@ -37,15 +37,14 @@ def measure(policy, states: list[dict], indices: list[int], progress: bool = Tru
     """TR of every state at every grid index (same per-state noise across indices)."""
     from vam_policy_node.networks.solver import sigma_grid
 
-    from tqdm import tqdm
-
+    from vam_stack.progress import progress_bar
     from camera_bridge.preprocess import fit_views
 
     grid = sigma_grid(policy.mcfg.solver)
     frames = policy.spec.frames
     r = policy.mcfg.robot
     rows = []
-    for k, s in enumerate(tqdm(states, desc="tr-study", unit="state", disable=not progress)):
+    for k, s in enumerate(progress_bar(states, desc="tr-study", unit="state", disable=not progress)):
         policy.reset(s["instruction"])
         frame = fit_views(s["frame"], len(r.cameras), r.camera_width, r.camera_height)  # the camera path's rule
         obs = {"frames": np.repeat(frame[None], frames, axis=0), "proprio": s["proprio"]}

@@ -308,10 +308,9 @@ class Trainer:
         return batches
 
     def _cache_frames(self) -> None:
-        from tqdm import tqdm
-
+        from vam_stack.progress import progress_bar
         todo = sum(len(e) for e in self.data.episodes if e.decoded is None)
-        with tqdm(total=todo, unit="frame", desc="decode frames", file=sys.stdout, leave=False,
+        with progress_bar(total=todo, unit="frame", desc="decode frames", file=sys.stdout, leave=False,
                   disable=todo < 1000) as bar:
             r = self.mcfg.robot                                          # held at the model's view size
             held = self.data.cache_frames(max(self.cfg.threads, self.cfg.loader_threads), progress=bar.update,
@@ -450,8 +449,7 @@ class Trainer:
         """Roll out the current EMA weights, let the expert take over, merge the segments into the data."""
         import shutil
 
-        from tqdm import tqdm
-
+        from vam_stack.progress import progress_bar
         from ..policy import build_policy
         from .recovery import collect_round
 
@@ -463,7 +461,7 @@ class Trainer:
         ckpt = self.export(root / "policy.safetensors")  # the weights that drove the rollouts
         policy = build_policy(checkpoint=ckpt, guidance=rc.guidance, seed=self.cfg.seed + r)
         suites = sorted({e.meta["suite"] for e in self.data.episodes})
-        bar = tqdm(total=len(suites) * 10 * rc.episodes_per_task, unit="rollout", desc=f"recovery round {r}",
+        bar = progress_bar(total=len(suites) * 10 * rc.episodes_per_task, unit="rollout", desc=f"recovery round {r}",
                    disable=not progress, file=sys.stdout, leave=False)
         try:
             from libero_bridge import LiberoMockConfig
@@ -527,13 +525,12 @@ class Trainer:
 
     def fit(self, progress: bool = True, stop_after: int | None = None) -> dict:
         """Train to the end (or to step `stop_after`, which simulates an interruption); returns the last losses."""
-        from tqdm import tqdm
-
+        from vam_stack.progress import progress_bar
         cfg = self.cfg
         budget = cfg.time_budget_min * 60
         log = (self.out / "log.jsonl").open("a")
         # with a time budget the bar counts minutes (the budget, not `steps`, usually ends the run)
-        bar = tqdm(total=round(budget / 60, 1) if budget else cfg.total_steps,
+        bar = progress_bar(total=round(budget / 60, 1) if budget else cfg.total_steps,
                    initial=round(self.elapsed / 60, 1) if budget else self.step,
                    unit="min" if budget else "step", disable=not progress, file=sys.stdout, desc=cfg.mode,
                    bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} min [{elapsed}<{remaining}{postfix}]" if budget else None)
