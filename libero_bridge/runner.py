@@ -236,13 +236,9 @@ class SimRunner:
     def _build_policy(self):
         from vam_policy_node.policy import build_policy
 
-        ckpt, preset = self.cfg.checkpoint, self.cfg.preset
-        if ckpt is None:
-            from vam_stack.paths import models_dir
+        from vam_policy_node.networks.checkpoint import resolve_checkpoint
 
-            preset = preset or "libero64"
-            shipped = models_dir() / f"{preset}.safetensors"
-            ckpt = str(shipped) if shipped.is_file() else None
+        ckpt, preset = resolve_checkpoint(self.cfg.checkpoint, self.cfg.preset, "libero64")
         return build_policy(preset, checkpoint=ckpt, guidance=self.cfg.guidance, seed=self.cfg.seed)
 
     def __enter__(self):

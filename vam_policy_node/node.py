@@ -57,13 +57,11 @@ def build_policy(p: dict):
     """(policy, frame skip of its model) as the parameters name them (`policy_process`: a
     ProcessPolicy proxy, whose model config stays in the child, so the skip is read here)."""
     from vam_policy_node.backends import BackendConfig
-    from vam_policy_node.networks.checkpoint import read_metadata
+    from vam_policy_node.networks.checkpoint import read_metadata, resolve_checkpoint
     from vam_policy_node.networks.config import load_config
     from vam_policy_node.policy import PolicyConfig, build_policy as build
-    from vam_stack.paths import models_dir
 
-    shipped = models_dir() / f"{p['preset']}.safetensors"
-    ckpt = p["checkpoint"] or (str(shipped) if shipped.is_file() else None)
+    ckpt, _ = resolve_checkpoint(p["checkpoint"], p["preset"], p["preset"])
     skip = (read_metadata(ckpt)[0] if ckpt else load_config(p["preset"])).robot.frame_skip
     cfg = PolicyConfig(seed=p["seed"], backend=BackendConfig(name=p["backend"], precision=p["backend_precision"]))
     factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=p["guidance"], config=cfg)

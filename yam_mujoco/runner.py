@@ -114,14 +114,10 @@ class YamSimRunner:
             self.robot = None
 
     def _build_policy(self):
+        from vam_policy_node.networks.checkpoint import resolve_checkpoint
         from vam_policy_node.policy import build_policy
-        from vam_stack.paths import models_dir
 
-        ckpt, preset = self.cfg.checkpoint, self.cfg.preset
-        if ckpt is None:
-            preset = preset or "tiny_real"
-            shipped = models_dir() / f"{preset}.safetensors"
-            ckpt = str(shipped) if shipped.is_file() else None
+        ckpt, preset = resolve_checkpoint(self.cfg.checkpoint, self.cfg.preset, "tiny_real")
         return build_policy(preset, checkpoint=ckpt, guidance=self.cfg.guidance, seed=self.cfg.seed)
 
     # ---- one episode ------------------------------------------------------------------------

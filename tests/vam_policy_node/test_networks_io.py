@@ -114,3 +114,14 @@ def test_model_info_json(preset, capsys):
         assert 20e12 < info["flops"]["video_pass"] < 35e12
     if preset in ("tiny", "libero"):
         assert info["dit_tokens_per_frame"] == 392 and info["head_video_tokens"] == 490
+
+
+def test_one_checkpoint_resolution_for_every_entry_point(tmp_path):
+    from vam_policy_node.networks.checkpoint import resolve_checkpoint
+    from vam_stack.paths import models_dir
+
+    given = str(tmp_path / "mine.safetensors")
+    assert resolve_checkpoint(given, None, "libero64") == (given, None)          # the checkpoint's own preset
+    assert resolve_checkpoint(given, "tiny", "libero64") == (given, "tiny")      # checked against it on load
+    assert resolve_checkpoint(None, None, "libero64") == (str(models_dir() / "libero64.safetensors"), "libero64")
+    assert resolve_checkpoint(None, "tiny_real", "libero64") == (None, "tiny_real")   # nothing shipped: random

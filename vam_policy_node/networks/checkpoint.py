@@ -50,6 +50,21 @@ class CheckpointError(ValueError):
 
 
 # ---- integrity hash ---------------------------------------------------------------------------
+def resolve_checkpoint(checkpoint: str | os.PathLike | None, preset: str | None,
+                       default_preset: str) -> tuple[str | None, str | None]:
+    """(checkpoint, preset) as every entry point resolves them: a given checkpoint is used as is
+    (preset None then means "the checkpoint's own"); without one, the preset (default
+    `default_preset`) and its shipped weights models/<preset>.safetensors if present, else None
+    (seeded random weights)."""
+    if checkpoint:
+        return str(checkpoint), preset
+    from vam_stack.paths import models_dir
+
+    preset = preset or default_preset
+    shipped = models_dir() / f"{preset}.safetensors"
+    return (str(shipped) if shipped.is_file() else None), preset
+
+
 def tensor_digest(tensors: Mapping[str, torch.Tensor]) -> str:
     """SHA-256 (hex) over the tensors in name order: for each, a JSON line
     `[name, dtype, shape, nbytes]` and then its raw bytes (C order, native = little endian)."""
