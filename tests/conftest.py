@@ -114,3 +114,41 @@ def ros_harness():
         yield h
     finally:
         h.close()
+
+
+# --- small models shared by the policy, training and fault-campaign tests ------------------
+@pytest.fixture(scope="session")
+def tiny_cfg():
+    from vam_policy_node.networks.config import load_config
+
+    return load_config("tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_cfg):
+    import torch
+
+    from vam_policy_node.networks.model import VideoActionModel
+
+    torch.manual_seed(0)
+    return VideoActionModel(tiny_cfg).eval()
+
+
+@pytest.fixture(scope="session")
+def micro_cfg(tiny_cfg):
+    """The tiny networks on 64x64 views (128x64 stacked: 32 DiT / 8 head tokens per latent
+    frame), so behaviour tests that run many replans stay fast on a 2-core CI machine."""
+    import dataclasses
+
+    robot = dataclasses.replace(tiny_cfg.robot, camera_width=64, camera_height=64)
+    return dataclasses.replace(tiny_cfg, name="micro", robot=robot)
+
+
+@pytest.fixture(scope="session")
+def micro_model(micro_cfg):
+    import torch
+
+    from vam_policy_node.networks.model import VideoActionModel
+
+    torch.manual_seed(0)
+    return VideoActionModel(micro_cfg).eval()

@@ -29,19 +29,6 @@ pytestmark = pytest.mark.unit
 INSTRUCTION = "put the black bowl on the plate"
 
 
-@pytest.fixture(scope="module")
-def micro_cfg():
-    tiny = load_config("tiny")
-    robot = dataclasses.replace(tiny.robot, camera_width=64, camera_height=64)
-    return dataclasses.replace(tiny, name="micro", robot=robot)
-
-
-@pytest.fixture(scope="module")
-def micro_model(micro_cfg):
-    torch.manual_seed(0)
-    return VideoActionModel(micro_cfg).eval()
-
-
 @pytest.fixture
 def ckpt(tmp_path, micro_model, micro_cfg):
     return save_checkpoint(tmp_path / "m.safetensors", micro_model, micro_cfg, extra={"stats": {}})
