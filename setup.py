@@ -61,12 +61,12 @@ setup(
     tests_require=["pytest"],
     entry_points={
         "console_scripts": [
-            "vam-stack = vam_stack.cli:entry",
+            "vam-stack = vam_cli.main:entry",
             "camera_bridge = camera_bridge.node:main",
             "vam_policy_node = vam_policy_node.node:main",
             "tr_monitor_node = tr_monitor_node.node:main",
             "yam_driver = yam_driver.node:main",
-            "libero_bridge = libero_bridge.node:main",
+            "libero_bridge = vam_sim.libero_mock.node:main",
         ],
     },
 )

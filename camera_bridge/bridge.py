@@ -26,6 +26,7 @@ from camera_bridge.sources import CameraError, CameraSource, SourceStats, make_s
 from camera_bridge.sources.base import Clock
 from camera_bridge.sync import Synchroniser
 from camera_bridge.window import FrameRing, Window
+from vam_stack.pacing import DeadlinePacer
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class CameraBridge:
         self._stop = threading.Event()
         self._tick_starts: collections.deque[float] = collections.deque(maxlen=256)
         self.loop_hz = 0.0  # achieved tick rate over the last second of run()
-        self.overruns = 0  # ticks that started more than a period late
+        self.overruns = 0  # ticks lost because one ran longer than a whole period (the loop resynchronised)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def connect(self, strict: bool = True) -> dict[str, str]:
@@ -234,9 +235,11 @@ class CameraBridge:
     # ---- loop -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
         """Tick at `tick_hz` until `stop` is set, paced by deadlines (never relative sleeps)."""
-        period = 1.0 / self.cfg.tick_hz
-        deadline = self.clock()
-        while not stop.is_set():
+        # paced on the host's monotonic clock (self.clock stamps frames and may be a simulation's);
+        # resync: a tick that ran long restarts the grid instead of a burst of catch-up ticks
+        pacer = DeadlinePacer(self.cfg.tick_hz, resync=True, max_samples=0)
+        pacer.start(delay_s=0.0)
+        while pacer.wait(stop) is not None:
             start = self.clock()
             self._tick_starts.append(start)
             while self._tick_starts and start - self._tick_starts[0] > 1.0:
@@ -251,12 +254,7 @@ class CameraBridge:
                     if self._problems.get("bridge") != msg:
                         log.exception("camera bridge %s", msg)
                     self._problems["bridge"] = msg
-            deadline += period
-            now = self.clock()
-            if now - deadline > period:  # fell a whole period behind: resynchronise, count it
-                self.overruns += 1
-                deadline = now
-            stop.wait(max(deadline - now, 0.0))
+            self.overruns = pacer.missed
 
     def start(self) -> None:
         """Run the loop in a daemon thread (call `stop()` or `close()` to end it)."""

@@ -1,8 +1,11 @@
-"""Ring buffer of stacked frames and the frame-skip window the policy consumes.
+"""Ring buffer of stacked frames and the frame-skip window the policy consumes: the one frame
+window of the stack (camera bridge, policy runtime, every simulator's episode runner).
 
 The ring is one preallocated uint8 array [capacity, H, W, 3]; views are written into the
-next slot in place and the slot is committed with its stamp. `FrameRing.window()` picks the
-newest frame and every `frame_skip`-th one before it, oldest first.
+next slot in place and the slot is committed with its stamp (or `push` copies a whole frame).
+`FrameRing.window(n, skip)` picks the newest frame and every `skip`-th one before it, oldest
+first; with `pad=True` (a simulated episode's start) frames from before the first one pushed
+repeat the oldest frame held.
 """
 from __future__ import annotations
 
@@ -53,8 +56,27 @@ class FrameRing:
         self._head = (self._head + 1) % self.capacity
         self.count = min(self.count + 1, self.capacity)
 
+    def push(self, frame: np.ndarray, stamp_s: float = 0.0, skew_ms: float = 0.0) -> None:
+        """Copy `frame` [H, W, 3] into the next slot and commit it."""
+        self.next_slot()[...] = frame
+        self.commit(stamp_s, skew_ms)
+
     def clear(self) -> None:
         self.count = 0
+
+    def window(self, n: int, skip: int, pad: bool = False) -> np.ndarray:
+        """The newest frame and every `skip`-th before it, oldest first: [n, H, W, 3] (a copy).
+
+        Without `pad` the ring must already hold the whole span ((n - 1) * skip + 1 frames);
+        with it, slots from before the first frame repeat the oldest frame held."""
+        if self.count == 0:
+            raise RuntimeError("frame window is empty: push a frame first")
+        back = np.arange(n - 1, -1, -1) * skip  # [n] frames back from the newest: 48, 45, ..., 0
+        if back[0] >= self.count:
+            if not pad:
+                raise RuntimeError(f"frame window not ready: {self.count} of {back[0] + 1} frames held")
+            back = np.minimum(back, self.count - 1)
+        return self.frames[(self._head - 1 - back) % self.capacity]  # [n, H, W, 3], oldest first
 
     def newest_stamp(self) -> float | None:
         return None if self.count == 0 else float(self.stamps[(self._head - 1) % self.capacity])

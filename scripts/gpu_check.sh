@@ -4,7 +4,7 @@
 # torch eager / torch.compile / TensorRT plus a replan composed from measured stages and the
 # fraction of the bf16 peak reached. One JSON out; aims at 10 minutes on an H200.
 #
-#   bash scripts/gpu_check.sh [OUT.json] [extra args of vam_policy_node.backends.gpu_check]
+#   bash scripts/gpu_check.sh [OUT.json] [extra args of vam_bench.gpu_check]
 #   e.g. bash scripts/gpu_check.sh gpu_check.json --preset tiny --preset libero
 #
 # Needs: an NVIDIA driver, a CUDA build of torch in .venv (or the active Python), and pip
@@ -41,4 +41,4 @@ fi
 "$PY" -c 'import tensorrt, torch; print("tensorrt", tensorrt.__version__, "| torch", torch.__version__, "| CUDA", torch.version.cuda)'
 
 # 600 s wall limit: the check itself stops before a preset that would not fit (--budget-s)
-timeout 600 "$PY" -m vam_policy_node.backends.gpu_check --json "$OUT" "$@"
+timeout 600 "$PY" -m vam_bench.gpu_check --json "$OUT" "$@"

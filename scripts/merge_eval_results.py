@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from libero_bridge.reach import reach_stats
-from libero_bridge.runner import success_intervals
+from vam_sim.libero_mock.reach import reach_stats
+from vam_sim.episode import success_intervals
 
 
 def main(argv: list[str]) -> int:

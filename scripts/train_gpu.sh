@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 PY=python3
 [ -x .venv/bin/python ] && PY=.venv/bin/python
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-vs() { "$PY" -c 'import sys; from vam_stack.cli import main; sys.exit(main(sys.argv[1:]))' "$@"; }
+vs() { "$PY" -c 'import sys; from vam_cli.main import main; sys.exit(main(sys.argv[1:]))' "$@"; }
 
 if [ "${1:-}" = "--prepare" ]; then
     DIR="${2:?usage: bash scripts/train_gpu.sh --prepare DIR}"

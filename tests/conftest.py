@@ -119,7 +119,7 @@ def ros_harness():
 # --- small models shared by the policy, training and fault-campaign tests ------------------
 @pytest.fixture(scope="session")
 def tiny_cfg():
-    from vam_policy_node.networks.config import load_config
+    from vam_model.networks.config import load_config
 
     return load_config("tiny")
 
@@ -128,7 +128,7 @@ def tiny_cfg():
 def tiny_model(tiny_cfg):
     import torch
 
-    from vam_policy_node.networks.model import VideoActionModel
+    from vam_model.networks.model import VideoActionModel
 
     torch.manual_seed(0)
     return VideoActionModel(tiny_cfg).eval()
@@ -148,7 +148,7 @@ def micro_cfg(tiny_cfg):
 def micro_model(micro_cfg):
     import torch
 
-    from vam_policy_node.networks.model import VideoActionModel
+    from vam_model.networks.model import VideoActionModel
 
     torch.manual_seed(0)
     return VideoActionModel(micro_cfg).eval()

@@ -20,7 +20,7 @@ chunk takes over. Two modes share one schedule (`ChunkSchedule`):
   without a word unless someone says so. An inference exception
   is logged with its tick/chunk/observation context, the arm holds the last target at once,
   and the request is retried after `retry_after_s`. Pacing and jitter statistics live in
-  `executor_timing.DeadlinePacer`; the tick thread may ask for SCHED_FIFO (`rt_priority`).
+  `vam_stack.pacing.DeadlinePacer`; the tick thread may ask for SCHED_FIFO (`rt_priority`).
   To keep the policy's Python work off the tick thread's GIL, wrap the policy in
   `executor_worker.ProcessPolicy` (same contract, runs in a child process).
 
@@ -65,7 +65,7 @@ import numpy as np
 
 from vam_stack.config import ConfigError, check
 
-from .executor_timing import DeadlinePacer, set_fifo_priority
+from vam_stack.pacing import DeadlinePacer, set_fifo_priority
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
-from vam_policy_node.backends.base import BACKENDS, PRECISIONS
+from vam_model.backends.base import BACKENDS, PRECISIONS
 from vam_policy_node.executor import libero_config, robot_config
 from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
-from vam_policy_node.safety import SafetyFilter, load_safety_config
+from vam_stack.safety import SafetyFilter, load_safety_config
 from vam_stack import msgs, ros
 from vam_stack.robot import check_layers
 from vam_stack.topics import JOINT_TARGETS_SOURCE, LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES
@@ -56,10 +56,10 @@ PARAMS = (
 def build_policy(p: dict):
     """(policy, frame skip of its model) as the parameters name them (`policy_process`: a
     ProcessPolicy proxy, whose model config stays in the child, so the skip is read here)."""
-    from vam_policy_node.backends import BackendConfig
-    from vam_policy_node.networks.checkpoint import read_metadata, resolve_checkpoint
-    from vam_policy_node.networks.config import load_config
-    from vam_policy_node.policy import PolicyConfig, build_policy as build
+    from vam_model.backends import BackendConfig
+    from vam_model.networks.checkpoint import read_metadata, resolve_checkpoint
+    from vam_model.networks.config import load_config
+    from vam_model.policy import PolicyConfig, build_policy as build
 
     ckpt, _ = resolve_checkpoint(p["checkpoint"], p["preset"], p["preset"])
     skip = (read_metadata(ckpt)[0] if ckpt else load_config(p["preset"])).robot.frame_skip

@@ -37,7 +37,7 @@ import numpy as np
 
 from camera_bridge.window import FrameRing
 from vam_policy_node.executor import ChunkExecutor, ExecutorConfig
-from vam_policy_node.safety import SafetyFilter
+from vam_stack.safety import SafetyFilter
 from vam_stack.config import check
 
 
@@ -231,7 +231,7 @@ class PolicyRuntime:
                 raise RuntimeError(f"frame window not ready: {self.ring.count} of {self.ring.capacity} frames received")
             if now - self._frame_t > self.cfg.max_frame_age_s:
                 raise RuntimeError(f"newest camera frame is {now - self._frame_t:.3f} s old")
-            frames = self.ring.frames[self.ring.indices(self.spec.frames, self.cfg.frame_skip)]  # [n, H, W, 3], oldest first
+            frames = self.ring.window(self.spec.frames, self.cfg.frame_skip)  # [n, H, W, 3], oldest first
             state, age = self._state, now - self._state_t
         if state is None or age > self.cfg.max_state_age_s:
             raise RuntimeError(f"no joint state for {age:.3f} s")

@@ -18,6 +18,8 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import numpy as np
 from rosbags.typesys import Stores, get_typestore
 
+from .outputs import jsonable
+
 IMAGE_ENCODINGS = {"rgb8": 3, "bgr8": 3, "mono8": 1}  # 8-bit encodings we read/write -> channels
 DIAG_LEVELS = {"ok": 0, "warn": 1, "error": 2, "stale": 3}  # diagnostic_msgs/DiagnosticStatus
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -305,18 +307,10 @@ def bool_msg(value: bool) -> Any:
     return msg_class("std_msgs/msg/Bool")(data=bool(value))
 
 
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, (np.floating, np.integer, np.bool_)):
-        return obj.item()
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
-
-
 def json_msg(obj: Any) -> Any:
     """std_msgs/String holding `obj` as JSON (numpy scalars/arrays allowed; NaN rejected)."""
     try:
-        text = json.dumps(obj, default=_jsonable, allow_nan=False, sort_keys=True)
+        text = json.dumps(obj, default=jsonable, allow_nan=False, sort_keys=True)
     except (TypeError, ValueError) as e:
         raise MessageError(f"cannot encode as JSON: {e}") from None
     return string_msg(text)

@@ -29,6 +29,8 @@ from typing import Callable
 
 import numpy as np
 
+from vam_stack.pacing import DeadlinePacer
+
 from .bus import BusError, BusReading, JointBus, WriteResult, make_bus
 from .config import DriverConfig
 
@@ -359,9 +361,12 @@ class YamDriver:
         try:
             if self.mode == Mode.IDLE:
                 self.start()
-            period = self.config.period_s
+            # resync: after an overrun the next tick is a whole period away, never a burst of ticks
+            # (the per-tick slew limit assumes one period between writes)
+            pacer = DeadlinePacer(self.config.rate_hz, clock=self.clock, resync=True, max_samples=0)
             t_start = self.clock()
-            next_t, next_log = t_start, t_start + self.config.log_every_s
+            next_log = t_start + self.config.log_every_s
+            pacer.start(delay_s=0.0)
             while not self._stop.is_set():
                 if max_ticks is not None and stats.ticks >= max_ticks:
                     self._stop_reason = "max_ticks"
@@ -369,15 +374,12 @@ class YamDriver:
                 if duration_s is not None and self.clock() - t_start >= duration_s:
                     self._stop_reason = "duration"
                     break
+                if pacer.wait(self._stop) is None:
+                    break
                 self.step()
                 stats.ticks += 1
-                next_t += period
+                stats.overruns = pacer.overruns
                 now = self.clock()
-                if now > next_t:
-                    stats.overruns += 1
-                    next_t = now  # re-anchor: never try to catch up with a burst of ticks
-                else:
-                    self._stop.wait(next_t - now)
                 if now >= next_log:
                     log.info("yam_driver: %.1f Hz achieved (%d ticks, %d overruns), mode %s",
                              stats.ticks / max(now - t_start, 1e-9), stats.ticks, stats.overruns, self.mode.value)

@@ -44,7 +44,7 @@ class YamDriverNode(Node):
         super().__init__("yam_driver", **node_kwargs)
         p = ros.declare(self, PARAMS)
         cfg = load_config(p["config_file"] or default_config_path(p["bus"]))
-        from vam_policy_node.safety import load_safety_config
+        from vam_stack.safety import load_safety_config
         check_layers(cfg, load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")))
         self.gate = CommandGate(max_age_s=cfg.watchdog_s)
         self._refusal: str | None = None

@@ -149,3 +149,22 @@ def test_latest_is_the_newest_frame_of_the_window(clock, synthetic_config, run_t
         assert np.array_equal(bridge.latest().frames[0], bridge.window().frames[-1])
         with pytest.raises(ValueError, match="does not fit the 51-frame buffer"):
             bridge.window(frames=18, skip=3)
+
+
+@pytest.mark.unit
+def test_ring_window_pads_at_an_episode_start_and_skips():
+    w = FrameRing(5, (1, 1, 3))                        # span (3 - 1) * 2 + 1
+    w.push(np.full((1, 1, 3), 0))
+    assert w.window(3, 2, pad=True)[:, 0, 0, 0].tolist() == [0, 0, 0]
+    with pytest.raises(RuntimeError, match="not ready: 1 of 5"):
+        w.window(3, 2)
+    for i in range(1, 7):
+        w.push(np.full((1, 1, 3), i))
+    assert w.window(3, 2)[:, 0, 0, 0].tolist() == [2, 4, 6]
+    w1 = FrameRing(4, (1, 1, 3))
+    for i in range(2):
+        w1.push(np.full((1, 1, 3), i))
+    assert w1.window(4, 1, pad=True)[:, 0, 0, 0].tolist() == [0, 0, 0, 1]
+    w1.clear()
+    with pytest.raises(RuntimeError, match="empty"):
+        w1.window(4, 1, pad=True)

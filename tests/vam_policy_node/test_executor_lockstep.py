@@ -213,7 +213,7 @@ def test_first_inference_failure_without_hold_target_raises_for_absolute():
 
 
 def test_deadline_pacer_counts_missed_ticks_and_stays_on_the_wall_clock():
-    from vam_policy_node.executor_timing import DeadlinePacer
+    from vam_stack.pacing import DeadlinePacer
 
     now = {"t": 0.0}
     pacer = DeadlinePacer(10.0, clock=lambda: now["t"])

@@ -140,7 +140,7 @@ HOME = np.array([0.3, 1.8, 1.5, 0.0, 0.0, 0.0, 0.5] * 2)
 
 @pytest.mark.parametrize("blend", [5, 0])
 def test_blended_seams_stay_within_the_safety_velocity_limit(blend):
-    from vam_policy_node.safety import SafetyConfig, SafetyFilter
+    from vam_stack.safety import SafetyConfig, SafetyFilter
 
     safety = SafetyFilter(SafetyConfig(rate_hz=30.0))  # 2 rad/s -> 0.067 rad per tick
     safety.reset(HOME)

@@ -6,7 +6,7 @@ import functools
 import numpy as np
 import pytest
 
-from vam_policy_node.executor_bench import CpuBurnPolicy
+from vam_bench.executor import CpuBurnPolicy
 from vam_policy_node.executor_worker import PolicyProcessError, ProcessPolicy
 
 pytestmark = pytest.mark.unit

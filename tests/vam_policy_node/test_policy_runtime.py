@@ -10,7 +10,7 @@ import pytest
 
 from vam_policy_node.executor import robot_config
 from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
-from vam_policy_node.safety import SafetyFilter, load_safety_config
+from vam_stack.safety import SafetyFilter, load_safety_config
 from vam_stack.config import ConfigError
 
 pytestmark = pytest.mark.unit

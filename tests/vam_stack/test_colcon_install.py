@@ -64,7 +64,7 @@ def test_cli_runs_from_the_isolated_install(workspace, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert '"name": "libero64"' in r.stdout or '"preset": "libero64"' in r.stdout
     probe = ("import vam_stack.paths as p; print(p.__file__); print(p.share_dir()); "
-             "from vam_policy_node.networks.checkpoint import verify_checkpoint; "
+             "from vam_model.networks.checkpoint import verify_checkpoint; "
              "verify_checkpoint(p.models_dir() / 'libero64.safetensors')")
     r = _run(ws, env, f"{sys.executable} -c \"{probe}\"", tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -77,7 +77,7 @@ import sys
 import rclpy
 from rclpy.parameter import Parameter
 from camera_bridge.node import CameraBridgeNode
-from libero_bridge.node import LiberoBridgeNode
+from vam_sim.libero_mock.node import LiberoBridgeNode
 from tr_monitor_node.node import TRMonitorNode
 from vam_policy_node.node import VamPolicyNode
 from yam_driver.node import YamDriverNode

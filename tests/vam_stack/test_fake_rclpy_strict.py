@@ -349,7 +349,7 @@ def _factories(params_file: str) -> dict:
     """Node name -> a maker of that node. Injected: a stand-in policy (the real presets build
     networks) and a push camera bridge (no cameras here); parameters still come from the file."""
     from camera_bridge.node import CameraBridgeNode
-    from libero_bridge.node import LiberoBridgeNode
+    from vam_sim.libero_mock.node import LiberoBridgeNode
     from tr_monitor_node.node import TRMonitorNode
     from vam_policy_node.node import VamPolicyNode
     from yam_driver.node import YamDriverNode

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from vam_stack.cli import write_json_output
+from vam_stack.outputs import write_json_output
 from vam_stack.progress import LOG_INTERVAL_S, progress_bar
 
 pytestmark = pytest.mark.unit

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vam_stack import launch_args
 from vam_stack.topics import resolve
 
 pytestmark = pytest.mark.unit
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
 NODE_MODULES = {"camera_bridge": "camera_bridge.node", "vam_policy_node": "vam_policy_node.node",
                 "tr_monitor_node": "tr_monitor_node.node", "yam_driver": "yam_driver.node",
-                "libero_bridge": "libero_bridge.node"}  # executable = node name -> module
+                "libero_bridge": "vam_sim.libero_mock.node"}  # executable = node name -> module
 HAVE_LAUNCH_ROS = importlib.util.find_spec("launch_ros") is not None
 
 
@@ -49,14 +50,25 @@ def launched_nodes(path: Path) -> list[dict]:
 
 
 def declared_arguments(path: Path) -> set[str]:
-    text = path.read_text()
-    tree = ast.parse(text)
-    names = {c.args[0].value for c in ast.walk(tree) if isinstance(c, ast.Call)
-             and getattr(c.func, "id", None) == "DeclareLaunchArgument" and isinstance(c.args[0], ast.Constant)}
-    for node in ast.walk(tree):  # plus the keys of the ARGUMENTS table
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "ARGUMENTS":
-            names |= {k.value for k in node.value.keys}
+    """Arguments a launch file declares: its DeclareLaunchArgument calls and `declare(NAME)` of
+    the shared table (vam_stack/launch_args.py)."""
+    tree = ast.parse(path.read_text())
+    names = set()
+    for c in ast.walk(tree):
+        if isinstance(c, ast.Call) and c.args and isinstance(c.args[0], ast.Constant):
+            fn = getattr(c.func, "id", None)
+            if fn == "DeclareLaunchArgument":
+                names.add(c.args[0].value)
+            elif fn == "declare":
+                names |= set(launch_args.arguments(c.args[0].value))
     return names
+
+
+def used_arguments(path: Path) -> set[str]:
+    """Arguments a launch file reads: LaunchConfiguration (as `arg`) and the typed helpers."""
+    return {c.args[0].value for c in ast.walk(ast.parse(path.read_text())) if isinstance(c, ast.Call)
+            and getattr(c.func, "id", None) in ("arg", "LaunchConfiguration", "text", "flag", "integer")
+            and c.args and isinstance(c.args[0], ast.Constant)}
 
 
 def node_params(executable: str) -> dict:
@@ -68,6 +80,19 @@ def test_launch_files_exist_and_declare_their_arguments():
     common = {"params_file", "checkpoint", "guidance", "preset", "use_rviz", "use_rqt"}
     assert common | {"instruction", "use_emulated_driver", "camera_config"} <= declared_arguments(LAUNCH_FILES[0])
     assert common | {"suite", "task", "episodes"} <= declared_arguments(LAUNCH_FILES[1])
+    for path in LAUNCH_FILES:
+        undeclared = used_arguments(path) - declared_arguments(path)
+        assert not undeclared, f"{path.name} reads undeclared arguments {undeclared}"
+        unused = declared_arguments(path) - used_arguments(path)
+        assert not unused, f"{path.name} declares arguments it never reads {unused}"
+
+
+def test_the_launch_argument_table_is_checked():
+    assert set(launch_args.arguments("robot")) >= {"camera_config", "use_emulated_driver", "use_rviz"}
+    assert launch_args.arguments("robot")["use_rviz"][0] == "true" and launch_args.arguments("sim")["use_rviz"][0] == "false"
+    assert launch_args.arguments("sim")["preset"][0] == "libero64"
+    with pytest.raises(ValueError, match="robot"):
+        launch_args.arguments("mujoco")
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)

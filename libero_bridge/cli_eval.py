@@ -1,3 +1,0 @@
-"""Entry module for `vam-stack eval` (see libero_bridge.cli)."""
-from .cli import add_eval_arguments as add_arguments  # noqa: F401
-from .cli import run_eval as run  # noqa: F401

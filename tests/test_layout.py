@@ -1,0 +1,112 @@
+"""The package layout holds: no import cycle between top-level packages, and a ROS-free model library.
+
+Every import counts, function-level ones included, and so does a string naming one of our
+modules (the `vam-stack` command table loads its subcommands by name), so a lazy import cannot
+hide a cycle.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name not in ("tests", "build", "install"))
+NODE_PACKAGES = {"vam_policy_node", "camera_bridge", "yam_driver", "tr_monitor_node"}
+MODULE_STRING = re.compile(r"^(%s)(\.\w+)+$" % "|".join(PACKAGES))
+
+pytestmark = pytest.mark.unit
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level names of everything `path` imports or names as a module string."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_STRING.match(node.value):
+            found.add(node.value.split(".")[0])
+    return found
+
+
+def package_graph(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
+    """{package: {imported package: [files]}} over the repository's top-level packages."""
+    graph: dict[str, dict[str, list[str]]] = {p: defaultdict(list) for p in PACKAGES}
+    for pkg in PACKAGES:
+        for path in sorted((root / pkg).rglob("*.py")):
+            for name in _imports(path):
+                if name != pkg:
+                    graph[pkg][name].append(str(path.relative_to(root)))
+    return graph
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle in a directed graph as [a, b, ..., a], or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(edges.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state and (c := visit(m)):
+                return c
+        state[n] = 2
+        stack.pop()
+        return None
+
+    for n in sorted(edges):
+        if n not in state and (c := visit(n)):
+            return c
+    return None
+
+
+def test_no_import_cycle_between_top_level_packages():
+    graph = package_graph()
+    edges = {p: {q for q in deps if q in graph} for p, deps in graph.items()}
+    cycle = find_cycle(edges)
+    if cycle:
+        where = [f"{a} -> {b}: {', '.join(graph[a][b][:3])}" for a, b in zip(cycle, cycle[1:])]
+        pytest.fail("import cycle " + " -> ".join(cycle) + "\n" + "\n".join(where))
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_a_lazy_or_string_import_counts(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("def g():\n    from vam_sim.libero_mock import env\n\nTABLE = {'x': 'vam_bench.policy'}\n")
+    assert {"vam_sim", "vam_bench"} <= _imports(f)
+
+
+def test_the_model_library_imports_no_node_simulator_or_ros():
+    graph = package_graph()
+    banned = NODE_PACKAGES | {"vam_sim", "vam_train", "vam_experiments", "vam_bench", "vam_cli", "rclpy", "launch",
+                              "launch_ros"}
+    found = {dep: files for dep, files in graph["vam_model"].items() if dep in banned}
+    assert not found, f"vam_model imports {found}"
+
+
+def test_the_shared_base_imports_none_of_our_packages():
+    graph = package_graph()
+    found = {dep: files for dep, files in graph["vam_stack"].items() if dep in PACKAGES}
+    assert not found, f"vam_stack (the shared base) imports {found}"
+
+
+def test_only_node_modules_import_rclpy():
+    offenders = []
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            if "rclpy" in _imports(path) and path.name not in ("node.py", "ros.py"):
+                offenders.append(str(path.relative_to(ROOT)))
+    assert not offenders, f"rclpy imported outside node.py / vam_stack/ros.py: {offenders}"

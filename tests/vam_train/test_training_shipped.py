@@ -1,0 +1,120 @@
+"""The shipped weights (models/libero64.safetensors): they load, replan, follow the instruction,
+and a seeded evaluation of several episodes stays above a floor set well below the measured rate
+(no test pins the outcome of one rollout: that breaks on a BLAS or thread-count change)."""
+import numpy as np
+import pytest
+
+from vam_stack.paths import models_dir
+
+SHIPPED = models_dir() / "libero64.safetensors"
+
+
+@pytest.fixture(scope="module")
+def policy():
+    from vam_model.policy import build_policy
+
+    assert SHIPPED.is_file(), f"{SHIPPED} is missing: train it (docs/training.md) and copy model.safetensors there"
+    return build_policy(checkpoint=SHIPPED, guidance="none", seed=0)
+
+
+@pytest.mark.unit
+def test_shipped_weights_are_small_carry_their_statistics_and_the_mock_they_learned(policy):
+    from vam_sim.libero_mock.config import CONVENTIONS, checkpoint_conventions
+    from vam_model.networks.checkpoint import read_metadata
+
+    assert SHIPPED.stat().st_size <= 25e6
+    cfg, extra = read_metadata(SHIPPED)
+    assert cfg.name == "libero64" and extra["text_encoder"].startswith("pkg:")
+    for key in ("action", "proprio"):
+        mean, std = policy.stats[key]
+        assert np.all(std > 0) and not np.allclose(std, 1.0)               # real statistics, not the defaults
+    assert policy.weights == str(SHIPPED)
+    assert checkpoint_conventions(SHIPPED) == CONVENTIONS                  # trained on the mock as it is
+
+
+def _fit(stacked):
+    from camera_bridge.preprocess import fit_views
+
+    return fit_views(stacked, 2, 64, 64)
+
+
+@pytest.mark.unit
+def test_shipped_weights_run_one_replan(policy):
+    from vam_sim.libero_mock import make_env
+
+    env = make_env("goal", 1, 0, 0)
+    obs = env.reset()
+    policy.reset(env.instruction)
+    out = policy.infer({"frames": np.repeat(_fit(obs["stacked"])[None], 17, axis=0), "proprio": obs["proprio"]})
+    assert out["actions"].shape == (17, 7) and np.isfinite(out["actions"]).all()
+    assert np.isfinite(out["tr"]) and out["branches_computed"] == ["cond"]
+    # A trained model moves the gripper (a random one outputs noise around the statistics' mean).
+    assert np.abs(out["actions"][:5, :3]).max() > 0.05
+
+
+def first_chunk_errors(policy, seed: int = 5, wrong_per_task: int = 3):
+    """Normalised MSE between the policy's first 10 actions and the scripted expert's, on the first
+    state of one `goal` episode per task at seed id 5 (neither training nor reporting), with the
+    task's own instruction and with `wrong_per_task` other tasks' instructions."""
+    import torch
+
+    from vam_sim.libero_mock import make_env
+    from vam_sim.libero_mock.expert import expert_action
+
+    std = np.asarray(policy.stats["action"][1])
+    starts, experts, instr = [], [], []
+    for task in range(10):
+        env = make_env("goal", task, 0, seed)
+        obs = env.reset()
+        starts.append(obs)
+        instr.append(env.instruction)
+        acts = []
+        for _ in range(10):
+            acts.append(np.clip(expert_action(env), -1, 1))
+            env.step(acts[-1])
+        experts.append(np.stack(acts))
+    right, wrong = [], []
+    for task in range(10):
+        for j in [task] + [(task + k) % 10 for k in range(1, wrong_per_task + 1)]:
+            policy.reset(instr[j])
+            g = torch.Generator().manual_seed(task)
+            noise = {"video": policy.model.video_noise(1, 5, g), "action": torch.randn(1, 17, 7, generator=g)}
+            out = policy.infer({"frames": np.repeat(_fit(starts[task]["stacked"])[None], 17, axis=0),
+                                "proprio": starts[task]["proprio"]}, noise)
+            err = float((((out["actions"][:10] - experts[task]) / std) ** 2).mean())
+            (right if j == task else wrong).append(err)
+    return float(np.mean(right)), float(np.mean(wrong))
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_shipped_model_follows_the_instruction(policy):
+    """Open-loop floor: the first chunk is close to the expert's with the right instruction and
+    clearly further with a wrong one (a broken model, text route or normalisation fails both)."""
+    right, wrong = first_chunk_errors(policy)
+    assert right < RIGHT_MAX, f"first-chunk error with the right instruction {right:.3f} >= {RIGHT_MAX} (measured {RIGHT_MEASURED})"
+    assert right / wrong < RATIO_MAX, (f"right/wrong instruction error ratio {right / wrong:.3f} >= {RATIO_MAX} "
+                                       f"(measured {RATIO_MEASURED}): the instruction no longer steers the policy")
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_shipped_model_solves_seeded_goal_episodes_above_a_floor(policy, tmp_path):
+    """Ten goal episodes (one per task, seed id 5, unguided): at least FLOOR solved. The floor sits
+    far below the measured rate, so it fails on a broken model, not on one unlucky rollout."""
+    from vam_sim.libero_mock.runner import SimConfig, SimRunner
+
+    cfg = SimConfig(suite="goal", episodes=10, seed=5, guidance="none", record=False, plots=False)
+    policy.generator.manual_seed(5)
+    with SimRunner(cfg, tmp_path, policy=policy) as runner:
+        solved = sum(runner.run_episode(i)["success"] for i in range(10))
+    assert solved >= FLOOR, f"the shipped model solved {solved}/10 seeded goal episodes (floor {FLOOR}, measured {MEASURED})"
+
+
+# Measured on the shipped model (this file's own computations, 2 threads): right-instruction error
+# 0.015 (normalised units), wrong 0.86, ratio 0.018; the seeded ten episodes: 10/10 (the reporting
+# seeds: 91/100, docs/training.md). The limits sit far from both: a model at 91 % fails the floor
+# of 6/10 with probability < 0.2 %, a broken one always.
+RIGHT_MEASURED, RATIO_MEASURED = 0.015, 0.018
+RIGHT_MAX, RATIO_MAX = 0.1, 0.3
+MEASURED, FLOOR = "10/10", 6

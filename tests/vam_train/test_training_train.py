@@ -1,0 +1,191 @@
+"""Trainer: resume equals an uninterrupted run, export loads into the policy, two-stage, LoRA."""
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from vam_sim.libero_mock import rollout_expert
+from vam_train.dataset import Dataset, write_dataset
+from vam_train.losses import LossConfig
+from vam_train.train import TrainConfig, Trainer, load_train_config, merge_lora
+from vam_stack.config import ConfigError
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ds") / "demos"
+    from vam_sim.libero_mock import LiberoMockConfig
+    from vam_train.collect import bridge_info
+
+    demos = [rollout_expert("goal", 1, 0, 9), rollout_expert("goal", 6, 0, 9)]
+    return Dataset(write_dataset(root, demos, bridge_info(LiberoMockConfig())))
+
+
+def _cfg(**kw):
+    base = dict(steps=4, batch=2, warmup=1, ema=0.5, checkpoint_every=2, log_every=1, threads=1,
+                loss=LossConfig(action_samples=2))
+    return TrainConfig(**(base | kw))
+
+
+@pytest.mark.unit
+def test_resume_matches_an_uninterrupted_run(data, micro_cfg, tmp_path):
+    full = Trainer(_cfg(), tmp_path / "full", data=data, model_cfg=micro_cfg)
+    full.fit(progress=False)
+    part = Trainer(_cfg(), tmp_path / "part", data=data, model_cfg=micro_cfg)
+    part.fit(progress=False, stop_after=2)
+    assert part.step == 2 and (tmp_path / "part" / "train_state.pt").is_file()
+    resumed = Trainer(_cfg(), tmp_path / "part", data=data, model_cfg=micro_cfg)
+    resumed.load_state()
+    assert resumed.step == 2
+    resumed.fit(progress=False)
+    assert resumed.step == 4
+    for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-5), name
+    lines = (tmp_path / "part" / "log.jsonl").read_text().splitlines()
+    assert [int(line.split('"step": ')[1].split(",")[0]) for line in lines] == [1, 2, 3, 4]
+
+
+@pytest.mark.unit
+def test_export_round_trips_into_the_policy(data, micro_cfg, tmp_path):
+    from vam_model.policy import build_policy
+
+    tr = Trainer(_cfg(steps=1), tmp_path / "run", data=data, model_cfg=micro_cfg)
+    tr.fit(progress=False)
+    policy = build_policy(checkpoint=tmp_path / "run" / "model.safetensors", guidance="none")
+    assert policy.mcfg.name == "micro"
+    from vam_sim.libero_mock.config import CONVENTIONS, LiberoMockConfig, checkpoint_conventions
+
+    # the checkpoint says which mock it was trained on (sim warns when that is not the current one)
+    assert checkpoint_conventions(tmp_path / "run" / "model.safetensors") == CONVENTIONS
+    assert LiberoMockConfig.from_dict(data.info["mock"]) == LiberoMockConfig()
+    mean, std = policy.stats["action"]
+    np.testing.assert_allclose(mean, data.stats["action_mean"], rtol=1e-6)
+    np.testing.assert_allclose(std, data.stats["action_std"], rtol=1e-6)
+    np.testing.assert_allclose(policy.stats["proprio"][1], data.stats["proprio_std"], rtol=1e-6)
+    for a, b in zip(policy.model.state_dict().values(), tr.ema.state_dict().values()):
+        assert torch.equal(a, b)                                  # the EMA weights are what ships
+    policy.reset(data.instructions[0])
+    r = micro_cfg.robot
+    frames = np.zeros((r.frames, r.image_height, r.image_width, 3), np.uint8)
+    out = policy.infer({"frames": frames, "proprio": data.episodes[0].proprio[0]})
+    assert out["actions"].shape == (17, 7) and np.isfinite(out["actions"]).all()
+
+
+@pytest.mark.unit
+def test_two_stage_trains_video_then_only_the_head(data, micro_cfg, tmp_path):
+    tr = Trainer(_cfg(mode="two_stage", stage1_steps=1, steps=1, ema=0.0), tmp_path / "r", data=data,
+                 model_cfg=micro_cfg)
+    head0 = [p.detach().clone() for p in tr.model.head.parameters()]
+    tr.fit(progress=False, stop_after=1)
+    assert tr.stage == "video"
+    assert all(torch.equal(a, b) for a, b in zip(head0, tr.model.head.parameters()))   # stage 1: no head update
+    dit1 = [p.detach().clone() for p in tr.model.dit.parameters()]
+    tr.fit(progress=False)
+    assert tr.stage == "head" and tr.step == 2
+    assert all(torch.equal(a, b) for a, b in zip(dit1, tr.model.dit.parameters()))     # stage 2: DiT frozen
+    assert not all(torch.equal(a, b) for a, b in zip(head0, tr.model.head.parameters()))
+
+
+@pytest.mark.unit
+def test_lora_wraps_the_dit_projections_and_merges_back(data, micro_cfg, micro_model, tmp_path):
+    from peft.tuners.lora import LoraLayer
+
+    from vam_model.networks.checkpoint import save_checkpoint
+
+    pre = save_checkpoint(tmp_path / "pretrained.safetensors", micro_model, micro_cfg)
+    tr = Trainer(_cfg(init_from=str(pre), lora_rank=4, steps=1, ema=0.0), tmp_path / "r", data=data,
+                 model_cfg=micro_cfg)
+    blk = tr.model.dit.model.transformer_blocks[0]
+    for mod in (blk.attn1.to_q, blk.attn1.to_k, blk.attn1.to_v, blk.attn1.to_out[0], blk.attn2.to_q,
+                blk.ff.net[0].proj, blk.ff.net[2]):
+        assert isinstance(mod, LoraLayer)
+    trainable = {n for n, p in tr.model.dit.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n for n in trainable)
+    tr.fit(progress=False)
+    merged = merge_lora(tr.model)
+    assert set(merged.state_dict()) == set(micro_model.state_dict())
+    x = torch.randn(1, 16, 5, 8, 16)
+    mask = torch.zeros(1, 1, 5, 8, 16)
+    sf, text = torch.full((1, 5), 0.5), torch.randn(1, 32, micro_cfg.dit.text_dim)
+    with torch.no_grad():
+        assert torch.allclose(tr.model.dit.velocity(x, mask, sf, text), merged.dit.velocity(x, mask, sf, text),
+                              atol=1e-5)
+    assert not torch.allclose(merged.dit.model.transformer_blocks[0].attn1.to_q.weight,
+                              micro_model.dit.model.transformer_blocks[0].attn1.to_q.weight)
+
+
+@pytest.mark.unit
+def test_train_config_validates_and_the_shipped_yaml_loads():
+    from vam_stack.paths import config_dir
+
+    with pytest.raises(ConfigError, match="init_from"):
+        TrainConfig(lora_rank=8)
+    with pytest.raises(ConfigError, match="'both'"):
+        TrainConfig(mode="both")
+    cfg = load_train_config(Path(config_dir()) / "train_tiny.yaml", {"steps": 7})
+    assert cfg.steps == 7 and cfg.loss.video_weight == 1.0 and cfg.loss.beta_a == 1.5
+    assert cfg.recovery.at == () and cfg.recovery.weight == 2.0   # the shipped model trained without rounds
+    with pytest.raises(ConfigError, match="did you mean"):
+        load_train_config(Path(config_dir()) / "train_tiny.yaml", {"stepz": 1})
+
+
+@pytest.mark.unit
+def test_head_text_path_trains_only_the_text_route_of_the_dit(data, micro_cfg, tmp_path):
+    tr = Trainer(_cfg(mode="two_stage", stage1_steps=0, steps=1, ema=0.0, head_text_path=True, feature_reuse=1),
+                 tmp_path / "r", data=data, model_cfg=micro_cfg)
+    k = micro_cfg.dit.feature_block
+    trainable = {n for n, p in tr.model.dit.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith(("model.crossattn_proj.", f"model.transformer_blocks.{k - 1}.attn2."))
+                             for n in trainable)
+    before = {n: p.detach().clone() for n, p in tr.model.dit.named_parameters()}
+    tr.fit(progress=False)
+    for n, p in tr.model.dit.named_parameters():
+        assert torch.equal(before[n], p) != (n in trainable), n
+    with pytest.raises(ConfigError, match="feature_reuse"):
+        TrainConfig(head_text_path=True, feature_reuse=2)
+
+
+@pytest.mark.unit
+def test_planning_weight_oversamples_planning_steps(data, micro_cfg, tmp_path):
+    from vam_train.train import Batches
+
+    phase = np.concatenate([e.phase for e in data.episodes])
+    base = 1.0 - phase.mean()                                 # planning share of the recorded steps
+    b = Batches(data, _cfg(planning_weight=4.0, batch=64), {}, 17, 17, (224, 448))
+    picked = np.concatenate([np.random.default_rng([0, s]).choice(len(data), 64, p=b.p) for s in range(40)])
+    share = float((phase[picked] == 0).mean())
+    expect = 4 * base / (4 * base + (1 - base))
+    assert abs(share - expect) < 0.05 and share > base + 0.1
+    assert Batches(data, _cfg(), {}, 17, 17, (224, 448)).p is None
+    with pytest.raises(ConfigError, match="planning_weight"):
+        TrainConfig(planning_weight=0.0)
+
+
+@pytest.mark.unit
+def test_libero64_preset_keeps_every_mechanism_on_a_small_token_geometry():
+    from vam_model.networks.config import load_config
+
+    small, tiny = load_config("libero64"), load_config("tiny")
+    assert (small.robot.camera_width, small.robot.camera_height) == (64, 64)
+    assert small.head_tokens_per_frame == 32 and small.head_video_tokens == 160
+    # everything but the view size and the head's token grouping is tiny's
+    assert small.dit == tiny.dit and small.solver == tiny.solver and small.tokenizer == tiny.tokenizer
+    assert dataclasses.replace(small.head, video_group=tiny.head.video_group) == tiny.head
+    assert small.robot.chunk == 17 and small.robot.execute == 10 and small.robot.control_hz == 20.0
+
+
+@pytest.mark.unit
+def test_training_on_libero64_fits_the_224_px_frames_once_into_memory(data, tmp_path):
+    from camera_bridge.preprocess import fit_views
+    from vam_model.networks.config import load_config
+
+    cfg = load_config("libero64")
+    copy = Dataset(data.root)
+    tr = Trainer(_cfg(steps=1, cache_frames=True, preset="libero64"), tmp_path / "run", data=copy, model_cfg=cfg)
+    ep = copy.episodes[0]
+    assert ep.decoded.shape == (len(ep), 64, 128, 3)                    # held at the model's size
+    np.testing.assert_array_equal(ep.decoded[3], fit_views(data.episodes[0].frame(3), 2, 64, 64))
+    tr.fit(progress=False)
+    assert (tmp_path / "run" / "model.safetensors").is_file()

@@ -1,0 +1,196 @@
+"""GPU check (run by scripts/gpu_check.sh): TensorRT engines, parity and latency per preset.
+
+For each preset (default: real, then libero), with seeded random weights on the GPU:
+  1. torch eager fp32 reference outputs of the DiT velocity and block-k features (batch 1);
+  2. latency of torch eager (bf16 autocast), torch.compile (bf16 autocast) and TensorRT (bf16
+     graph, engines built and cached by the `tensorrt` backend; optional FP8);
+  3. TensorRT parity against the fp32 reference (cosine and max |err| inside the bf16 bounds);
+  4. replan latency composed from measured stages: tokenizer encode, `feature_index` full
+     passes + one block-k pass, head prefix and 10 cached Euler steps (torch bf16). Unguided
+     = the conditional branch; guided = + null-text (T frames) and plan (T' frames) branches.
+     The policy itself runs on CPU tensors, so the replan is composed, not timed end to end;
+  5. the fraction of the GPU's dense bf16 peak reached by the video pass.
+A deadline (`--budget-s`) stops before a preset that would not fit; every figure lands in one
+JSON as it is measured, so a stopped run still leaves what it got.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from vam_model.backends import BackendConfig, make_backend, parity, within_bounds
+from vam_bench.backends import dit_call_flops, summarize
+
+# Dense bf16 tensor-core peak (FLOP/s, no sparsity) by GPU name fragment, from vendor data sheets.
+BF16_PEAK = {"H200": 989e12, "H100 SXM": 989e12, "H100 80GB HBM3": 989e12, "H100 PCIe": 756e12, "H100": 756e12,
+             "A100": 312e12, "L40S": 362e12, "L4": 121e12, "RTX 4090": 165e12, "A10": 125e12}
+
+
+def bf16_peak(name: str) -> float | None:
+    for frag, peak in BF16_PEAK.items():
+        if frag in name:
+            return peak
+    return None
+
+
+def _time(fn, repeats: int) -> dict:
+    fn()
+    torch.cuda.synchronize()
+    xs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        xs.append(time.perf_counter() - t0)
+    return summarize(xs)
+
+
+@torch.no_grad()
+def check_preset(preset: str, repeats: int, cache_dir: str, precision: str, level: int, compile: bool,
+                 log=print) -> dict:
+    from vam_model.export import example_inputs, load_model
+    from vam_model.networks.info import model_info
+
+    t0 = time.perf_counter()
+    model = load_model(preset, device="cuda")
+    mcfg = model.cfg
+    res: dict = {"preset": preset, "model_init_s": round(time.perf_counter() - t0, 1)}
+    ex = {k: v[:1].cuda() for k, v in example_inputs(mcfg).items()}
+    args = (ex["x"], ex["mask"], ex["sigma_frames"], ex["text"])
+    ref = {c: getattr(model.dit, c)(*args) for c in ("velocity", "features")}
+    res["flops_per_call"] = dit_call_flops(mcfg)
+    lat: dict = {}
+
+    def bf16(fn):
+        def call():
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                return fn(*args)
+        return call
+
+    for c in ("velocity", "features"):
+        lat[f"torch_eager_bf16_{c}"] = _time(bf16(getattr(model.dit, c)), repeats)
+    log(f"[gpu_check] {preset}: torch eager bf16 {lat['torch_eager_bf16_velocity']}")
+    t0 = time.perf_counter()
+    trt = make_backend(BackendConfig(name="tensorrt", precision=precision, cache_dir=cache_dir, builder_level=level),
+                       model, progress=lambda m: log(m))
+    res["tensorrt_setup_s"] = round(time.perf_counter() - t0, 1)
+    res["tensorrt"] = trt.describe()
+    for c in ("velocity", "features"):
+        p = parity(getattr(trt, c)(*args), ref[c])
+        res[f"parity_tensorrt_{c}"] = {**p, "precision": precision, "ok": within_bounds(p, precision)}
+        lat[f"tensorrt_{c}"] = _time(lambda c=c: getattr(trt, c)(*args), repeats)
+    log(f"[gpu_check] {preset}: tensorrt {lat['tensorrt_velocity']} parity {res['parity_tensorrt_velocity']}")
+    if compile:
+        t0 = time.perf_counter()
+        comp = {c: torch.compile(getattr(model.dit, c)) for c in ("velocity", "features")}
+        bf16(comp["velocity"])()
+        res["torch_compile_first_call_s"] = round(time.perf_counter() - t0, 1)
+        for c in ("velocity", "features"):
+            lat[f"torch_compile_bf16_{c}"] = _time(bf16(comp[c]), repeats)
+    res["latency"] = lat
+    info = model_info(preset)
+    res["replan"] = _compose_replan(model, mcfg, lat, repeats, info["flops"])
+    res["model_info_flops"] = info["flops"]
+    peak = bf16_peak(torch.cuda.get_device_name())
+    n = mcfg.solver.feature_index
+    for engine in ("tensorrt", "torch_eager_bf16") + (("torch_compile_bf16",) if compile else ()):
+        ms = n * lat[f"{engine}_velocity"]["median_ms"] + lat[f"{engine}_features"]["median_ms"]
+        flop = info["flops"]["video_pass"]
+        res.setdefault("video_pass", {})[engine] = {
+            "ms": round(ms, 3), "tflop_s": round(flop / (ms / 1e3) / 1e12, 2),
+            "fraction_of_bf16_peak": round(flop / (ms / 1e3) / peak, 4) if peak else None}
+    res["unguided_bf16_compute_limit_ms"] = round(res["replan"]["unguided_flop"] / peak * 1e3, 2) if peak else None
+    trt.close()
+    del model
+    torch.cuda.empty_cache()
+    return res
+
+
+def _compose_replan(model, mcfg, lat: dict, repeats: int, f: dict) -> dict:
+    """Replan latency from measured stages (TensorRT video passes, torch bf16 tokenizer and head)."""
+    r, steps = mcfg.robot, 10
+    frames = torch.randint(0, 256, (1, 1, r.image_height, r.image_width, 3), dtype=torch.uint8, device="cuda")
+    enc = _time(lambda: model.encode_frames(frames), repeats)["median_ms"]
+    feats = torch.randn(1, mcfg.solver.latent_frames, mcfg.dit_tokens_per_frame, mcfg.dit.width, device="cuda")
+    state = torch.zeros(1, r.proprio_dim, device="cuda")
+    actions = torch.randn(1, r.chunk, r.action_dim, device="cuda")
+    sig = torch.full((1,), 0.5, device="cuda")
+    holder = {}
+
+    def prefix():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            holder["cache"] = model.head.prefix_cache(model.head.embed_prefix(feats, mcfg.dit_grid, sig, state))
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            model.head.denoise_step(holder["cache"], actions, sig, probs_layer=mcfg.head.tr_layer)
+
+    pre = _time(prefix, repeats)["median_ms"]
+    eul = _time(step, repeats)["median_ms"]
+    n = mcfg.solver.feature_index
+    video = n * lat["tensorrt_velocity"]["median_ms"] + lat["tensorrt_features"]["median_ms"]
+    # the plan branch rolls out T' frames: scale the T-frame pass by the token ratio (attention grows faster; a floor)
+    plan_video = video * mcfg.solver.plan_latent_frames / mcfg.solver.latent_frames
+    unguided = enc + video + pre + steps * eul
+    guided = unguided + video + plan_video + 2 * pre + 2 * steps * eul
+    return {"encode_ms": round(enc, 3), "video_pass_ms": round(video, 3), "plan_video_pass_ms_est": round(plan_video, 3),
+            "head_prefix_ms": round(pre, 3), "euler_step_ms": round(eul, 3),
+            "unguided_ms": round(unguided, 3), "guided_ms_est": round(guided, 3),
+            "unguided_flop": f["video_pass"] + f["head_prefix"] + steps * f["euler_step"],
+            "targets_h200_real": {"unguided_ms": 70, "guided_ms": 400}}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", action="append", help="presets in order (default: real, libero)")
+    p.add_argument("--precision", default="bf16", choices=["fp16", "bf16", "fp8"], help="TensorRT precision")
+    p.add_argument("--builder-level", type=int, default=2, help="TensorRT optimisation level (2: faster builds)")
+    p.add_argument("--repeats", type=int, default=20, help="timed calls per figure")
+    p.add_argument("--no-compile", action="store_true", help="skip torch.compile (saves its compile time)")
+    p.add_argument("--budget-s", type=float, default=540.0, help="stop before a preset once this is spent")
+    p.add_argument("--cache-dir", default="~/.cache/vam_stack", help="ONNX and engine cache")
+    p.add_argument("--json", required=True, help="results JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not torch.cuda.is_available():
+        raise SystemExit("gpu_check needs a CUDA GPU: torch.cuda.is_available() is False")
+    t_start = time.perf_counter()
+    out = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "bf16_peak_flop_s":
+           bf16_peak(torch.cuda.get_device_name()), "presets": {}, "not_run": []}
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ok = True
+    presets = args.preset or ["real", "libero"]
+    for i, preset in enumerate(presets):
+        spent = time.perf_counter() - t_start
+        if i and spent > args.budget_s * 0.5:                           # a 2 B preset needs about half the budget
+            out["not_run"] += presets[i:]
+            break
+        try:
+            res = check_preset(preset, args.repeats, args.cache_dir, args.precision, args.builder_level,
+                               not args.no_compile)
+            ok &= all(res[f"parity_tensorrt_{c}"]["ok"] for c in ("velocity", "features"))
+        except Exception as e:  # noqa: BLE001 - recorded; the next preset still runs
+            res, ok = {"error": f"{type(e).__name__}: {e}"}, False
+        out["presets"][preset] = res
+        out["wall_s"] = round(time.perf_counter() - t_start, 1)
+        path.write_text(json.dumps(out, indent=2, default=float) + "\n")
+        print(f"[gpu_check] {preset}: {json.dumps(res.get('replan', res), default=float)}", flush=True)
+    out["parity_ok"] = ok
+    path.write_text(json.dumps(out, indent=2, default=float) + "\n")
+    print(f"[gpu_check] wrote {path} in {time.perf_counter() - t_start:.0f} s; parity {'ok' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(p)
+    return run(p.parse_args())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+"""The `vam-stack` command: one entry point, subcommands loaded lazily from their packages.
+
+Each subcommand module provides `add_arguments(parser)` and `run(args) -> int`. `main(argv)`
+raises whatever the command raises (for programmatic callers and tests); the console script
+runs `entry()`, which prints a user's mistake as one line and exits 2 (see `entry`).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import sys
+
+# name -> (module, one-line help). Modules are imported only when their command runs.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "model-info": ("vam_model.networks.info", "parameters, tokens, sigma grid and FLOPs of a preset"),
+    "sim": ("vam_sim.libero_mock.cli", "closed-loop episodes on the mocked LIBERO bridge (summary, TR plots, MCAP)"),
+    "eval": ("vam_sim.libero_mock.cli_eval", "success per task and suite, ID vs OOD, across guidance schedules"),
+    "collect": ("vam_train.collect", "scripted-expert demonstrations into a dataset on disk"),
+    "train": ("vam_train.train", "train the video-action model (joint or two-stage)"),
+    "tr-study": ("vam_experiments.tr_study", "TR of a trained model by expert phase and against sigma_v"),
+    "export": ("vam_model.export", "export the DiT feature extractor / head to ONNX"),
+    "libero-check": ("vam_sim.libero_real.check", "compare the mocked LIBERO bridge's conventions with real LIBERO's"),
+    "checkpoint": ("vam_model.networks.checkpoint", "verify a checkpoint's tensor hash, or add it to a trusted one"),
+}
+
+# `vam-stack bench NAME`: benchmarks that print numbers (never timed unit tests).
+BENCHES: dict[str, tuple[str, str]] = {
+    "policy": ("vam_bench.policy", "replan latency: unguided vs TR-gated vs guided; prefix cache"),
+    "executor": ("vam_bench.executor", "30 Hz executor jitter with the tiny policy inferring"),
+    "camera": ("vam_bench.camera", "per-tick cost of read + sync + resize + stack, 3 cameras"),
+    "driver": ("vam_bench.driver", "read + write of 14 motors per tick on each emulator"),
+    "libero": ("vam_bench.libero", "mocked LIBERO: physics step, each camera, full env step"),
+    "backends": ("vam_bench.backends", "feature-extractor latency and parity per backend"),
+    "yam-mujoco": ("vam_bench.yam_mujoco", "simulated YAM: physics and three-view render time per 30 Hz tick"),
+    "all": ("vam_bench.run_all", "every benchmark in one run, one JSON"),
+}
+
+
+DEBUG_HELP = ("a mistake in a command line or config file prints one line and exits 2; --debug "
+              "(anywhere on the line) or VAM_STACK_DEBUG=1 shows the traceback instead")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vam-stack", description=__doc__.splitlines()[0], epilog=DEBUG_HELP)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_)
+        p.set_defaults(_module=module)
+    if BENCHES:
+        bench = sub.add_parser("bench", help="benchmarks: " + ", ".join(BENCHES))
+        bsub = bench.add_subparsers(dest="bench", metavar="BENCH")
+        for name, (module, help_) in BENCHES.items():
+            p = bsub.add_parser(name, help=help_)
+            p.set_defaults(_module=module)
+    return parser
+
+
+def _resolve(argv: list[str]) -> tuple[str | None, str, list[str]]:
+    """(module, prog, remaining args) for `COMMAND ...` or `bench NAME ...`; module None if unknown."""
+    if argv and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]][0], f"vam-stack {argv[0]}", argv[1:]
+    if len(argv) >= 2 and argv[0] == "bench" and argv[1] in BENCHES:
+        return BENCHES[argv[1]][0], f"vam-stack bench {argv[1]}", argv[2:]
+    return None, "vam-stack", argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    module_name, prog, rest = _resolve(argv)
+    if module_name is None:
+        # unknown or missing command: argparse prints usage/help (or the error) and exits
+        parser = _build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "_module", None) is None:
+            parser.print_help()
+            return 2
+    module = importlib.import_module(module_name)
+    full = argparse.ArgumentParser(prog=prog, description=(module.__doc__ or "").strip().splitlines()[0])
+    module.add_arguments(full)
+    return int(module.run(full.parse_args(rest)) or 0)
+
+
+# what a user's mistake raises: a bad value (ConfigError is a ValueError) or a bad path
+USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+               PermissionError)
+
+
+def entry(argv: list[str] | None = None) -> int:
+    """The console script: `main(argv)` with a user's mistake (`USER_ERRORS`, or a command's
+    `SystemExit("message")`) printed as `vam-stack <command>: error: <message>` on stderr,
+    exit 2, and an interrupt as one line, exit 130. `--debug` anywhere in `argv` (removed before
+    the command parses it) or VAM_STACK_DEBUG=1 re-raises instead, traceback included."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("VAM_STACK_DEBUG", "").strip() not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
+    prog = _resolve(argv)[1]
+    try:
+        return main(argv)
+    except USER_ERRORS as e:
+        if debug:
+            raise
+        print(f"{prog}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except SystemExit as e:
+        if debug or not isinstance(e.code, str):
+            raise
+        print(f"{prog}: error: {_one_line(e.code)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(e: BaseException | str) -> str:
+    text = e if isinstance(e, str) else (str(e) or type(e).__name__)
+    return re.sub(r"\s*\n\s*", " ", text).strip()
+
+
+if __name__ == "__main__":
+    sys.exit(entry())

@@ -1,0 +1,301 @@
+"""Checkpoints: safetensors weights with the preset (and normalisation stats) stored beside them.
+
+`save_checkpoint(path, model, cfg, extra)` writes `path` (.safetensors) whose metadata holds the
+model config as JSON, any `extra` JSON (e.g. action/proprio statistics) and `tensor_sha256`, an
+integrity hash of the tensors (`tensor_digest`: SHA-256 over every tensor's name, dtype, shape
+and raw bytes, in name order).
+
+Loading refuses, with the file named:
+  - a missing file, a file that is not safetensors, a stored config that does not validate;
+  - a stored config that claims a registered preset name (models/<name>.yaml) but whose robot
+    geometry (action type and size, proprio size, cameras, chunk, rates) differs from it: a
+    LIBERO-trained checkpoint relabelled as the robot preset is not that preset;
+  - a tensor missing, unexpected or of the wrong shape for the model;
+  - tensor bytes that no longer match `tensor_sha256` (changed after saving), or no hash at all;
+  - NaN or inf in any tensor.
+
+A checkpoint written before the hash existed is refused until someone who trusts it adds the
+hash (the tensors are not touched, only the metadata is rewritten):
+
+    python -m vam_model.networks.checkpoint add-hash FILE.safetensors [...]
+    python -m vam_model.networks.checkpoint verify FILE.safetensors [...]
+
+`check_preset` compares a checkpoint's stored config with the preset a caller asked for.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from vam_stack.config import ConfigError, from_dict, to_dict
+
+from .config import ModelConfig, RobotConfig, known_presets, load_config
+
+FORMAT = "vam_stack/v1"
+HASH_KEY = "tensor_sha256"   # metadata key of the tensor integrity hash
+ADD_HASH_COMMAND = "python -m vam_model.networks.checkpoint add-hash"
+
+
+class CheckpointError(ValueError):
+    """The checkpoint cannot be used with this model; the message names the file and tensor."""
+
+
+# ---- integrity hash ---------------------------------------------------------------------------
+def resolve_checkpoint(checkpoint: str | os.PathLike | None, preset: str | None,
+                       default_preset: str) -> tuple[str | None, str | None]:
+    """(checkpoint, preset) as every entry point resolves them: a given checkpoint is used as is
+    (preset None then means "the checkpoint's own"); without one, the preset (default
+    `default_preset`) and its shipped weights models/<preset>.safetensors if present, else None
+    (seeded random weights)."""
+    if checkpoint:
+        return str(checkpoint), preset
+    from vam_stack.paths import models_dir
+
+    preset = preset or default_preset
+    shipped = models_dir() / f"{preset}.safetensors"
+    return (str(shipped) if shipped.is_file() else None), preset
+
+
+def tensor_digest(tensors: Mapping[str, torch.Tensor]) -> str:
+    """SHA-256 (hex) over the tensors in name order: for each, a JSON line
+    `[name, dtype, shape, nbytes]` and then its raw bytes (C order, native = little endian)."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        raw = t.reshape(-1).view(torch.uint8)                            # [nbytes] the same memory, as bytes
+        h.update((json.dumps([name, str(t.dtype), list(t.shape), raw.numel()]) + "\n").encode())
+        h.update(raw.numpy().data)
+    return h.hexdigest()
+
+
+def _require_hash(path: Path, meta: dict[str, str]) -> None:
+    if not meta.get(HASH_KEY):
+        raise CheckpointError(
+            f"{path}: no integrity hash ({HASH_KEY!r}) in the metadata, so changed or corrupted tensors "
+            f"cannot be detected; if you trust this file (e.g. you trained it with an older version), add "
+            f"the hash with `{ADD_HASH_COMMAND} {path}`")
+
+
+def _check_digest(path: Path, meta: dict[str, str], state: Mapping[str, torch.Tensor]) -> str:
+    """The tensors' hash, after checking it equals the stored one."""
+    _require_hash(path, meta)
+    stored, actual = meta[HASH_KEY], tensor_digest(state)
+    if actual != stored:
+        raise CheckpointError(
+            f"{path}: tensor data does not match the checkpoint's integrity hash (stored {HASH_KEY} "
+            f"{stored[:12]}..., the tensors hash to {actual[:12]}...): the file was changed after it was "
+            f"saved; refusing to load it")
+    return actual
+
+
+# ---- stored config ----------------------------------------------------------------------------
+def _read_header(path: Path) -> dict[str, str]:
+    from safetensors import safe_open
+
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {str(path)!r}")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+    except Exception as e:  # safetensors raises its own error types for corrupt headers
+        raise CheckpointError(f"{path}: not a readable safetensors file ({e})") from None
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: metadata format is {meta.get('format')!r}, expected {FORMAT!r}")
+    return meta
+
+
+def robot_differences(got: RobotConfig, want: RobotConfig) -> list[str]:
+    """'<field> <got> vs <want>' for every robot-geometry field that differs."""
+    out = []
+    for f in dataclasses.fields(RobotConfig):
+        a, b = getattr(got, f.name), getattr(want, f.name)
+        if a != b:
+            out.append(f"{f.name} {a!r} vs {b!r}")
+    return out
+
+
+def _check_registered(path: Path, cfg: ModelConfig) -> None:
+    """A stored config named like a registered preset must have that preset's robot geometry."""
+    if cfg.name not in known_presets():
+        return
+    diffs = robot_differences(cfg.robot, load_config(cfg.name).robot)
+    if diffs:
+        raise CheckpointError(
+            f"{path}: the stored config calls itself preset {cfg.name!r} but its robot geometry differs from "
+            f"models/{cfg.name}.yaml (checkpoint vs preset): {'; '.join(diffs)}; a checkpoint trained for "
+            f"another robot is refused under a registered preset's name")
+
+
+def _parse(path: Path) -> tuple[ModelConfig, dict[str, Any], dict[str, str]]:
+    """(stored config, extra, raw metadata), checked as `read_metadata` describes."""
+    meta = _read_header(path)
+    try:
+        cfg = from_dict(ModelConfig, json.loads(meta["config"]), f"{path} [config]")
+        extra = json.loads(meta.get("extra", "{}"))
+    except (KeyError, json.JSONDecodeError, ConfigError) as e:
+        raise CheckpointError(f"{path}: bad stored config: {e}") from None
+    _check_registered(path, cfg)
+    return cfg, extra, meta
+
+
+def read_metadata(path: str | Path) -> tuple[ModelConfig, dict[str, Any]]:
+    """Config and extra metadata of a checkpoint, without loading tensors (the integrity hash is
+    checked by `load_checkpoint` and `verify_checkpoint`, which read the tensors)."""
+    cfg, extra, _ = _parse(Path(path))
+    return cfg, extra
+
+
+def _describe(cfg: ModelConfig) -> str:
+    r = cfg.robot
+    return (f"{r.action_type}, {r.action_dim}-dim actions, {r.proprio_dim}-dim proprio, chunk {r.chunk}, "
+            f"{len(r.cameras)} view(s) {r.camera_width}x{r.camera_height}")
+
+
+def check_preset(path: str | Path, stored: ModelConfig, asked: ModelConfig, asked_label: str | None = None) -> None:
+    """Refuse a checkpoint whose stored config is not the preset the caller asked for: a
+    different preset name, or the same name with a different robot geometry."""
+    label = asked_label if asked_label is not None else asked.name
+    fix = f"pass --preset {stored.name} or leave --preset out to use the checkpoint's own preset"
+    if stored.name != asked.name:
+        raise CheckpointError(
+            f"{path}: the checkpoint is preset {stored.name!r} ({_describe(stored)}) but preset {label!r} "
+            f"({_describe(asked)}) was asked for; {fix}")
+    diffs = robot_differences(stored.robot, asked.robot)
+    if diffs:
+        raise CheckpointError(
+            f"{path}: the checkpoint's preset {stored.name!r} and the asked-for {label!r} differ in robot geometry "
+            f"(checkpoint vs asked): {'; '.join(diffs)}; {fix}")
+
+
+# ---- save / load ------------------------------------------------------------------------------
+def save_checkpoint(path: str | Path, model: torch.nn.Module, cfg: ModelConfig, extra: dict | None = None) -> Path:
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    meta = {"format": FORMAT, "config": json.dumps(to_dict(cfg)), "extra": json.dumps(extra or {}),
+            HASH_KEY: tensor_digest(tensors)}
+    save_file(tensors, str(path), metadata=meta)
+    return path
+
+
+def load_checkpoint(path: str | Path, model: torch.nn.Module) -> dict[str, Any]:
+    """Copy weights into `model` after checking every name and shape, the integrity hash and
+    finiteness; returns the extra metadata."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    _, extra, meta = _parse(path)
+    _require_hash(path, meta)                                            # before reading any tensor
+    state = load_file(str(path))
+    expected = model.state_dict()
+    for name, tensor in expected.items():
+        if name not in state:
+            raise CheckpointError(f"{path}: missing tensor {name!r} (expected shape {list(tensor.shape)})")
+        if tuple(state[name].shape) != tuple(tensor.shape):
+            raise CheckpointError(
+                f"{path}: tensor {name!r} has shape {list(state[name].shape)}, the preset expects {list(tensor.shape)}"
+            )
+    unexpected = sorted(set(state) - set(expected))
+    if unexpected:
+        raise CheckpointError(f"{path}: unexpected tensor {unexpected[0]!r} ({len(unexpected)} in all)")
+    _check_digest(path, meta, state)
+    for name, t in state.items():
+        if not torch.isfinite(t).all():
+            raise CheckpointError(f"{path}: tensor {name!r} contains NaN or inf")
+    model.load_state_dict(state, strict=True)
+    return extra
+
+
+def verify_checkpoint(path: str | Path) -> str:
+    """The checkpoint's hash after checking its metadata and that its tensors match the hash."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    _, _, meta = _parse(path)
+    _require_hash(path, meta)
+    return _check_digest(path, meta, load_file(str(path)))
+
+
+def add_hash(path: str | Path, force: bool = False) -> tuple[str, bool]:
+    """Add `tensor_sha256` to a checkpoint you trust; returns (hash, whether the file was rewritten).
+
+    Only the metadata changes: every existing key is kept, the tensors are written back unchanged
+    and checked bit for bit against the original before the file is replaced (atomically). A file
+    whose hash is already right is left alone; one whose stored hash does not match its tensors is
+    refused unless `force` (you trust the tensors as they are now)."""
+    from safetensors.torch import load_file, save_file
+
+    path = Path(path)
+    _, _, meta = _parse(path)                                            # format, config, registered preset
+    state = load_file(str(path))
+    digest = tensor_digest(state)
+    stored = meta.get(HASH_KEY)
+    if stored == digest:
+        return digest, False
+    if stored and not force:
+        raise CheckpointError(
+            f"{path}: stored {HASH_KEY} {stored[:12]}... does not match the tensors ({digest[:12]}...): they "
+            f"changed after saving; re-hash with --force only if you trust the tensors as they are now")
+    tmp = path.with_name(path.name + ".hash.tmp")
+    try:
+        save_file(state, str(tmp), metadata={**meta, HASH_KEY: digest})
+        again = load_file(str(tmp))
+        same = set(again) == set(state) and all(
+            again[k].dtype == state[k].dtype and again[k].shape == state[k].shape
+            and torch.equal(again[k].reshape(-1).view(torch.uint8), state[k].reshape(-1).view(torch.uint8))
+            for k in state)
+        if not same or tensor_digest(again) != digest or _read_header(tmp) != {**meta, HASH_KEY: digest}:
+            raise CheckpointError(f"{path}: rewritten file does not round-trip; the original is left unchanged")
+        shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return digest, True
+
+
+# ---- command line -----------------------------------------------------------------------------
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    a = sub.add_parser("add-hash", help="add the tensor integrity hash to trusted checkpoints (metadata only)")
+    a.add_argument("files", nargs="+", help=".safetensors checkpoints")
+    a.add_argument("--force", action="store_true",
+                   help="replace a stored hash that does not match the tensors (only if you trust them)")
+    v = sub.add_parser("verify", help="check a checkpoint's metadata and integrity hash")
+    v.add_argument("files", nargs="+", help=".safetensors checkpoints")
+
+
+def run(args: argparse.Namespace) -> int:
+    status = 0
+    for f in args.files:
+        try:
+            if args.action == "add-hash":
+                digest, changed = add_hash(f, force=args.force)
+                print(f"{f}: {HASH_KEY} {digest} ({'added' if changed else 'already present'})")
+            else:
+                print(f"{f}: ok, {HASH_KEY} {verify_checkpoint(f)}")
+        except CheckpointError as e:
+            print(f"error: {e}", file=sys.stderr)
+            status = 1
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m vam_model.networks.checkpoint",
+                                description="checkpoint integrity hash: add it to trusted files, verify it")
+    add_arguments(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

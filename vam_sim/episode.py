@@ -1,0 +1,244 @@
+"""The one episode runner under every simulator: what an episode records, whatever the world.
+
+A simulator adapter (the mocked LIBERO bridge, real LIBERO, the MuJoCo YAM) builds its world,
+steps it, and hands each executor step to a `PolicyEpisode`. Everything else is here, once:
+
+- `EpisodeRunner`: the output directory and the one rosbag2 MCAP recording (opened only after
+  every check has passed, flushed after each episode), the recording clock (episodes follow
+  each other in simulated time, one second apart), and the default policy
+  (`resolve_checkpoint` + `build_policy`).
+- `PolicyEpisode`: per episode, the TR trace labelled with the expert's phases, one record per
+  replan, the telemetry written to the recording, failed replans (inference errors, refused
+  inputs, the first error), ticks held or run past `execute`, and at the end the episode's
+  outcome: "error" when no chunk was ever installed, the TR trace PNG and the TR summary.
+- Run totals for summary.json: `summarise` (latency, TR, reach, realtime, errors), success
+  counts and their 95 % Wilson intervals.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+STATUS_KEYS = ("suite", "task", "instruction", "seed", "episode", "success", "steps", "termination")
+
+
+def _num(v) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def replan_record(step: int, tel: dict) -> dict:
+    """The summary.json record of one replan from its telemetry (NaN -> None)."""
+    return {"step": step, "tr": _num(tel.get("tr")), "tr0": _num(tel.get("tr0")), "s": _num(tel.get("s")),
+            "w_lang": _num(tel.get("w_lang")), "w_plan": _num(tel.get("w_plan")),
+            "branches_computed": list(tel.get("branches_computed", [])), "latency_ms": _num(tel.get("latency_ms")),
+            "tr_steps": [float(x) for x in tel.get("tr_steps", [])]}
+
+
+def is_refusal(error: str | None) -> bool:
+    """Whether an executor error string (`"<Type>: <message>"`) is the policy refusing its input:
+    `infer` raised a ValueError (ConfigError included), e.g. frames of the wrong size."""
+    return error is not None and error.split(":", 1)[0] in ("ValueError", "ConfigError")
+
+
+class EpisodeRunner:
+    """Base of every simulator's runner: output directory, recording and recording clock.
+
+    Subclasses implement `run_episode(index) -> dict` and call `open_outputs()` from their
+    `__enter__` once their own checks have passed; `overwrite=True` lets the recorder replace an
+    existing recording.mcap (the CLI asks for `--overwrite` before a non-empty directory is used)."""
+
+    def __init__(self, out: str | Path, record: bool, plots: bool, policy: Any = None, overwrite: bool = False):
+        self.out = Path(out)
+        self.record, self.plots = record, plots
+        self.policy = policy
+        self.overwrite = overwrite
+        self.recorder = None
+        self._t = 0.0  # recording clock [s]: episodes follow each other in simulated time
+
+    @staticmethod
+    def build_policy(checkpoint: str | None, preset: str | None, default_preset: str, guidance: str, seed: int):
+        """The policy a run uses: the given checkpoint, else the default preset's shipped weights."""
+        from vam_model.networks.checkpoint import resolve_checkpoint
+        from vam_model.policy import build_policy
+
+        ckpt, preset = resolve_checkpoint(checkpoint, preset, default_preset)
+        return build_policy(preset, checkpoint=ckpt, guidance=guidance, seed=seed)
+
+    def open_outputs(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        if self.record:
+            from vam_stack.recording import McapRecorder
+
+            self.recorder = McapRecorder(self.out / "recording.mcap", origin_s=0.0, overwrite=self.overwrite).open()
+
+    def close_outputs(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+
+    def __exit__(self, *exc) -> None:
+        self.close_outputs()
+
+    def stamp(self, t: float) -> float:
+        """Recording time of episode time `t` [s]."""
+        return self._t + t
+
+    def finish_recording(self, result: dict, duration_s: float) -> None:
+        """The episode's final status on the recording, flushed to disk (a finished episode
+        survives a kill that follows), and the recording clock moved past it."""
+        if self.recorder is None:
+            return
+        t = self._t + duration_s
+        self.recorder.write_json("episode_status", {k: result[k] for k in STATUS_KEYS} | {"done": True}, t)
+        self.recorder.flush()
+        self._t = t + 1.0  # one simulated second between episodes
+
+    def new_episode(self, name: str, dt: float) -> "PolicyEpisode":
+        return PolicyEpisode(self, name, dt)
+
+
+class PolicyEpisode:
+    """One policy episode's records, the same in every simulator and both executor modes."""
+
+    def __init__(self, runner: EpisodeRunner, name: str, dt: float):
+        from tr_monitor_node.trace import TRTrace
+
+        self.runner, self.name, self.dt = runner, name, dt
+        self.trace = TRTrace()
+        self.trace.reset()
+        self.replans: list[dict] = []
+        self.refused = 0  # failed replans whose input the policy refused (ValueError)
+        self.first_error: str | None = None
+        self.held = self.late = 0  # ticks holding for want of a chunk / run past `execute`
+
+    def on_step(self, step: int, phase: str | None, sinfo) -> None:
+        """Book the executor's StepInfo `sinfo` of episode step `step` (expert phase `phase`)."""
+        self.trace.label_step(step, phase)
+        if sinfo is None:
+            return
+        if sinfo.error:
+            log.error("%s step %d: inference failed: %s (holding)", self.name, step, sinfo.error)
+            self.refused += is_refusal(sinfo.error)
+            if self.first_error is None:
+                self.first_error = f"step {step}: {sinfo.error}"
+        self.held += bool(sinfo.held)
+        self.late += bool(sinfo.overrun)
+        if sinfo.replanned and sinfo.telemetry is not None:
+            tel = dict(sinfo.telemetry) | {"step": step}
+            self.replans.append(replan_record(step, tel))
+            self.trace.update(tel)
+            rec = self.runner.recorder
+            if rec is not None:
+                rec.write_telemetry(tel, self.runner.stamp(step * self.dt), phase=self.trace.phase)
+
+    def outcome(self, executor, success: bool, steps: int, termination: str | None) -> dict:
+        """The episode's policy fields for summary.json. An episode in which inference was tried
+        but no chunk was ever installed ends with termination "error" (the arm held still all
+        episode: a failure of the policy run, not a timeout)."""
+        errors = executor.errors if executor is not None else 0
+        out = {"success": bool(success), "steps": steps, "termination": termination, "replans": self.replans,
+               "inference_errors": errors, "refused_inputs": self.refused, "first_error": self.first_error}
+        if executor is not None and not success and executor.replans == 0 and (executor.errors or executor.dropped):
+            if out["first_error"] is None:
+                out["first_error"] = (f"all {executor.dropped} chunks arrived after their last action "
+                                      f"(inference slower than a chunk)")
+            log.error("%s: no replan succeeded in %d steps (%d inference errors, %d refused inputs); first: %s",
+                      self.name, steps, executor.errors, self.refused, out["first_error"])
+            out["termination"] = "error"
+        return out
+
+    def add_plot(self, out: dict, title: str, end_step: int) -> dict:
+        """The TR trace PNG (when the runner plots and there were replans) and the TR summary."""
+        r = self.runner
+        if r.plots and self.replans:
+            from tr_monitor_node.plot import save_trace_png
+
+            png = save_trace_png(self.trace, r.out / self.name / "tr_trace.png", title=title, end_step=end_step)
+            out["tr_trace"] = str(png.relative_to(r.out))
+        out["tr_summary"] = self.trace.summary() if self.replans else {"replans": 0}
+        return out
+
+
+# ---- run totals -----------------------------------------------------------------------------
+def success_counts(episodes: list[dict]) -> dict[str, list[int]]:
+    """suite -> [successes, episodes]."""
+    by: dict[str, list[int]] = {}
+    for e in episodes:
+        k = by.setdefault(e["suite"], [0, 0])
+        k[0] += bool(e["success"])
+        k[1] += 1
+    return by
+
+
+def success_rates(episodes: list[dict]) -> dict[str, float]:
+    return {s: round(k / n, 4) for s, (k, n) in success_counts(episodes).items()}
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95 % Wilson score interval of a success rate k/n (sound at small n and at 0 or n)."""
+    if n <= 0:
+        raise ValueError(f"need n >= 1 episodes, got {n!r}")
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def success_intervals(episodes: list[dict]) -> dict[str, list[float]]:
+    """suite -> [low, high] 95 % Wilson interval of its success rate."""
+    return {s: [round(v, 4) for v in wilson_interval(k, n)] for s, (k, n) in success_counts(episodes).items()}
+
+
+def error_stats(episodes: list[dict]) -> dict:
+    """Failed replans over `episodes`: inference errors, refused inputs (of those), episodes that
+    ended in "error" (no replan ever succeeded), successful replans, and the first error."""
+    first = next((f"{e.get('name', e['suite'])}: {e['first_error']}" for e in episodes if e.get("first_error")), None)
+    return {"episodes": len(episodes),
+            "replans_ok": sum(len(e["replans"]) for e in episodes),
+            "inference_errors": sum(int(e.get("inference_errors") or 0) for e in episodes),
+            "refused_inputs": sum(int(e.get("refused_inputs") or 0) for e in episodes),
+            "error_episodes": sum(e.get("termination") == "error" for e in episodes),
+            "first_error": first}
+
+
+def realtime_stats(episodes: list[dict]) -> dict | None:
+    """Totals over the episodes run with the realtime executor (None when there are none)."""
+    rt = [e["realtime"] for e in episodes if e.get("realtime")]
+    if not rt:
+        return None
+    ticks = sum(x["ticks"] for x in rt)
+    out = {"episodes": len(rt), "ticks": ticks}
+    for k in ("missed_ticks", "held_ticks", "late_ticks", "dropped_chunks"):
+        out[k] = sum(x[k] for x in rt)
+    hz = [x["achieved_hz"] for x in rt if x["achieved_hz"] is not None]
+    out["achieved_hz_min"] = min(hz) if hz else None
+    jit = [x["p99_jitter_ms"] for x in rt if x["p99_jitter_ms"] is not None]
+    out["p99_jitter_ms_max"] = max(jit) if jit else None
+    return out
+
+
+def summarise(episodes: list[dict]) -> dict:
+    """Run totals of summary.json: replan latency, TR, guidance share, reach, realtime, errors."""
+    from vam_sim.libero_mock.reach import reach_stats
+
+    lat = [r["latency_ms"] for e in episodes for r in e["replans"] if r["latency_ms"] is not None]
+    trs = [r["tr"] for e in episodes for r in e["replans"] if r["tr"] is not None]
+    guided = [len(r["branches_computed"]) > 1 for e in episodes for r in e["replans"]]
+    return {
+        "replans": len(lat),
+        "latency_ms_p50": float(np.median(lat)) if lat else None,
+        "latency_ms_p95": float(np.percentile(lat, 95)) if lat else None,
+        "tr_mean": float(np.mean(trs)) if trs else None,
+        "tr_min": float(np.min(trs)) if trs else None,
+        "tr_max": float(np.max(trs)) if trs else None,
+        "guided_fraction": float(np.mean(guided)) if guided else None,
+        "reach": reach_stats(episodes),
+        "realtime": realtime_stats(episodes),
+        "errors": error_stats(episodes),
+    }

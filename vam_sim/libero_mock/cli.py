@@ -1,0 +1,436 @@
+"""`vam-stack sim` (closed-loop episodes) and `vam-stack eval` (success by suite and schedule).
+
+Both refuse a non-empty `--out` unless `--overwrite`, check everything that can fail before
+they write anything, rewrite their JSON (summary.json, results.json) atomically after every
+finished episode with `"complete": false` until the run ends, and on SIGINT or SIGTERM close
+the recording and mark the JSON `"interrupted"` (exit 128 + the signal number). Failed
+replans are counted per episode and per cell; a run in which no replan succeeded at all exits
+1 with the first error.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from vam_model.guidance import SCHEDULES as GUIDANCE
+from vam_stack.outputs import claim_out_dir, write_json_atomic
+from vam_stack.recording import Interrupted, stop_on_signals
+
+from .reach import reach_stats
+from ..episode import error_stats, success_counts, success_intervals, success_rates, summarise
+from .runner import SimConfig, SimRunner
+from .tasks import SUITES
+
+
+def _suite(text: str) -> str:
+    """argparse type: a suite name, LIBERO's aliases accepted."""
+    from .tasks import canonical_suite
+
+    try:
+        return canonical_suite(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _weights_notice(runner: SimRunner) -> str:
+    p = runner.policy
+    if p is None:
+        return "policy: scripted expert"
+    notice = ""
+    if p.weights not in ("random", None):
+        from .config import CONVENTIONS, checkpoint_conventions
+
+        got = checkpoint_conventions(p.weights)
+        if got != CONVENTIONS:
+            notice = (f"\nWARNING: these weights were trained on the mock's conventions {got or 'before libero-1'!r}, "
+                      f"not the current {CONVENTIONS!r} (LIBERO's frames, 20 Hz ticks, LIBERO's tasks): expect "
+                      f"~0 % success until they are retrained on the current mock")
+    if p.weights == "random":
+        return (f"policy: {p.mcfg.name} preset with RANDOM (untrained) weights -- its actions are noise and "
+                f"success is expected to be ~0 %; train and ship weights (models/{p.mcfg.name}.safetensors) "
+                f"to see the method work")
+    return f"policy: {p.mcfg.name} preset, weights {p.weights}" + notice
+
+
+def run_suite(cfg: SimConfig, out: Path, policy=None, quiet: bool = False, runner_cls=SimRunner,
+              overwrite: bool = False, episodes: list | None = None, on_start=None,
+              on_episode=None) -> tuple[list[dict], SimRunner]:
+    """Run `cfg.episodes` episodes; finished ones are appended to `episodes` (a new list when None)
+    as they end, so a caller that catches an interrupt still holds them. `on_start(runner)` runs
+    once the runner has passed its checks, `on_episode(runner)` after every finished episode."""
+    from vam_stack.progress import progress_bar
+    episodes = [] if episodes is None else episodes
+    with runner_cls(cfg, out, policy=policy, overwrite=overwrite) as runner:
+        if on_start is not None:
+            on_start(runner)
+        if not quiet:
+            print(_weights_notice(runner), flush=True)
+        bar = progress_bar(total=cfg.episodes, desc=f"{cfg.suite}/{cfg.guidance if cfg.policy == 'vam' else 'expert'}",
+                   unit="ep", disable=quiet, file=sys.stdout)
+        ran = []
+        for i in range(cfg.episodes):
+            ep = runner.run_episode(i)
+            ran.append(ep)
+            episodes.append(ep)
+            ok = sum(e["success"] for e in ran)
+            bar.set_postfix_str(f"success {ok}/{len(ran)}, last {ep['steps']} steps")
+            bar.update(1)
+            if on_episode is not None:
+                on_episode(runner)
+        bar.close()
+    return ran, runner
+
+
+def _interrupt_code(e: KeyboardInterrupt) -> tuple[str, int]:
+    """(signal name, exit status 128 + signal number) of an interrupt."""
+    signum = e.signum if isinstance(e, Interrupted) else 2
+    return (e.args[0] if isinstance(e, Interrupted) else "SIGINT"), 128 + signum
+
+
+def errors_line(err: dict) -> str:
+    return (f"{err['inference_errors']} failed replans ({err['refused_inputs']} refused inputs), "
+            f"{err['error_episodes']}/{err['episodes']} error episodes (no replan succeeded); "
+            f"first: {err['first_error']}")
+
+
+# ---- sim ------------------------------------------------------------------------------------
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--robot", default="libero-mock", choices=("libero-mock", "libero-real", "yam-mujoco"),
+                   help="libero-mock: mocked LIBERO bridge; libero-real: real LIBERO in its own environment "
+                        "(libero_real); yam-mujoco: simulated bimanual YAM (yam_mujoco)")
+    p.add_argument("--libero-python", help="libero-real: interpreter of the LIBERO environment "
+                                           "(default $VAM_LIBERO_PYTHON)")
+    p.add_argument("--task", help="yam-mujoco task (handover, relay, tray_lift); the LIBERO robot uses --suite")
+    p.add_argument("--suite", default="goal", type=_suite, metavar="SUITE",
+                   help=f"one of {', '.join(SUITES)} (LIBERO's names work too: libero_goal, libero_10 / 10, ...)")
+    p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
+    p.add_argument("--episodes", type=int, default=3, help="episodes (task i %% 10 for episode i)")
+    p.add_argument("--seed", type=int, default=0, help="seed id hashed into every initial state")
+    p.add_argument("--guidance", default="tr_adaptive", choices=GUIDANCE)
+    p.add_argument("--policy", default="vam", choices=("vam", "expert"))
+    p.add_argument("--preset", help="model preset when no checkpoint is given (default libero64, the shipped simulation policy; yam-mujoco: tiny_real)")
+    p.add_argument("--checkpoint", help="safetensors checkpoint (default: models/<preset>.safetensors if shipped)")
+    p.add_argument("--first-task", type=int, default=0, help="task index of the first episode")
+    p.add_argument("--max-steps", type=int, help="cap episode length (quick smoke runs)")
+    p.add_argument("--execute", type=int, help="replan every N steps instead of the preset's (LIBERO presets: 10)")
+    p.add_argument("--executor", default="lockstep", choices=("lockstep", "realtime"),
+                   help="lockstep: the simulation waits for each replan (deterministic, how results are "
+                        "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
+                        "the policy infers in a worker thread (missed and held ticks reported)")
+    p.add_argument("--no-record", action="store_true", help="do not write recording.mcap")
+    p.add_argument("--record-image-every", type=int, default=1, help="write every k-th camera frame to the MCAP")
+    p.add_argument("--out", required=True, help="output directory (must be empty or new unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into a non-empty --out, replacing the files this run writes (others are left)")
+
+
+def _sim_summary(cfg: SimConfig, runner, episodes: list[dict], t0: float) -> dict:
+    from .config import LiberoMockConfig
+
+    policy = getattr(runner, "policy", None)
+    mock = runner.mock if runner is not None else LiberoMockConfig.load(cfg.mock_config)
+    return {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
+            "mock": mock.as_dict(),
+            "weights": getattr(policy, "weights", None) if policy is not None else None,
+            "episodes": episodes, "success_rate": success_rates(episodes),
+            "success_ci95": success_intervals(episodes), "stats": summarise(episodes),
+            "wall_s": round(time.perf_counter() - t0, 2)}
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.robot == "yam-mujoco":
+        from vam_sim.yam_mujoco.cli import run as run_yam  # imports mujoco only when asked for
+
+        return run_yam(args)
+    if args.task is not None:
+        raise SystemExit(f"--task {args.task!r} is for --robot yam-mujoco; the LIBERO robot takes --suite/--first-task")
+    cfg = SimConfig(suite=args.suite, episodes=args.episodes, seed=args.seed, guidance=args.guidance,
+                    policy=args.policy, preset=args.preset, checkpoint=args.checkpoint,
+                    record=not args.no_record, record_image_every=args.record_image_every,
+                    first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
+                    mock_config=args.mock_config, executor=args.executor)
+    out = claim_out_dir(args.out, args.overwrite)
+    t0 = time.perf_counter()
+    runner_cls = SimRunner
+    if args.robot == "libero-real":
+        from functools import partial
+
+        from vam_sim.libero_real.runner import RealLiberoRunner
+
+        runner_cls = partial(RealLiberoRunner, python=args.libero_python)
+    episodes: list[dict] = []
+    started: list = []                   # the runner, once it has passed its checks
+
+    def write(complete: bool, **extra) -> None:
+        summary = _sim_summary(cfg, started[0] if started else None, episodes, t0)
+        write_json_atomic(out / "summary.json", summary | {"complete": complete} | extra)
+
+    try:
+        with stop_on_signals():
+            _, runner = run_suite(cfg, out, runner_cls=runner_cls, overwrite=args.overwrite, episodes=episodes,
+                                  on_start=started.append, on_episode=lambda r: write(False))
+            write(True)
+    except KeyboardInterrupt as e:
+        name, code = _interrupt_code(e)
+        if not started:
+            print(f"\ninterrupted ({name}) before the first episode; nothing written", file=sys.stderr)
+            return code
+        write(False, interrupted=name)
+        rec = f" and {out / 'recording.mcap'} (closed)" if cfg.record else ""
+        print(f"\ninterrupted ({name}) after {len(episodes)}/{cfg.episodes} episodes; kept "
+              f"{out / 'summary.json'} (complete: false){rec}", file=sys.stderr)
+        return code
+    rates = success_rates(episodes)
+    stats = summarise(episodes)
+    ci = success_intervals(episodes)
+    print(f"\nsuccess: " + ", ".join(f"{s} {100 * r:.0f} % (95 % interval {100 * ci[s][0]:.0f}-{100 * ci[s][1]:.0f} %)"
+                                      for s, r in rates.items())
+          + f" ({sum(e['success'] for e in episodes)}/{len(episodes)} episodes)")
+    if stats["replans"]:
+        print(f"replans: {stats['replans']}, latency p50 {stats['latency_ms_p50']:.0f} ms, "
+              f"p95 {stats['latency_ms_p95']:.0f} ms")
+        print(f"TR: mean {stats['tr_mean']:.3f} (min {stats['tr_min']:.3f}, max {stats['tr_max']:.3f}); "
+              f"guidance branches computed on {100 * stats['guided_fraction']:.0f} % of replans")
+    if stats.get("reach"):
+        print("reach: " + reach_line(stats["reach"]))
+    if stats.get("realtime"):
+        print("realtime: " + realtime_line(stats["realtime"]))
+    err = stats["errors"]
+    if err["inference_errors"] or err["error_episodes"]:
+        print("inference errors: " + errors_line(err))
+    for e in episodes:
+        status = "success" if e["success"] else e["termination"]
+        extra = f"  -> {out / e['tr_trace']}" if e.get("tr_trace") else ""
+        print(f"  {e['name']}: {status} in {e['steps']} steps  \"{e['instruction']}\"{extra}")
+    print(f"summary: {out / 'summary.json'}")
+    if cfg.record:
+        print(f"recording: {out / 'recording.mcap'} (ros2 bag play / Foxglove)")
+    if cfg.policy == "vam" and err["replans_ok"] == 0 and err["error_episodes"]:
+        print(f"vam-stack sim: error: no replan succeeded in {err['episodes']} episodes "
+              f"({err['inference_errors']} failed, {err['refused_inputs']} refused inputs); "
+              f"first: {err['first_error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# ---- eval -----------------------------------------------------------------------------------
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suites", default="goal,goal_ood", help="comma-separated suites")
+    p.add_argument("--episodes-per-task", type=int, default=1)
+    p.add_argument("--seeds", default="0", help="comma-separated seed ids, e.g. 0,1,2")
+    p.add_argument("--guidance", default="none,flat,tr_adaptive", help="comma-separated schedules to compare")
+    p.add_argument("--policy", default="vam", choices=("vam", "expert"))
+    p.add_argument("--preset", help="model preset (default libero64 without --checkpoint, the checkpoint's own with one)")
+    p.add_argument("--checkpoint")
+    p.add_argument("--plots", action="store_true", help="also write per-episode TR trace PNGs")
+    p.add_argument("--max-steps", type=int, help="cap episode length below the suite's limit (budgeted runs)")
+    p.add_argument("--execute", type=int, help="replan every N steps instead of the preset's (LIBERO presets: 10)")
+    p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
+    p.add_argument("--out", required=True, help="output directory (must be empty or new unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into a non-empty --out, replacing the files this run writes (others are left)")
+
+
+def _csv(text: str, allowed=None, kind="value") -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise SystemExit(f"empty {kind} list: {text!r}")
+    for x in items:
+        if allowed is not None and x not in allowed:
+            raise SystemExit(f"unknown {kind} {x!r}; choose from {', '.join(allowed)}")
+    return items
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    try:
+        suites = [_suite(x) for x in _csv(args.suites, kind="suite")]
+    except argparse.ArgumentTypeError as e:
+        raise SystemExit(str(e)) from None
+    schedules = _csv(args.guidance, GUIDANCE, "guidance") if args.policy == "vam" else ["expert"]
+    try:
+        seeds = [int(s) for s in _csv(args.seeds, kind="seed")]
+    except ValueError:
+        raise SystemExit(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+    if args.episodes_per_task < 1:
+        raise SystemExit(f"--episodes-per-task must be >= 1, got {args.episodes_per_task}")
+    from .config import LiberoMockConfig
+
+    mock = LiberoMockConfig.load(getattr(args, "mock_config", None))
+    cfgs = {(g, suite, seed): SimConfig(
+                suite=suite, episodes=10 * args.episodes_per_task, seed=seed,
+                guidance=g if g != "expert" else "none", policy=args.policy, preset=args.preset,
+                checkpoint=args.checkpoint, record=False, plots=args.plots,
+                max_steps=getattr(args, "max_steps", None), execute=getattr(args, "execute", None),
+                mock_config=getattr(args, "mock_config", None))
+            for g in schedules for suite in suites for seed in seeds}   # every config checked up front
+    out = claim_out_dir(args.out, getattr(args, "overwrite", False))
+    by_schedule: dict[str, list[dict]] = {}          # schedule -> finished episodes, in run order
+
+    def write(complete: bool, **extra) -> dict:
+        results = _eval_results(args, suites, seeds, schedules, mock, by_schedule) | {"complete": complete} | extra
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "results.json", results)
+        return results
+
+    policy = None
+    try:
+        with stop_on_signals():
+            for (g, suite, seed), cfg in cfgs.items():
+                run_out = out / f"{g}" / f"{suite}_s{seed}"
+                if policy is not None:           # one model for every schedule; only the schedule changes
+                    from dataclasses import replace
+
+                    from vam_model.guidance import GuidanceConfig
+                    policy.cfg = replace(policy.cfg, guidance=GuidanceConfig(schedule=g))
+                    policy.guidance.cfg = policy.cfg.guidance
+                    policy.generator.manual_seed(seed)
+                _, runner = run_suite(cfg, run_out, policy=policy, overwrite=getattr(args, "overwrite", False),
+                                      episodes=by_schedule.setdefault(g, []), on_episode=lambda r: write(False))
+                policy = runner.policy if args.policy == "vam" else None
+            results = write(True)
+    except KeyboardInterrupt as e:
+        name, code = _interrupt_code(e)
+        done = sum(len(v) for v in by_schedule.values())
+        if done:
+            results = write(False, interrupted=name)
+            _write_md(out, suites, schedules, results["by_guidance"])
+            print(f"\ninterrupted ({name}) after {done} episodes; kept {out / 'results.json'} and "
+                  f"{out / 'results.md'} (complete: false)", file=sys.stderr)
+        else:
+            print(f"\ninterrupted ({name}) before the first episode finished; nothing written", file=sys.stderr)
+        return code
+    table = _write_md(out, suites, schedules, results["by_guidance"])
+    print(table)
+    print(f"\nresults: {out / 'results.json'}, {out / 'results.md'}")
+    dead = [(g, s, c) for g, cells in results["by_guidance"].items() for s, c in cells["errors"].items()
+            if c["episodes"] and c["replans_ok"] == 0 and c["error_episodes"]]
+    if args.policy == "vam" and dead:
+        first = next(c["first_error"] for _, _, c in dead if c["first_error"])
+        print(f"vam-stack eval: error: no replan succeeded in {len(dead)} of "
+              f"{len(schedules) * len(suites)} cells ({', '.join(f'{s}/{g}' for g, s, _ in dead)}): their "
+              f"success rates measure a policy that never acted; first error: {first}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _eval_results(args, suites: list[str], seeds: list[int], schedules: list[str], mock,
+                  by_schedule: dict[str, list[dict]]) -> dict:
+    """results.json from the episodes finished so far (schedules not started yet are absent)."""
+    by_guidance = {}
+    for g, eps in by_schedule.items():
+        if not eps:
+            continue
+        by_guidance[g] = {"success_rate": success_rates(eps), "counts": success_counts(eps),
+                          "ci95": success_intervals(eps), "per_task": _per_task(eps),
+                          "stats": summarise(eps),
+                          "errors": {s: error_stats([e for e in eps if e["suite"] == s]) for s in suites
+                                     if any(e["suite"] == s for e in eps)},
+                          "reach": {s: reach_stats([e for e in eps if e["suite"] == s]) for s in suites}}
+    all_eps = [e for eps in by_schedule.values() for e in eps]
+    first = next(iter(by_guidance.values()), {"success_rate": {}})
+    return {"suites": suites, "seeds": seeds, "episodes_per_task": args.episodes_per_task,
+            "mock": mock.as_dict(),
+            "max_steps": getattr(args, "max_steps", None), "execute": getattr(args, "execute", None),
+            "guidance": schedules, "success_rate": by_guidance.get(schedules[0], first)["success_rate"],
+            "by_guidance": by_guidance,
+            "episodes": [{k: e[k] for k in ("suite", "task", "seed", "episode", "guidance", "success", "steps",
+                                             "termination")}
+                         | {k: e.get(k) for k in ("inference_errors", "refused_inputs", "first_error")}
+                         | {"tr_summary": e.get("tr_summary"), "reach": e.get("reach")}
+                         for e in all_eps]}
+
+
+def _write_md(out: Path, suites: list[str], schedules: list[str], by_guidance: dict) -> str:
+    table = markdown_table(suites, schedules, by_guidance)
+    if schedules != ["expert"]:                  # the scripted expert runs no inference
+        table += ("\n\nFailed replans per cell (inference errors, of them inputs the policy refused; error "
+                  "episodes: no replan succeeded, the arm held still throughout):\n\n"
+                  + errors_table(suites, schedules, by_guidance))
+    reach = reach_table(suites, schedules, by_guidance)
+    table += ("\n\nWhy episodes fail (named object grasped / another object grasped, median closest xy "
+              "approach to the first named object):\n\n" + reach) if reach else ""
+    (out / "results.md").write_text(table + "\n")
+    return table
+
+
+def _per_task(eps: list[dict]) -> dict:
+    by: dict = {}
+    for e in eps:
+        by.setdefault(e["suite"], {}).setdefault(str(e["task"]), []).append(bool(e["success"]))
+    return {s: {t: round(sum(v) / len(v), 4) for t, v in d.items()} for s, d in by.items()}
+
+
+def _closest(r: dict) -> str:
+    return "-" if r["closest_xy_cm_median"] is None else f"{r['closest_xy_cm_median']:.1f} cm"
+
+
+def reach_line(r: dict) -> str:
+    return (f"named object grasped in {r['grasped_named']}/{r['episodes']} episodes, another object in "
+            f"{r['grasped_other']}/{r['episodes']}, median closest approach {_closest(r)}")
+
+
+def realtime_line(r: dict) -> str:
+    hz = "-" if r["achieved_hz_min"] is None else f"{r['achieved_hz_min']:.1f} Hz"
+    jit = "-" if r["p99_jitter_ms_max"] is None else f"{r['p99_jitter_ms_max']:.1f} ms"
+    return (f"{r['ticks']} ticks over {r['episodes']} episodes: {r['missed_ticks']} missed by the clock, "
+            f"{r['held_ticks']} held waiting for a chunk, {r['late_ticks']} run past `execute` (late chunk), "
+            f"{r['dropped_chunks']} chunks dropped; slowest episode {hz}, worst p99 jitter {jit}")
+
+
+def errors_table(suites: list[str], schedules: list[str], by_guidance: dict) -> str:
+    """Rows: suite; columns: schedule; cells: failed replans (refused inputs), error episodes / episodes."""
+    def cell(g, s):
+        c = by_guidance.get(g, {}).get("errors", {}).get(s)
+        if c is None:
+            return "-"
+        return (f"{c['inference_errors']} failed ({c['refused_inputs']} refused), "
+                f"{c['error_episodes']}/{c['episodes']} error episodes")
+
+    rows = ["| suite | " + " | ".join(schedules) + " |", "|---|" + "---|" * len(schedules)]
+    rows += [f"| {s} | " + " | ".join(cell(g, s) for g in schedules) + " |" for s in suites]
+    return "\n".join(rows)
+
+
+def reach_table(suites: list[str], schedules: list[str], by_guidance: dict) -> str | None:
+    """Rows: suite; columns: schedule; cells: named grasps k/n, other grasps, median closest approach."""
+    per = {(g, s): by_guidance.get(g, {}).get("reach", {}).get(s) for g in schedules for s in suites}
+    if not any(per.values()):
+        return None
+
+    def cell(r):
+        return "-" if r is None else f"{r['grasped_named']}/{r['episodes']} named, {r['grasped_other']} other, {_closest(r)}"
+
+    rows = ["| suite | " + " | ".join(schedules) + " |", "|---|" + "---|" * len(schedules)]
+    rows += [f"| {s} | " + " | ".join(cell(per[g, s]) for g in schedules) + " |" for s in suites]
+    return "\n".join(rows)
+
+
+def markdown_table(suites: list[str], schedules: list[str], by_guidance: dict) -> str:
+    """Rows: suite family (ID | OOD side by side); columns: schedule."""
+    fams = []
+    for s in suites:
+        fam = s.removesuffix("_ood")
+        if fam not in fams:
+            fams.append(fam)
+    head = "| suite | " + " | ".join(f"{g} ID | {g} OOD" for g in schedules) + " |"
+    sep = "|---|" + "---|" * (2 * len(schedules))
+    rows = [head, sep]
+
+    def cell(g, s):
+        if g not in by_guidance:                # interrupted before this schedule ran
+            return "-"
+        r = by_guidance[g]["success_rate"].get(s)
+        if r is None:
+            return "-"
+        k = by_guidance[g].get("counts", {}).get(s)
+        ci = by_guidance[g].get("ci95", {}).get(s)
+        err = by_guidance[g].get("errors", {}).get(s)
+        return (f"{100 * r:.1f} %" + (f" ({k[0]}/{k[1]})" if k else "")
+                + (f" [{100 * ci[0]:.0f}-{100 * ci[1]:.0f}]" if ci else "")
+                + (f", {err['error_episodes']} error episodes" if err and err["error_episodes"] else ""))
+
+    for fam in fams:
+        rows.append(f"| {fam} | " + " | ".join(f"{cell(g, fam)} | {cell(g, fam + '_ood')}" for g in schedules) + " |")
+    return "\n".join(rows)

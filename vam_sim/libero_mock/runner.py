@@ -1,0 +1,370 @@
+"""Closed loop without ROS: policy -> chunk executor -> mocked LIBERO environment.
+
+Per episode: the environment's stacked camera frame goes into a frame window (17 frames,
+oldest first; padded with the first frame at episode start), the executor asks the policy
+for a chunk, and each step's action goes to the environment. Telemetry of every replan goes
+to the TR monitor core (the expert's phase labels shade the plot) and, with the camera
+frames, proprio and actions, to one rosbag2 MCAP recording on the topics the ROS nodes use.
+
+Two executor modes (`SimConfig.executor`):
+- `lockstep`: the simulation waits for each replan (a new chunk every `execute` = 10 steps),
+  so an episode is deterministic and its result does not depend on the machine's speed;
+  every reported success rate is measured this way.
+- `realtime`: the environment steps at its own 20 Hz on the wall clock, driven by the
+  executor's tick thread, while the policy infers in a worker thread on the newest frames.
+  A chunk that arrives late is latency-compensated; while none is ready the arm holds (zero
+  motion, gripper kept). Per episode it reports the achieved rate, ticks the clock missed,
+  ticks held for want of a chunk, ticks run past `execute`, and the replan latency.
+
+Failed replans are counted, never hidden: every policy episode reports `inference_errors`
+(replans whose inference raised; the arm held meanwhile), `refused_inputs` (those of them where
+the policy refused its input with a ValueError) and `first_error`; an episode in which no chunk
+was ever installed although inference was tried ends with termination "error", not "timeout".
+`summarise` totals them per run. Every check that can fail (preset fit, `execute`) runs in
+`SimRunner.__enter__` before the recorder opens, so a refused run writes nothing.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from camera_bridge.window import FrameRing
+from vam_stack.config import check
+
+from ..episode import EpisodeRunner, PolicyEpisode
+
+from .env import LiberoMockEnv, make_env
+from .expert import expert_action
+from .reach import ReachTracker
+
+log = logging.getLogger(__name__)
+
+POLICIES = ("vam", "expert")
+EXECUTORS = ("lockstep", "realtime")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    suite: str = "goal"              # one of SUITES
+    episodes: int = 10               # episodes; episode i runs task i % 10, repetition i // 10
+    seed: int = 0                    # seed id hashed into every initial state
+    guidance: str = "tr_adaptive"    # none | flat | tr_adaptive
+    policy: str = "vam"              # vam (the video-action model) | expert (scripted)
+    preset: str | None = None        # model preset; None: libero64 (the shipped simulation policy) without a
+                                     # checkpoint, the checkpoint's own with one (a given preset must match it)
+    checkpoint: str | None = None    # safetensors checkpoint (default: shipped weights if present)
+    record: bool = True              # write DIR/recording.mcap
+    record_image_every: int = 1      # write every k-th camera frame to the MCAP (1 = all)
+    plots: bool = True               # write DIR/<episode>/tr_trace.png
+    first_task: int = 0              # task index of episode 0 (tasks cycle from here)
+    max_steps: int | None = None     # cap on episode length (smoke runs); None = the suite's limit
+    execute: int | None = None       # actions run from each chunk before the next replan; None = the preset's
+    mock_config: str | None = None   # mocked LIBERO YAML (None = config/libero_mock.yaml)
+    executor: str = "lockstep"       # lockstep: the sim waits for each replan (deterministic); realtime: the sim
+                                     # runs at its own rate on the wall clock (see the module docstring)
+
+    def __post_init__(self):
+        from .tasks import canonical_suite
+
+        try:                                     # LIBERO's names (libero_10, 10, ...) are accepted
+            object.__setattr__(self, "suite", canonical_suite(self.suite))
+        except ValueError as e:
+            check(False, str(e))
+        check(self.episodes >= 1, f"episodes must be >= 1, got {self.episodes!r}")
+        check(self.seed >= 0, f"seed must be >= 0, got {self.seed!r}")
+        check(self.policy in POLICIES, f"policy must be one of {POLICIES}, got {self.policy!r}")
+        check(self.record_image_every >= 1, f"record_image_every must be >= 1, got {self.record_image_every!r}")
+        check(0 <= self.first_task < 10, f"first_task must be in [0, 9], got {self.first_task!r}")
+        check(self.max_steps is None or self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps!r}")
+        check(self.execute is None or self.execute >= 1, f"execute must be >= 1, got {self.execute!r}")
+        check(self.executor in EXECUTORS, f"executor must be one of {EXECUTORS}, got {self.executor!r}")
+        check(self.executor == "lockstep" or self.policy == "vam",
+              f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
+
+
+def _require_eef_delta(policy) -> None:
+    spec = policy.spec
+    if spec.action_type != "eef_delta" or spec.action_dim != 7:
+        raise ValueError(f"the LIBERO bridge needs a 7-dim eef_delta policy, got "
+                         f"{spec.action_dim}-dim {spec.action_type!r} (preset {policy.mcfg.name!r})")
+
+
+def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
+    """Refuse, before any episode, a policy that cannot act on the LIBERO bridge's frames: it must
+    take 7-dim eef deltas and `views` views of the rendered views' aspect (sizes may differ: the
+    camera path resizes each view, `camera_bridge.preprocess.fit_views`)."""
+    from camera_bridge.preprocess import view_layout_problem
+
+    _require_eef_delta(policy)
+    r = policy.mcfg.robot
+    if len(r.cameras) != views:
+        raise ValueError(f"preset {policy.mcfg.name!r} takes {len(r.cameras)} views {list(r.cameras)}; "
+                         f"the LIBERO bridge gives {views} (agentview, wrist)")
+    problem = view_layout_problem((image_size, views * image_size, 3), views, r.camera_width, r.camera_height)
+    if problem is not None:
+        raise ValueError(f"preset {policy.mcfg.name!r} cannot use the bridge's {image_size}x{image_size} views: {problem}")
+
+
+def driver_config(policy, execute: int | None = None, mode: str = "lockstep"):
+    """The chunk executor's configuration for `policy` on the bridge (ConfigError on a bad `execute`)."""
+    from vam_policy_node.executor import libero_config
+
+    _require_eef_delta(policy)
+    spec = policy.spec
+    execute = spec.execute if execute is None else execute
+    return libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz, mode=mode)
+
+
+class PolicyDriver:
+    """The policy side of the closed loop on the mocked bridge: the frame window feeding a chunk
+    executor. Lockstep (default): `act(obs)` per step, a new chunk every `execute` steps.
+    Realtime (`sink` given): `observe(obs)` per step, `executor.start()`/`stop()`; the executor's
+    tick thread calls `sink(action)` at the preset's rate and its worker thread reads
+    `observation()`. Frames are fitted to the preset's view size on the way in, and `fitted` is
+    what the policy saw (for recordings)."""
+
+    def __init__(self, policy, instruction: str, execute: int | None = None,
+                 sink: Callable[[np.ndarray], Any] | None = None):
+        """`execute` overrides the preset's replan interval (1..chunk actions)."""
+        from vam_policy_node.executor import ChunkExecutor
+
+        spec = policy.spec
+        cfg = driver_config(policy, execute, "lockstep" if sink is None else "realtime")
+        kw = {} if sink is None else dict(obs_fn=self.observation, sink=sink, initial_target=HOLD_OPEN)
+        self.executor = ChunkExecutor(policy, cfg, **kw)
+        self.executor.reset(instruction=instruction, initial_target=kw.get("initial_target"))
+        r = policy.mcfg.robot
+        self._frames, self._skip = spec.frames, r.frame_skip
+        self.window = FrameRing((spec.frames - 1) * r.frame_skip + 1, (spec.height, spec.width, 3))
+        self._fit = (len(r.cameras), r.camera_width, r.camera_height)
+        self._lock = threading.Lock()     # realtime: the tick thread writes, the worker reads
+        self.fitted: np.ndarray | None = None
+        self._proprio: np.ndarray | None = None
+
+    def observe(self, obs: dict) -> None:
+        """Push the observation's frame and keep its proprio."""
+        from camera_bridge.preprocess import fit_views
+
+        fitted = fit_views(obs["stacked"], *self._fit)
+        with self._lock:
+            self.fitted = fitted
+            self.window.push(fitted)
+            self._proprio = np.array(obs["proprio"], copy=True)
+
+    def observation(self) -> dict:
+        """The policy input from the newest frames: {"frames": [T, H, W, 3], "proprio": [8]}."""
+        with self._lock:
+            if self._proprio is None:
+                raise RuntimeError("no observation yet: observe() the reset observation first")
+            frames = self.window.window(self._frames, self._skip, pad=True)  # [T, H, W, 3], oldest first
+            return {"frames": frames, "proprio": self._proprio.copy()}
+
+    def act(self, obs: dict):
+        """Lockstep: push the observation; returns (action [7], executor StepInfo)."""
+        self.observe(obs)
+        return self.executor.next_action(self.observation())
+
+
+# realtime hold before the first chunk: no motion, gripper open (-1), as the episode starts
+HOLD_OPEN = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
+
+
+def episode_name(suite: str, task: int, episode: int, seed: int) -> str:
+    return f"{suite}_t{task:02d}_e{episode:03d}_s{seed}"
+
+
+class SimRunner(EpisodeRunner):
+    """Runs episodes of one suite with one policy on the mocked bridge (`vam_sim.episode` keeps
+    the output directory, the recording and the per-episode records).
+
+    The directory is created, and the recorder opened, in `__enter__` once every check has
+    passed."""
+
+    def __init__(self, cfg: SimConfig, out: str | Path, policy: Any = None,
+                 progress: Callable[[dict], None] | None = None, overwrite: bool = False):
+        from .config import LiberoMockConfig
+
+        super().__init__(out, record=cfg.record, plots=cfg.plots, policy=policy, overwrite=overwrite)
+        self.mock = LiberoMockConfig.load(cfg.mock_config)   # the one environment configuration
+        self.cfg = cfg
+        self.progress = progress
+
+    def _build_policy(self):
+        c = self.cfg
+        return self.build_policy(c.checkpoint, c.preset, "libero64", c.guidance, c.seed)
+
+    def __enter__(self):
+        if self.cfg.policy == "vam" and self.policy is None:
+            self.policy = self._build_policy()
+        if self.cfg.policy == "vam":                  # every check that can fail, before anything is written
+            check_policy_fits(self.policy, self.mock.image_size)
+            driver_config(self.policy, self.cfg.execute, self.cfg.executor)
+        self.open_outputs()
+        return self
+
+    # ---- one episode ------------------------------------------------------------------------
+    def run_episode(self, index: int) -> dict:
+        c = self.cfg
+        task = (c.first_task + index) % 10
+        rep = index // 10
+        env = make_env(c.suite, task, rep, c.seed, render=True, cfg=self.mock)
+        if c.max_steps is not None:
+            env.max_steps = min(env.max_steps, c.max_steps)
+        name = episode_name(c.suite, task, rep, c.seed)
+        result = {"name": name, "suite": c.suite, "task": task, "task_name": env.task.name,
+                  "instruction": env.instruction, "seed": c.seed, "episode": rep, "policy": c.policy,
+                  "guidance": c.guidance if c.policy == "vam" else None, "success": False, "steps": 0,
+                  "termination": None, "replans": []}
+        with env:
+            obs = env.reset()
+            if c.policy == "vam":
+                result.update(self._run_vam(env, obs, result))
+            else:
+                result.update(self._run_expert(env, obs))
+        return result
+
+    def _record_step(self, step: int, obs: dict, action: np.ndarray | None, dt: float,
+                     image: np.ndarray | None = None) -> None:
+        """Record one step; `image` is the frame the policy saw (default: the rendered one)."""
+        if self.recorder is None:
+            return
+        from vam_stack import topics
+
+        t = self.stamp(step * dt)
+        if step % self.cfg.record_image_every == 0:
+            self.recorder.write_image("stacked_image", obs["stacked"] if image is None else image, t)
+        self.recorder.write_joint_state("joint_states", topics.LIBERO_PROPRIO_NAMES, obs["proprio"], t)
+        if action is not None:
+            self.recorder.write_joint_state("joint_targets", topics.LIBERO_ACTION_NAMES, action, t)
+
+    def _run_expert(self, env: LiberoMockEnv, obs: dict) -> dict:
+        dt = 1.0 / env.control_hz
+        step, info = 0, {"termination": None, "success": False}
+        reach = ReachTracker(env)
+        reach.update()
+        while not env.done:
+            action = expert_action(env)
+            self._record_step(step, obs, action, dt)
+            obs, _, _, info = env.step(action)
+            reach.update()
+            step += 1
+        out = {"success": bool(info["success"]), "steps": step, "termination": info["termination"],
+               "reach": reach.summary()}
+        self.finish_recording(out | {"suite": env.task.suite, "task": env.task.index, "instruction": env.instruction,
+                                     "seed": env.seed, "episode": env.episode}, step * dt)
+        return out
+
+    def _run_vam(self, env: LiberoMockEnv, obs: dict, result: dict) -> dict:
+        ep = _VamEpisode(self, env, obs, result["name"])
+        if self.cfg.executor == "lockstep":
+            ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute)
+            while not env.done:
+                action, sinfo = ep.driver.act(ep.obs)
+                if ep.tick(action, sinfo):
+                    break
+                if self.progress is not None:
+                    self.progress({"step": ep.step, "max_steps": env.max_steps})
+        else:
+            ep.run_realtime()
+        step = ep.step
+        out = ep.log.outcome(ep.driver.executor, ep.info["success"], step, ep.info["termination"])
+        if ep.realtime is not None:
+            out["realtime"] = ep.realtime
+        if ep.reach is not None:
+            out["reach"] = ep.reach.summary()
+        title = f"{result['name']}: {env.instruction} ({'success' if out['success'] else out['termination']})"
+        ep.log.add_plot(out, title, step)
+        self.finish_recording(result | out, step / env.control_hz)
+        return out
+
+
+class _VamEpisode:
+    """One policy episode on the mocked bridge, the same in both executor modes: one environment
+    step per tick, its records in `log` (a `PolicyEpisode`) and its reach statistics."""
+
+    def __init__(self, runner: SimRunner, env: LiberoMockEnv, obs: dict, name: str):
+        self.runner, self.env, self.obs, self.name = runner, env, obs, name
+        self.driver: PolicyDriver | None = None
+        self.dt = 1.0 / env.control_hz
+        self.log: PolicyEpisode = runner.new_episode(name, self.dt)
+        self.step = 0
+        self.info = {"termination": None, "success": False}
+        self.reach = ReachTracker.for_env(env)
+        if self.reach is not None:
+            self.reach.update()
+        self.realtime: dict | None = None
+
+    def tick(self, action: np.ndarray, sinfo) -> bool:
+        """Step the environment with `action` (executor StepInfo `sinfo`); True once the episode is over."""
+        r, env, step = self.runner, self.env, self.step
+        self.log.on_step(step, env.last_info["phase"], sinfo)   # the phase is computed by reset()/step() already
+        r._record_step(step, self.obs, action, self.dt, image=self.driver.fitted)
+        try:
+            self.obs, _, _, self.info = env.step(action.astype(np.float32))
+        except ValueError as e:        # the env recorded the bad action as the termination reason
+            log.error("%s step %d: %s", self.name, step, e)
+            self.info = env.last_info
+            return True
+        if self.reach is not None:
+            self.reach.update()
+        self.step += 1
+        return env.done
+
+    def run_realtime(self) -> None:
+        """The environment at its own rate on the wall clock, stepped by the executor's tick thread."""
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def sink(action: np.ndarray) -> None:
+            if done.is_set():
+                return
+            try:
+                over = self.tick(action, self.driver.executor.last_info)
+                if not over:
+                    self.driver.observe(self.obs)
+            except BaseException as e:      # ends the episode; re-raised on the main thread
+                failure.append(e)
+                over = True
+            if over:
+                done.set()
+
+        r, env = self.runner, self.env
+        self.driver = PolicyDriver(r.policy, env.instruction, r.cfg.execute, sink=sink)
+        self.driver.observe(self.obs)
+        ex = self.driver.executor
+        limit_s = 60.0 + 4.0 * env.max_steps / ex.cfg.rate_hz   # a stalled loop ends, it does not hang
+        t0, stalled = time.monotonic(), False
+        with ex:
+            while not done.wait(0.25):
+                if r.progress is not None:
+                    r.progress({"step": self.step, "max_steps": env.max_steps})
+                if time.monotonic() - t0 > limit_s:
+                    stalled = True
+                    done.set()
+                    break
+        if stalled:                        # the tick thread has stopped: nothing else writes `info`
+            log.error("%s: realtime episode still running after %.0f s at step %d; stopped",
+                      self.name, limit_s, self.step)
+            self.info = {"termination": "stalled", "success": False}
+        if failure:
+            raise failure[0]
+        st = ex.stats()
+        lat = [x["latency_ms"] for x in self.log.replans if x["latency_ms"] is not None]
+        self.realtime = {
+            "rate_hz": ex.cfg.rate_hz, "ticks": int(st["ticks"]), "missed_ticks": int(st["missed_ticks"]),
+            "held_ticks": self.log.held, "late_ticks": self.log.late, "dropped_chunks": int(st["dropped"]),
+            "achieved_hz": _num(st.get("achieved_hz")), "p99_jitter_ms": _num(st.get("p99_jitter_ms")),
+            "max_period_ms": _num(st.get("max_period_ms")),
+            "replan_ms_p50": float(np.median(lat)) if lat else None,
+            "replan_ms_p95": float(np.percentile(lat, 95)) if lat else None}
+
+
+def _num(v) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(float(v), 3)

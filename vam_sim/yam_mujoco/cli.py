@@ -1,0 +1,85 @@
+"""`vam-stack sim --robot yam-mujoco`: closed-loop episodes on the simulated bimanual YAM.
+
+Reached through `vam_sim.libero_mock.cli` (the `sim` command), which hands over its parsed
+arguments; this module reads the ones that apply (task instead of suite, preset default
+`tiny_real`) and writes the same outputs: summary.json, per-episode tr_trace.png, MCAP.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from vam_stack.outputs import claim_out_dir, write_json_atomic
+from vam_stack.recording import Interrupted, stop_on_signals
+
+from .runner import YamRunConfig, YamSimRunner
+
+
+def weights_notice(policy) -> str:
+    if policy is None:
+        return "policy: scripted expert (privileged simulator state)"
+    if policy.weights == "random":
+        return (f"policy: {policy.mcfg.name} preset with RANDOM (untrained) weights -- its actions are noise "
+                f"(the safety filter and driver clip them) and success is expected to be ~0 %")
+    return f"policy: {policy.mcfg.name} preset, weights {policy.weights}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from vam_sim.episode import summarise
+
+    cfg = YamRunConfig(task=args.task or "handover", episodes=args.episodes, seed=args.seed,
+                       guidance=args.guidance, policy=args.policy, preset=args.preset,
+                       checkpoint=args.checkpoint, record=not args.no_record,
+                       record_image_every=args.record_image_every, max_steps=args.max_steps,
+                       sim_config=getattr(args, "sim_config", None))
+    overwrite = getattr(args, "overwrite", False)
+    out = claim_out_dir(args.out, overwrite)
+    t0 = time.perf_counter()
+    episodes: list[dict] = []
+    started: list = []                  # the runner, once its checks have passed
+
+    def write(complete: bool, **extra) -> None:
+        n = len(episodes)
+        summary = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__} | {"robot": "yam-mujoco"},
+                   "weights": getattr(started[0].policy, "weights", None) if started else None,
+                   "episodes": episodes,
+                   "success_rate": {cfg.task: round(sum(e["success"] for e in episodes) / n, 4)} if n else {},
+                   "stats": summarise(episodes), "wall_s": round(time.perf_counter() - t0, 2)}
+        write_json_atomic(out / "summary.json", summary | {"complete": complete} | extra)
+
+    try:
+        with stop_on_signals(), YamSimRunner(cfg, out, overwrite=overwrite) as runner:
+            started.append(runner)
+            print(weights_notice(runner.policy), flush=True)
+            for i in range(cfg.episodes):
+                ep = runner.run_episode(i)
+                episodes.append(ep)
+                write(False)
+                print(f"  {ep['name']}: {'success' if ep['success'] else ep['termination']} in {ep['steps']} steps",
+                      flush=True)
+        write(True)
+    except KeyboardInterrupt as e:
+        name = e.args[0] if isinstance(e, Interrupted) else "SIGINT"
+        code = 128 + (e.signum if isinstance(e, Interrupted) else 2)
+        if not started:
+            print(f"\ninterrupted ({name}) before the first episode; nothing written", file=sys.stderr)
+            return code
+        write(False, interrupted=name)
+        print(f"\ninterrupted ({name}) after {len(episodes)}/{cfg.episodes} episodes; kept "
+              f"{out / 'summary.json'} (complete: false)", file=sys.stderr)
+        return code
+    rate = round(sum(e["success"] for e in episodes) / len(episodes), 4)
+    stats = summarise(episodes)
+    print(f"\nsuccess: {cfg.task} {100 * rate:.0f} % ({sum(e['success'] for e in episodes)}/{len(episodes)} episodes)")
+    if stats["replans"]:
+        print(f"replans: {stats['replans']}, latency p50 {stats['latency_ms_p50']:.0f} ms, "
+              f"p95 {stats['latency_ms_p95']:.0f} ms")
+    for e in episodes:
+        extra = f"  -> {out / e['tr_trace']}" if e.get("tr_trace") else ""
+        print(f"  {e['name']}: safety clips {e['safety']}, per tick {e['timing_ms']} ms{extra}")
+    print(f"summary: {out / 'summary.json'}")
+    if cfg.record:
+        print(f"recording: {out / 'recording.mcap'} (ros2 bag play / Foxglove)")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,68 @@
+"""Writing outputs without losing earlier ones: output directories, atomic JSON, `--json PATH`.
+
+One JSON encoder for the whole stack (`jsonable`: numpy arrays and scalars become lists and
+numbers), used by the benchmarks' `--json`, run summaries and the JSON status messages.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def jsonable(obj: Any) -> Any:
+    """`json.dumps(default=jsonable)`: numpy arrays -> lists; numpy scalars, 0-d tensors -> numbers."""
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (np.floating, np.integer, np.bool_)):
+        return obj.item()
+    if hasattr(obj, "__float__") and not isinstance(obj, (str, bytes)):   # a 0-d tensor, a Decimal
+        return float(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def claim_out_dir(out: str | Path, overwrite: bool, flag: str = "--out") -> Path:
+    """Refuse (FileExistsError, naming what is there) to write into a non-empty `out` unless
+    `overwrite`: a run never replaces an earlier run's files by accident. Creates nothing, so
+    call it first and create the directory after every other check has passed."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{flag} {str(out)!r} is a file, not a directory")
+    if out.is_dir() and not overwrite:
+        names = sorted(p.name for p in out.iterdir())
+        if names:
+            shown = ", ".join(names[:4]) + (f", ... ({len(names)} entries)" if len(names) > 4 else "")
+            raise FileExistsError(f"{flag} {str(out)!r} is not empty ({shown}): an earlier run's output; "
+                                  f"pass --overwrite to write over it, or choose another directory")
+    return out
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> Path:
+    """Write `obj` as indented JSON to `path` through a temporary file and `os.replace`, so a
+    reader (or a crash) sees the old file or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w") as f:
+            f.write(json.dumps(obj, indent=2) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_json_output(path: str | Path, obj: Any) -> None:
+    """A benchmark's `--json PATH`: '-' prints the JSON to stdout; a path gets its parent
+    directories and an atomic write, and the path is printed."""
+    if str(path) == "-":
+        print(json.dumps(obj, indent=2, default=jsonable))
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, json.loads(json.dumps(obj, default=jsonable)))
+    print(f"wrote {path}")

@@ -1,0 +1,1 @@
+"""vam_train: demonstrations, datasets, losses and the trainer (recovery rounds included)."""

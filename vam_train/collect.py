@@ -1,0 +1,179 @@
+"""`vam-stack collect`: scripted-expert demonstrations of the mocked LIBERO suites on disk.
+
+    vam-stack collect --suites goal --episodes-per-task 50 --seed 100 --out data/demos_goal
+
+Episode `e` of task `k` is the initial state hashed from (suite, k, e, seed): use a seed id
+that evaluation does not use (evaluation runs seed 0 by default), so training and evaluation
+states differ. `--noise` perturbs the expert's translation (Gaussian, in action units) on
+every `--noise-every`-th episode for state diversity; the recorded action is the perturbed
+one that was executed. Failed expert episodes are skipped unless `--keep-failures`.
+The format is documented in `dataset.py`. `--workers N` runs the expert and the PNG encoding
+in N processes; episodes are still tried in order within each task and written in the
+sequential order, so the dataset is byte-identical for any N.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from vam_stack.config import check
+
+from .dataset import DatasetWriter, EncodedDemo, encode_demo
+
+# what every dataset recorded on the mocked LIBERO bridge says about itself (meta/info.json);
+# `bridge_info(mock)` adds the rate, frame shape and the whole mock configuration it ran with
+BRIDGE_INFO = {"robot": "mocked LIBERO (libero_bridge)", "action_dim": 7, "proprio_dim": 8,
+               "features": {"frames": "PNG, stacked agentview|wrist RGB (the rendered size)",
+                            "proprio": "eef xyz (LIBERO world frame), axis-angle, fingers",
+                            "actions": "eef delta xyz, rot xyz (LIBERO world frame), gripper (+1 close)",
+                            "phase": "0 planning, 1 manipulation"}}
+
+
+def bridge_info(mock) -> dict:
+    """BRIDGE_INFO for datasets recorded with the mock configuration `mock`."""
+    from vam_sim.libero_mock.config import CONVENTIONS
+
+    s = mock.image_size
+    return BRIDGE_INFO | {"fps": mock.control_hz, "frame_shape": [s, 2 * s, 3], "mock": mock.as_dict(),
+                          "mock_conventions": CONVENTIONS}
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    suites: tuple[str, ...] = ("goal",)   # suites to record (names from vam_sim.libero_mock.SUITES)
+    episodes_per_task: int = 50           # demonstrations per task (LIBERO ships 50)
+    seed: int = 100                       # seed id of the initial states (keep it apart from eval's)
+    noise: float = 0.1                    # std of the expert's translation noise (action units), 0 = none
+    noise_every: int = 2                  # perturb every n-th episode (1 = all), the rest are clean
+    keep_failures: bool = False           # also store episodes the expert failed
+    max_attempts_factor: int = 3          # try at most this x episodes per task to reach the count
+    workers: int = 1                      # processes running the expert + PNG encoding (output identical for any)
+    mock_config: str | None = None        # mocked LIBERO YAML (None = config/libero_mock.yaml)
+
+    def __post_init__(self):
+        from vam_sim.libero_mock import SUITES
+
+        for s in self.suites:
+            check(s in SUITES, f"collect: unknown suite {s!r}; expected names from {list(SUITES)}")
+        check(len(self.suites) >= 1, f"collect: suites must not be empty, got {self.suites!r}")
+        check(self.episodes_per_task >= 1, f"collect: episodes_per_task must be >= 1, got {self.episodes_per_task!r}")
+        check(self.seed >= 0, f"collect: seed must be >= 0, got {self.seed!r}")
+        check(0.0 <= self.noise <= 1.0, f"collect: noise must be in [0, 1] action units, got {self.noise!r}")
+        check(self.noise_every >= 1, f"collect: noise_every must be >= 1, got {self.noise_every!r}")
+        check(self.max_attempts_factor >= 1, f"collect: max_attempts_factor must be >= 1, got {self.max_attempts_factor!r}")
+        check(self.workers >= 1, f"collect: workers must be >= 1, got {self.workers!r}")
+
+    def noise_of(self, episode: int) -> float:
+        """Expert translation noise of attempt `episode` of a task."""
+        hit = self.noise > 0 and episode % self.noise_every == self.noise_every - 1
+        return self.noise if hit else 0.0
+
+
+def expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
+    """(suite, task, episode, seed, noise, keep) -> (success, stored form or None when not kept)."""
+    from vam_sim.libero_mock import rollout_expert
+
+    from vam_sim.libero_mock import LiberoMockConfig
+
+    suite, task, episode, seed, noise, keep, mock = job
+    demo = rollout_expert(suite, task, episode, seed, render=True, noise=noise,
+                          cfg=LiberoMockConfig.from_dict(mock) if mock else None)
+    return demo.success, (encode_demo(demo) if demo.success or keep else None)
+
+
+def _task_attempts(cfg: CollectConfig, suite: str, task: int, run, mock: dict | None = None):
+    """Yield the kept (stored-form) episodes of one task in attempt order. Attempts run in waves
+    (as many as are still missing), so the kept set is the one a one-by-one loop would keep."""
+    kept, tried, failures = 0, 0, 0
+    limit = cfg.episodes_per_task * cfg.max_attempts_factor
+    while kept < cfg.episodes_per_task and tried < limit:
+        wave = range(tried, min(limit, tried + cfg.episodes_per_task - kept))
+        jobs = [(suite, task, e, cfg.seed, cfg.noise_of(e), cfg.keep_failures, mock) for e in wave]
+        for success, enc in run(jobs):
+            tried += 1
+            failures += not success
+            if enc is not None:                  # waves are sized to what is missing: never over the count
+                kept += 1
+                yield enc, tried, failures
+    if kept < cfg.episodes_per_task:
+        raise RuntimeError(f"collect: the expert succeeded only {kept} times in {tried} episodes of "
+                           f"{suite} task {task}; cannot reach {cfg.episodes_per_task}")
+
+
+def collect(cfg: CollectConfig, out: str | Path, progress=None, overwrite: bool = False) -> dict:
+    """Record the demonstrations into `out`; returns the info dict. A non-empty `out` is refused
+    (FileExistsError) unless it is a dataset and `overwrite` is set, in which case it is replaced;
+    a non-empty directory that is not a dataset is never removed."""
+    import multiprocessing as mp
+
+    from vam_sim.libero_mock import LiberoMockConfig
+
+    mock = LiberoMockConfig.load(cfg.mock_config)
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise NotADirectoryError(f"--out {str(root)!r} is a file, not a dataset directory")
+    if root.exists() and any(root.iterdir()):
+        if not (root / "meta" / "info.json").is_file():
+            raise FileExistsError(f"{str(root)!r} exists and is not a dataset; refusing to overwrite it")
+        if not overwrite:
+            raise FileExistsError(f"--out {str(root)!r} already holds a dataset; pass --overwrite to replace it, "
+                                  f"or choose another directory")
+    if root.exists():
+        shutil.rmtree(root)
+    writer = DatasetWriter(root)
+    attempts = failures = 0
+    t0 = time.perf_counter()
+    pool = mp.get_context("spawn").Pool(cfg.workers) if cfg.workers > 1 else None
+    run = (lambda jobs: pool.imap(expert_episode, jobs)) if pool else (lambda jobs: map(expert_episode, jobs))
+    try:
+        for suite in cfg.suites:
+            for task in range(10):
+                tried = fails = kept = 0
+                for enc, tried, fails in _task_attempts(cfg, suite, task, run, mock.as_dict()):
+                    writer.add(enc)
+                    kept += 1
+                    if progress is not None:
+                        progress(suite, task, kept)
+                attempts += tried
+                failures += fails
+    finally:
+        if pool is not None:
+            pool.terminate()
+    info = bridge_info(mock) | {
+        "suites": list(cfg.suites), "seed": cfg.seed, "episodes_per_task": cfg.episodes_per_task,
+        "noise": cfg.noise, "noise_every": cfg.noise_every, "expert_attempts": attempts, "expert_failures": failures,
+        "expert_success_rate": round(1.0 - failures / max(attempts, 1), 4), "collect_s": round(time.perf_counter() - t0, 1)}
+    writer.close(info)
+    return info | {"total_episodes": len(writer.metas), "total_frames": writer.frames}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suites", default="goal", help="comma-separated suites (default: goal)")
+    p.add_argument("--episodes-per-task", type=int, default=50)
+    p.add_argument("--seed", type=int, default=100, help="seed id of the initial states (eval uses 0)")
+    p.add_argument("--noise", type=float, default=0.1, help="expert translation noise std (action units)")
+    p.add_argument("--noise-every", type=int, default=2, help="perturb every n-th episode")
+    p.add_argument("--keep-failures", action="store_true")
+    p.add_argument("--workers", type=int, default=1, help="processes (the dataset is identical for any number)")
+    p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
+    p.add_argument("--out", required=True, help="dataset directory (new or empty, or a dataset with --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace the dataset already in --out")
+
+
+def run(args: argparse.Namespace) -> int:
+    from vam_stack.progress import progress_bar
+    cfg = CollectConfig(suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
+                        episodes_per_task=args.episodes_per_task, seed=args.seed, noise=args.noise,
+                        noise_every=args.noise_every, keep_failures=args.keep_failures, workers=args.workers,
+                        mock_config=args.mock_config)
+    bar = progress_bar(total=len(cfg.suites) * 10 * cfg.episodes_per_task, unit="ep", desc="collect", file=sys.stdout)
+    info = collect(cfg, args.out, progress=lambda s, t, k: (bar.set_postfix_str(f"{s} task {t}"), bar.update(1)),
+                   overwrite=args.overwrite)
+    bar.close()
+    print(json.dumps({k: info[k] for k in ("total_episodes", "total_frames", "expert_success_rate", "collect_s")}))
+    return 0

@@ -1,0 +1,296 @@
+"""Demonstration dataset on disk (a LeRobot-like layout without LeRobot's dependencies).
+
+Layout of a dataset directory:
+
+    meta/info.json         format version, fps, shapes, feature names, episode/frame counts
+    meta/episodes.jsonl    one JSON line per episode: index, suite, task, episode, seed,
+                           instruction, length, success, file (recovery rounds add
+                           source "recovery", takeover_step, round)
+    meta/stats.json        per-dimension mean/std of `action` and `proprio` (all frames)
+    data/chunk-000/episode_000000.npz   one file per episode (1000 episodes per chunk):
+        proprio        float32 [T, 8]   observation.state at step t
+        actions        float32 [T, 7]   action taken after observing step t
+        phase          uint8   [T]      0 = planning, 1 = manipulation (expert labels)
+        frame_offsets  int64   [T + 1]  byte offsets of each frame in `frames_png`
+        frames_png     uint8   [N]      concatenated PNG files of the stacked 224x448 RGB
+                                        frames (agentview | wrist), lossless
+
+PNG keeps the frames bit-exact (the renderer's flat shading compresses to ~8 kB a frame).
+`Dataset` loads every episode into memory as compressed bytes and decodes frames on demand.
+
+Training samples follow the inference convention: the clip of step t is the policy frames
+[t, t+1, ..., t+16] (the current frame first; past the episode end the last frame repeats),
+the action target is actions[t : t+17] (past the end: zero motion and the last gripper
+command), the proprio is that of step t.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+FORMAT = "vam_stack.demos/v1"
+PHASE_CODES = {"planning": 0, "manipulation": 1}
+CHUNK_EPISODES = 1000
+STD_FLOOR = {"action": 0.05, "proprio": 0.01}  # std floor (units of the data) for near-constant dims
+
+
+class DatasetError(ValueError):
+    """A dataset directory or file that does not follow the documented format."""
+
+
+def encode_frame(frame: np.ndarray) -> bytes:
+    """uint8 RGB [H, W, 3] -> PNG bytes (stored as BGR by OpenCV, decoded back to RGB)."""
+    ok, buf = cv2.imencode(".png", cv2.cvtColor(frame, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_PNG_COMPRESSION, 1])
+    if not ok:
+        raise DatasetError(f"PNG encoding failed for a frame of shape {frame.shape}")
+    return buf.tobytes()
+
+
+def decode_frame(data: np.ndarray) -> np.ndarray:
+    img = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    if img is None:
+        raise DatasetError("a stored frame is not a decodable PNG")
+    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+
+
+def episode_path(root: Path, index: int) -> Path:
+    return root / "data" / f"chunk-{index // CHUNK_EPISODES:03d}" / f"episode_{index:06d}.npz"
+
+
+@dataclass
+class EncodedDemo:
+    """One demonstration in its stored form: the episode file's arrays (frames as PNG) and its
+    metadata. Small (~8 kB a frame), so worker processes can hand it back cheaply."""
+
+    arrays: dict[str, np.ndarray]   # proprio, actions, phase, frame_offsets, frames_png (the npz members)
+    meta: dict                      # suite, task, episode, seed, instruction, length, success
+
+
+def encode_demo(demo) -> EncodedDemo:
+    """A rendered `vam_sim.libero_mock.Demo` -> its stored form (checks frames and phase labels)."""
+    name = f"{demo.suite} task {demo.task} episode {demo.episode}"
+    if demo.stacked is None:
+        raise DatasetError(f"{name}: the demo was recorded without rendering (no frames)")
+    bad = sorted(set(demo.phases) - set(PHASE_CODES))
+    if bad:
+        raise DatasetError(f"{name}: unknown phase labels {bad}")
+    blobs = [encode_frame(f) for f in demo.stacked]
+    offsets = np.zeros(len(blobs) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(b) for b in blobs])
+    arrays = {"proprio": demo.proprio.astype(np.float32), "actions": demo.actions.astype(np.float32),
+              "phase": np.array([PHASE_CODES[p] for p in demo.phases], dtype=np.uint8),
+              "frame_offsets": offsets, "frames_png": np.frombuffer(b"".join(blobs), dtype=np.uint8)}
+    meta = {"suite": demo.suite, "task": demo.task, "episode": demo.episode, "seed": demo.seed,
+            "instruction": demo.instruction, "length": len(demo), "success": bool(demo.success)}
+    return EncodedDemo(arrays, meta)
+
+
+def write_episode(root: Path, index: int, demo) -> dict:
+    """Write one rendered `vam_sim.libero_mock.Demo` (or its `EncodedDemo`) as episode `index`; returns
+    its metadata line."""
+    enc = demo if isinstance(demo, EncodedDemo) else encode_demo(demo)
+    path = episode_path(root, index)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **enc.arrays)
+    return {"index": index, **enc.meta, "file": str(path.relative_to(root))}
+
+
+def compute_stats(arrays: dict[str, list[np.ndarray]]) -> dict[str, list[float]]:
+    """Per-dimension mean/std over all frames (std floored so normalised targets stay bounded)."""
+    out = {}
+    for key, chunks in arrays.items():
+        x = np.concatenate(chunks, axis=0).astype(np.float64)
+        out[f"{key}_mean"] = x.mean(0).tolist()
+        out[f"{key}_std"] = np.maximum(x.std(0), STD_FLOOR[key]).tolist()
+    return out
+
+
+def write_meta(root: Path, episodes: list[dict], stats: dict, info: dict) -> None:
+    meta = root / "meta"
+    meta.mkdir(parents=True, exist_ok=True)
+    info = {"format": FORMAT, "total_episodes": len(episodes),
+            "total_frames": int(sum(e["length"] for e in episodes)), **info}
+    (meta / "info.json").write_text(json.dumps(info, indent=2) + "\n")
+    (meta / "episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    (meta / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+
+
+class DatasetWriter:
+    """Writes episodes one at a time (frames never all in memory), then the meta files with the
+    statistics of every frame written."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.metas: list[dict] = []
+        self._arrays: dict[str, list[np.ndarray]] = {"action": [], "proprio": []}
+
+    def add(self, demo, **extra) -> dict:
+        """Write one rendered `Demo` (or `EncodedDemo`) as the next episode; `extra` joins its
+        episodes.jsonl line."""
+        enc = demo if isinstance(demo, EncodedDemo) else encode_demo(demo)
+        meta = write_episode(self.root, len(self.metas), enc) | extra
+        self.metas.append(meta)
+        self._arrays["action"].append(enc.arrays["actions"])
+        self._arrays["proprio"].append(enc.arrays["proprio"])
+        return meta
+
+    @property
+    def frames(self) -> int:
+        return int(sum(m["length"] for m in self.metas))
+
+    def close(self, info: dict) -> Path:
+        if not self.metas:
+            raise DatasetError(f"{self.root}: no demonstrations to write")
+        write_meta(self.root, self.metas, compute_stats(self._arrays), info)
+        return self.root
+
+
+def write_dataset(root: str | Path, demos, info: dict | None = None) -> Path:
+    """Write an iterable of rendered `Demo`s as a complete dataset (episodes, stats, meta)."""
+    writer = DatasetWriter(root)
+    for demo in demos:
+        writer.add(demo)
+    return writer.close(info or {})
+
+
+@dataclass
+class Episode:
+    meta: dict
+    proprio: np.ndarray      # [T, 8]
+    actions: np.ndarray      # [T, 7]
+    phase: np.ndarray        # [T] uint8
+    offsets: np.ndarray      # [T + 1]
+    blob: np.ndarray         # concatenated PNG bytes
+    decoded: np.ndarray | None = None  # [T, H, W, 3] uint8 once `Dataset.cache_frames` ran
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def _decode(self, t: int) -> np.ndarray:
+        return decode_frame(self.blob[self.offsets[t]: self.offsets[t + 1]])
+
+    def frame(self, t: int) -> np.ndarray:
+        return self._decode(t) if self.decoded is None else self.decoded[t]
+
+    def decode_all(self) -> np.ndarray:
+        return np.stack([self._decode(t) for t in range(len(self))])
+
+
+def available_memory() -> int | None:
+    """Bytes the kernel reports as available (/proc/meminfo MemAvailable); None where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+class Dataset:
+    """All episodes of a dataset directory, in memory (frames stay PNG-compressed)."""
+
+    def __init__(self, root: str | Path, suites: list[str] | None = None):
+        self.root = Path(root)
+        info_path = self.root / "meta" / "info.json"
+        if not info_path.is_file():
+            raise DatasetError(f"{str(self.root)!r} is not a dataset: {info_path} is missing (run `vam-stack collect`)")
+        self.info = json.loads(info_path.read_text())
+        if self.info.get("format") != FORMAT:
+            raise DatasetError(f"{info_path}: format is {self.info.get('format')!r}, expected {FORMAT!r}")
+        self.stats = json.loads((self.root / "meta" / "stats.json").read_text())
+        lines = (self.root / "meta" / "episodes.jsonl").read_text().splitlines()
+        metas = [json.loads(line) for line in lines if line.strip()]
+        if suites:
+            metas = [m for m in metas if m["suite"] in suites]
+        if not metas:
+            raise DatasetError(f"{self.root}: no episodes" + (f" of suites {suites}" if suites else ""))
+        self.episodes: list[Episode] = []
+        for m in metas:
+            path = self.root / m["file"]
+            if not path.is_file():
+                raise DatasetError(f"{self.root}: episode file {m['file']!r} listed in episodes.jsonl is missing")
+            with np.load(path) as z:
+                ep = Episode(m, z["proprio"], z["actions"], z["phase"], z["frame_offsets"], z["frames_png"])
+            if not (len(ep.proprio) == len(ep.actions) == len(ep.phase) == len(ep.offsets) - 1 == m["length"]):
+                raise DatasetError(f"{path}: array lengths disagree with the listed length {m['length']}")
+            self.episodes.append(ep)
+        lengths = np.array([len(e) for e in self.episodes])
+        self._cum = np.concatenate([[0], np.cumsum(lengths)])
+        self.instructions = sorted({e.meta["instruction"] for e in self.episodes})
+
+    def extend(self, other: "Dataset") -> None:
+        """Append `other`'s episodes (e.g. a recovery round); this dataset's statistics stay in force."""
+        new = sorted({e.meta["instruction"] for e in other.episodes} - set(self.instructions))
+        if new:
+            raise DatasetError(f"{other.root}: instructions {new} are not in {self.root}; the trainer embeds the "
+                               f"base dataset's instructions only")
+        self.episodes.extend(other.episodes)
+        lengths = np.array([len(e) for e in self.episodes])
+        self._cum = np.concatenate([[0], np.cumsum(lengths)])
+
+    def cache_frames(self, threads: int = 1, progress=None, max_fraction: float = 0.8,
+                     fit: tuple[int, int, int] | None = None) -> int:
+        """Decode every frame not yet decoded into memory (PNG decoding releases the GIL, so
+        `threads` decode in parallel); returns the bytes held. `fit` = (views, width, height)
+        keeps them at a model's view size instead (`camera_bridge.preprocess.fit_views`, the
+        camera path's rule). Refuses, before decoding anything, when the frames would take more
+        than `max_fraction` of the available memory."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from camera_bridge.preprocess import fit_views
+
+        todo = [e for e in self.episodes if e.decoded is None]
+        shape = tuple(self.info.get("frame_shape", (224, 448, 3)))
+        if fit is not None:
+            shape = (fit[2], fit[0] * fit[1], 3)
+        n = sum(len(e) for e in todo)
+        need = int(n * np.prod(shape))
+        avail = available_memory()
+        if avail is not None and need > max_fraction * avail:
+            raise MemoryError(f"{self.root}: caching {n} decoded frames needs "
+                              f"{need / 2**30:.1f} GiB, more than {max_fraction:.0%} of the "
+                              f"{avail / 2**30:.1f} GiB available; turn train.cache_frames off")
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            decode = Episode.decode_all if fit is None else (lambda e: fit_views(e.decode_all(), *fit))
+            for e, frames in zip(todo, pool.map(decode, todo)):
+                e.decoded = frames
+                if progress is not None:
+                    progress(len(e))
+        return int(sum(e.decoded.nbytes for e in self.episodes if e.decoded is not None))
+
+    def __len__(self) -> int:
+        """Number of training samples (one per recorded step)."""
+        return int(self._cum[-1])
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """Sample index -> (episode index, step)."""
+        if not 0 <= i < len(self):
+            raise IndexError(f"sample index {i} out of range [0, {len(self)})")
+        e = int(np.searchsorted(self._cum, i, side="right") - 1)
+        return e, int(i - self._cum[e])
+
+    def sample(self, i: int, frames: int = 17, chunk: int = 17) -> dict:
+        """One training sample (see the module docstring for the alignment convention)."""
+        e, t = self.locate(i)
+        ep = self.episodes[e]
+        n = len(ep)
+        idx = np.minimum(np.arange(t, t + frames), n - 1)
+        decoded = {int(k): ep.frame(int(k)) for k in np.unique(idx)}       # repeated end frames decode once
+        clip = np.stack([decoded[int(k)] for k in idx])                   # [F, H, W, 3] uint8
+        act = ep.actions[t: t + chunk]
+        if len(act) < chunk:
+            pad = np.zeros((chunk - len(act), act.shape[1]), dtype=np.float32)
+            pad[:, -1] = ep.actions[-1, -1]                              # hold the last gripper command
+            act = np.concatenate([act, pad])
+        return {"frames": clip, "actions": act.astype(np.float32), "proprio": ep.proprio[t],
+                "instruction": ep.meta["instruction"], "phase": int(ep.phase[t]), "episode": e, "step": t}
+
+    def normalise(self, key: str, x: np.ndarray) -> np.ndarray:
+        mean = np.asarray(self.stats[f"{key}_mean"], dtype=np.float32)
+        std = np.asarray(self.stats[f"{key}_std"], dtype=np.float32)
+        return (x - mean) / std

@@ -1,0 +1,153 @@
+"""Recovery demonstrations (DAgger-style): the expert takes over from states the policy reaches.
+
+Behaviour cloning only shows the policy the expert's own states; once its first chunk is a
+little off it sees states no demonstration covers and repeats the mistake instead of
+correcting it. A recovery round fixes the data, not the model:
+
+    for every task of the dataset's suites, `episodes_per_task` seeded episodes:
+        run the current policy (no guidance) in the mocked LIBERO bridge;
+        at `takeovers` replan boundaries (steps drawn from [first_takeover, last_takeover]),
+        snapshot the environment;
+    from each snapshot the scripted expert (a pure function of the state) finishes the task,
+    and that expert segment is one recovery episode: its first frames are the policy's own
+    off-course states, labelled with the expert's correcting actions.
+
+Segments the expert fails to finish are dropped; a policy that ends the episode before a
+takeover step (solved or timed out) yields fewer segments. The trainer runs a round at each
+progress fraction in `at`, writes it as an ordinary dataset under OUT/recovery/round_<r>/
+(episode lines carry "source": "recovery" and "takeover_step"), and samples its steps with
+`weight` relative to a demonstration step. Its minutes count against the time budget.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from vam_stack.config import check
+
+from vam_model.guidance import SCHEDULES
+
+
+@dataclass(frozen=True)
+class RecoveryConfig:
+    at: tuple[float, ...] = ()       # training progress fractions (0, 1) at which a round runs (empty = off)
+    episodes_per_task: int = 4       # policy rollouts per task of each dataset suite, per round
+    takeovers: int = 2               # expert takeovers branched from each rollout (distinct replan steps)
+    first_takeover: int = 10         # earliest takeover step (a multiple of the executed chunk length)
+    last_takeover: int = 60          # latest takeover step
+    seed: int = 200                  # seed id of the rollouts' initial states (collect uses 100, eval 0)
+    weight: float = 2.0              # sampling weight of a recovery step relative to a demonstration step
+    guidance: str = "none"           # guidance of the rollout policy (none is the cheapest)
+
+    def __post_init__(self):
+        at = tuple(self.at)
+        check(all(0.0 < a < 1.0 for a in at), f"train.recovery.at: fractions must be in (0, 1), got {self.at!r}")
+        check(list(at) == sorted(set(at)), f"train.recovery.at must be strictly increasing, got {self.at!r}")
+        check(self.episodes_per_task >= 1, f"train.recovery.episodes_per_task must be >= 1, got {self.episodes_per_task!r}")
+        check(self.takeovers >= 1, f"train.recovery.takeovers must be >= 1, got {self.takeovers!r}")
+        check(1 <= self.first_takeover <= self.last_takeover,
+              f"train.recovery: need 1 <= first_takeover <= last_takeover, got {self.first_takeover!r}, "
+              f"{self.last_takeover!r}")
+        check(self.seed >= 0, f"train.recovery.seed must be >= 0, got {self.seed!r}")
+        check(self.weight > 0 and math.isfinite(self.weight), f"train.recovery.weight must be > 0, got {self.weight!r}")
+        check(self.guidance in SCHEDULES, f"train.recovery.guidance must be one of {SCHEDULES}, got {self.guidance!r}")
+
+
+def takeover_steps(cfg: RecoveryConfig, execute: int, rng: np.random.Generator) -> list[int]:
+    """`cfg.takeovers` distinct replan-boundary steps in [first_takeover, last_takeover], sorted."""
+    lo = math.ceil(cfg.first_takeover / execute) * execute
+    grid = np.arange(lo, cfg.last_takeover + 1, execute)
+    if len(grid) == 0:
+        raise ValueError(f"recovery: no multiple of the executed chunk ({execute} steps) lies in "
+                         f"[{cfg.first_takeover}, {cfg.last_takeover}]")
+    k = min(cfg.takeovers, len(grid))
+    return sorted(int(s) for s in rng.choice(grid, k, replace=False))
+
+
+def recovery_segments(policy, suite: str, task: int, episode: int, seed: int, takeovers: list[int],
+                      mock=None) -> dict:
+    """Run `policy` on one episode, branching an expert takeover at each step of `takeovers`.
+
+    Returns {"demos": [Demo per takeover the expert finished], "takeover_steps": [...],
+    "policy_steps": steps the policy ran, "policy_termination": env termination or None,
+    "expert_failures": n}.
+    """
+    from vam_sim.libero_mock import make_env, record_expert
+    from vam_sim.libero_mock.runner import PolicyDriver
+
+    env = make_env(suite, task, episode, seed, render=True, cfg=mock)
+    obs = env.reset()
+    driver = PolicyDriver(policy, env.instruction)
+    pending = sorted(set(takeovers))
+    snapshots, step = [], 0
+    while not env.done and pending:
+        if step == pending[0]:
+            snapshots.append((step, copy.deepcopy(env), obs))
+            pending.pop(0)
+            if not pending:
+                break
+        action, _ = driver.act(obs)
+        obs, _, _, _ = env.step(action.astype(np.float32))
+        step += 1
+    out = {"demos": [], "takeover_steps": [], "policy_steps": step, "policy_termination": env.termination,
+           "expert_failures": 0}
+    for k, snap, snap_obs in snapshots:
+        demo = record_expert(snap, snap_obs)
+        if demo.success:
+            out["demos"].append(demo)
+            out["takeover_steps"].append(k)
+        else:
+            out["expert_failures"] += 1
+    return out
+
+
+def collect_round(policy, cfg: RecoveryConfig, suites: list[str], round_index: int, out: str | Path,
+                  progress: Callable[[int, int], None] | None = None, mock=None) -> dict:
+    """One recovery round with `policy`, written as a dataset at `out`; returns its summary.
+
+    Episode `e` of a task in round `r` uses initial-state episode index r * episodes_per_task + e
+    (seed id `cfg.seed`), so every round sees new states; takeover steps are drawn from a
+    generator seeded with (seed, round, task, e). `mock` is the environment configuration (the
+    training data's; None = config/libero_mock.yaml).
+    """
+    from vam_sim.libero_mock import LiberoMockConfig
+
+    from .collect import bridge_info
+    from .dataset import DatasetWriter
+
+    mock = mock if mock is not None else LiberoMockConfig.load()
+    writer = DatasetWriter(out)
+    execute = policy.spec.execute
+    rollouts = expert_failures = policy_success = 0
+    t0 = time.perf_counter()
+    total = len(suites) * 10 * cfg.episodes_per_task
+    for suite in suites:
+        for task in range(10):
+            for e in range(cfg.episodes_per_task):
+                rng = np.random.default_rng([cfg.seed, round_index, task, e])
+                episode = round_index * cfg.episodes_per_task + e
+                res = recovery_segments(policy, suite, task, episode, cfg.seed, takeover_steps(cfg, execute, rng), mock)
+                rollouts += 1
+                policy_success += res["policy_termination"] == "success"
+                expert_failures += res["expert_failures"]
+                for demo, k in zip(res["demos"], res["takeover_steps"]):
+                    writer.add(demo, source="recovery", takeover_step=k, round=round_index)
+                if progress is not None:
+                    progress(rollouts, total)
+    if not writer.metas:
+        raise RuntimeError(f"recovery round {round_index}: no expert takeover finished its task in {rollouts} "
+                           f"rollouts ({expert_failures} expert failures); nothing to learn from")
+    summary = {"round": round_index, "rollouts": rollouts, "episodes": len(writer.metas), "frames": writer.frames,
+               "policy_success_before_takeover": policy_success, "expert_failures": expert_failures,
+               "seconds": round(time.perf_counter() - t0, 1)}
+    writer.close(bridge_info(mock) | {"suites": list(suites), "seed": cfg.seed, "source": "recovery"} | summary)
+    return summary
+
+
+__all__ = ["RecoveryConfig", "collect_round", "recovery_segments", "takeover_steps"]
