@@ -45,7 +45,7 @@ def bench_replan(preset: str, repeats: int, threads: int) -> dict:
     policies = {}
     for name, (schedule, _) in modes.items():
         cfg = replace(base.cfg, guidance=GuidanceConfig(schedule=schedule))
-        p = type(base)(base.model, cfg, base.text_encoder, weights=base.weights)
+        p = type(base)(base.model, cfg, base.text_encoder, checkpoint=base.checkpoint)
         p.reset("put the black bowl on the plate")
         policies[name] = p
     times = {name: [] for name in modes}

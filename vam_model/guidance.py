@@ -65,8 +65,8 @@ class GuidanceSchedule:
     def reset(self) -> None:
         self.tr0 = None
 
-    def weights(self, tr: float) -> tuple[float, float, float]:
-        """(s, w_lang, w_plan) for a TR reading; the first reading of an episode sets TR_0."""
+    def update(self, tr: float) -> tuple[float, float, float]:
+        """Take one TR reading: (s, w_lang, w_plan) for it; the first reading of an episode sets TR_0."""
         c = self.cfg
         if self.tr0 is None:              # the baseline is tracked under every schedule (for monitoring)
             self.tr0 = float(tr)

@@ -91,11 +91,11 @@ class _Timer:
 
 class VamPolicy:
     def __init__(self, model: VideoActionModel, cfg: PolicyConfig, text_encoder: TextEncoder | None,
-                 stats: dict | None = None, weights: str = "random"):
+                 stats: dict | None = None, checkpoint: str = "random"):
         self.model = model.eval()
         self.mcfg: ModelConfig = model.cfg
         self.cfg = cfg
-        self.weights = weights
+        self.checkpoint = checkpoint  # where the weights came from: a checkpoint path, or "random"
         r = self.mcfg.robot
         self.spec = PolicySpec(r.chunk, r.execute, r.action_dim, r.proprio_dim, r.frames, r.image_height,
                                r.image_width, r.control_hz, r.action_type, len(r.cameras))
@@ -208,93 +208,107 @@ class VamPolicy:
 
     @torch.no_grad()
     def infer(self, obs: dict, noise: dict | None = None) -> dict:
+        """One replan, steps 1-6 of the module docstring: actions [A_H, D] and the telemetry."""
         frames, proprio = self.check_obs(obs)
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
-        timer = _Timer()
-        m, mc = self.model, self.mcfg
-        noise = self._noise(noise)
         t_start = time.perf_counter()
-
-        with timer("encode"):
-            current = torch.from_numpy(np.ascontiguousarray(frames[-1:]))[None]  # [1, 1, H, W, 3]
-            anchor = m.encode_frames(current)                                   # [1, 16, 1, h, w]
+        r = _Replan(self, self._noise(noise))
+        with r.timer("encode"):                                                     # 1. encode
+            current = torch.from_numpy(np.ascontiguousarray(frames[-1:]))[None]     # [1, 1, H, W, 3]
+            r.anchor = self.model.encode_frames(current)                            # [1, 16, 1, h, w]
         p_mean, p_std = self.stats["proprio"]
-        state = torch.from_numpy((proprio - p_mean) / p_std)[None]              # [1, P]
-        idx = self.cfg.feature_index
-
-        def branch(name: str, text: torch.Tensor, vnoise: torch.Tensor):
-            with timer(f"video_{name}"):
-                feats, sigma_v = m.video_features(anchor, text, vnoise, idx, self.backend)    # [1, T, N, D]
-            self.forward_calls[name] += 1
-            with timer(f"prefix_{name}"):
-                cache = m.head.prefix_cache(m.prefix(feats, sigma_v, state))
-            return cache, sigma_v
-
-        caches = {}
-        caches["cond"], sigma_v = branch("cond", self._text, noise["video"])
-        tpf, tv = mc.head_tokens_per_frame, mc.head_video_tokens
-        layer = mc.head.tr_layer
-        tel = {"tr_steps": [], "s_steps": [], "attention": None}
-        weights = {"s": 0.0, "w_lang": 0.0, "w_plan": 0.0, "tr": float("nan")}
-
-        def ensure(name: str):
-            if name in caches:
-                return
-            if name == "null_text":
-                caches[name], _ = branch(name, self._null_text, noise["video"])
-            else:
-                caches[name], _ = branch(name, self._text, noise["plan"])
-
-        def denoise(x, sigma, step):
-            with timer("euler"):
-                v_cond, probs = m.head.denoise_step(caches["cond"], x, sigma, probs_layer=layer)
-            with timer("tr"):
-                tr = float(temporal_ratio(probs, tpf, tv)[0])
-            tel["tr_steps"].append(tr)
-            if step == 0 or self.cfg.guidance.tr_every_step:
-                with timer("guidance"):
-                    s, wl, wp = self.guidance.weights(tr)
-                weights.update(s=s, w_lang=wl, w_plan=wp, tr=tr)
-                if step == 0 and self.cfg.return_attention:
-                    tel["attention"] = video_attention_map(probs, tv)[0].numpy()  # [A, Tv]
-            tel["s_steps"].append(weights["s"])
-            v_null = v_plan = None              # branches run only when their weight is > 0
-            if weights["w_lang"] > 0:
-                ensure("null_text")
-                with timer("euler"):
-                    v_null, _ = m.head.denoise_step(caches["null_text"], x, sigma)
-            if weights["w_plan"] > 0:
-                ensure("plan")
-                with timer("euler"):
-                    v_plan, _ = m.head.denoise_step(caches["plan"], x, sigma)
-            return combine_velocities(v_cond, v_null, v_plan, weights["w_lang"], weights["w_plan"])
-
-        actions_n = euler_integrate(denoise, noise["action"], self.cfg.euler_steps)[0].numpy()  # [A_H, D]
+        r.state = torch.from_numpy((proprio - p_mean) / p_std)[None]                 # [1, P]
+        r.branch("cond")                                                            # 2.-3. features, prefix
+        actions_n = euler_integrate(r.velocity, r.noise["action"], self.cfg.euler_steps)  # 4.-6. [1, A_H, D]
         a_mean, a_std = self.stats["action"]
-        actions = (actions_n * a_std + a_mean).astype(np.float32)
-        total = (time.perf_counter() - t_start) * 1e3
-        out = {
-            "actions": actions,
-            "replan": self.replan_index,
-            "tr": weights["tr"] if not self.cfg.guidance.tr_every_step else tel["tr_steps"][0],
-            "tr_steps": tel["tr_steps"],
-            "tr0": self.guidance.tr0 if self.guidance.tr0 is not None else float("nan"),
-            "s": weights["s"] if not self.cfg.guidance.tr_every_step else tel["s_steps"][0],
-            "s_steps": tel["s_steps"],
-            "w_lang": weights["w_lang"],
-            "w_plan": weights["w_plan"],
-            "sigma_v": sigma_v,
-            "branches_computed": [b for b in BRANCHES if b in caches],
-            "timing_ms": {**{k: round(v, 3) for k, v in timer.ms.items()}, "total": round(total, 3)},
-            "latency_ms": total,
-            "attention": tel["attention"],
-            "weights": self.weights,
-        }
+        actions = (actions_n[0].numpy() * a_std + a_mean).astype(np.float32)        # [A_H, D]
+        out = r.telemetry(actions, (time.perf_counter() - t_start) * 1e3)
         self.replan_index += 1
         if not np.isfinite(actions).all():
             raise FloatingPointError(f"policy produced non-finite actions at replan {out['replan']}")
         return out
+
+
+class _Replan:
+    """One replan's working state: each branch's head prefix cache (a branch runs its video pass
+    the first time it is needed), the TR read at every Euler step, the guidance weights in force,
+    the attention map, and the time spent per stage."""
+
+    def __init__(self, policy: VamPolicy, noise: dict):
+        self.policy, self.noise = policy, noise
+        self.timer = _Timer()
+        self.anchor: torch.Tensor | None = None       # [1, 16, 1, h, w] clean latent of the current frame
+        self.state: torch.Tensor | None = None        # [1, P] normalised proprio
+        self.caches: dict = {}                        # branch -> head prefix cache
+        self.sigma_v: float | None = None             # the cond branch's feature time
+        self.tr_steps: list[float] = []
+        self.s_steps: list[float] = []
+        self.tr, self.s, self.w_lang, self.w_plan = float("nan"), 0.0, 0.0, 0.0
+        self.attention: np.ndarray | None = None
+
+    def branch(self, name: str):
+        """The prefix cache of branch `name`: video pass (text, noise) -> block-k features -> head prefix."""
+        if name in self.caches:
+            return self.caches[name]
+        p, m = self.policy, self.policy.model
+        text = p._null_text if name == "null_text" else p._text
+        vnoise = self.noise["plan"] if name == "plan" else self.noise["video"]
+        with self.timer(f"video_{name}"):
+            feats, sigma_v = m.video_features(self.anchor, text, vnoise, p.cfg.feature_index, p.backend)  # [1, T, N, D]
+        p.forward_calls[name] += 1
+        with self.timer(f"prefix_{name}"):
+            self.caches[name] = m.head.prefix_cache(m.prefix(feats, sigma_v, self.state))
+        if name == "cond":
+            self.sigma_v = sigma_v
+        return self.caches[name]
+
+    def velocity(self, x: torch.Tensor, sigma: torch.Tensor, step: int) -> torch.Tensor:
+        """The guided velocity at Euler step `step` ([1, A_H, D]); TR is read from the cond branch's
+        attention, the weights are set from it at step 0 (or at every step with `tr_every_step`),
+        and a guidance branch runs only while its weight is > 0."""
+        p, head, mc = self.policy, self.policy.model.head, self.policy.mcfg
+        with self.timer("euler"):
+            v_cond, probs = head.denoise_step(self.branch("cond"), x, sigma, probs_layer=mc.head.tr_layer)  # [1, A_H, D]
+        with self.timer("tr"):
+            tr = float(temporal_ratio(probs, mc.head_tokens_per_frame, mc.head_video_tokens)[0])
+        self.tr_steps.append(tr)
+        if step == 0 or p.cfg.guidance.tr_every_step:
+            with self.timer("guidance"):
+                self.s, self.w_lang, self.w_plan = p.guidance.update(tr)
+            self.tr = tr
+            if step == 0 and p.cfg.return_attention:
+                self.attention = video_attention_map(probs, mc.head_video_tokens)[0].numpy()  # [A, Tv]
+        self.s_steps.append(self.s)
+        v_null = v_plan = None
+        if self.w_lang > 0:
+            with self.timer("euler"):
+                v_null, _ = head.denoise_step(self.branch("null_text"), x, sigma)  # [1, A_H, D]
+        if self.w_plan > 0:
+            with self.timer("euler"):
+                v_plan, _ = head.denoise_step(self.branch("plan"), x, sigma)       # [1, A_H, D]
+        return combine_velocities(v_cond, v_null, v_plan, self.w_lang, self.w_plan)
+
+    def telemetry(self, actions: np.ndarray, total_ms: float) -> dict:
+        p = self.policy
+        every = p.cfg.guidance.tr_every_step
+        return {
+            "actions": actions,
+            "replan": p.replan_index,
+            "tr": self.tr_steps[0] if every else self.tr,
+            "tr_steps": self.tr_steps,
+            "tr0": p.guidance.tr0 if p.guidance.tr0 is not None else float("nan"),
+            "s": self.s_steps[0] if every else self.s,
+            "s_steps": self.s_steps,
+            "w_lang": self.w_lang,
+            "w_plan": self.w_plan,
+            "sigma_v": self.sigma_v,
+            "branches_computed": [b for b in BRANCHES if b in self.caches],
+            "timing_ms": {**{k: round(v, 3) for k, v in self.timer.ms.items()}, "total": round(total_ms, 3)},
+            "latency_ms": total_ms,
+            "attention": self.attention,
+            "checkpoint": p.checkpoint,
+        }
 
 
 def build_policy(preset: str | None = None, checkpoint: str | Path | None = None, guidance: str | None = None,
@@ -310,7 +324,7 @@ def build_policy(preset: str | None = None, checkpoint: str | Path | None = None
         cfg = replace(cfg, guidance=replace(cfg.guidance, schedule=guidance))
     if seed is not None:                # an explicit seed wins over the config's (default: config's, else 0)
         cfg = replace(cfg, seed=seed)
-    stats, weights = {}, "random"
+    stats, source = {}, "random"
     if checkpoint is not None:
         mcfg, _ = read_metadata(checkpoint)
         if preset is not None:
@@ -322,9 +336,9 @@ def build_policy(preset: str | None = None, checkpoint: str | Path | None = None
     if checkpoint is not None:
         extra = load_checkpoint(checkpoint, model)
         stats = extra.get("stats", {})
-        weights = str(checkpoint)
+        source = str(checkpoint)
         te = extra.get("text_encoder")
         if te and cfg.text_encoder == PolicyConfig().text_encoder:
             cfg = replace(cfg, text_encoder=te)
     encoder = TextEncoder(cfg.text_encoder, mcfg.dit.text_tokens, mcfg.dit.text_in_dim)
-    return VamPolicy(model, cfg, encoder, stats, weights)
+    return VamPolicy(model, cfg, encoder, stats, source)

@@ -27,7 +27,7 @@ class FakePolicy:
     """What SimRunner needs of a policy: LIBERO-shaped spec, reset(), infer(). `refuse` makes
     every infer raise the ValueError a policy raises on a frame it cannot take."""
 
-    weights = None
+    checkpoint = None
 
     def __init__(self, refuse: bool = False, action_type: str = "eef_delta"):
         self.spec = SimpleNamespace(chunk=17, execute=10, action_dim=7, rate_hz=20.0, frames=17,

@@ -82,12 +82,12 @@ def test_euler_visits_fixed_sigmas():
 def test_flat_equals_base_weights():
     g = GuidanceSchedule(GuidanceConfig(schedule="flat", w_lang_base=0.1, w_plan_base=0.3))
     for tr in (1.0, 5.0, 0.2):
-        assert g.weights(tr) == (1.0, 0.1, 0.3)
+        assert g.update(tr) == (1.0, 0.1, 0.3)
 
 
 def test_none_is_zero():
     g = GuidanceSchedule(GuidanceConfig(schedule="none"))
-    assert g.weights(9.0) == (0.0, 0.0, 0.0)
+    assert g.update(9.0) == (0.0, 0.0, 0.0)
 
 
 def test_tr_adaptive_follows_clip_formula_and_holds_tr0():
@@ -95,13 +95,13 @@ def test_tr_adaptive_follows_clip_formula_and_holds_tr0():
     script = [2.0, 2.0, 3.0, 4.0, 7.0, 1.0, 2.5]
     expected_s = [0.0, 0.0, 0.5, 1.0, 2.0, 0.0, 0.25]
     for tr, s in zip(script, expected_s):
-        got = g.weights(tr)
+        got = g.update(tr)
         assert got[0] == pytest.approx(s)
         assert got[1] == pytest.approx(0.1 * s) and got[2] == pytest.approx(0.3 * s)
         assert g.tr0 == 2.0
     g.reset()
     assert g.tr0 is None
-    assert g.weights(5.0)[0] == 0.0 and g.tr0 == 5.0
+    assert g.update(5.0)[0] == 0.0 and g.tr0 == 5.0
 
 
 def test_adaptive_scale_guards():

@@ -28,7 +28,7 @@ def test_shipped_weights_are_small_carry_their_statistics_and_the_mock_they_lear
     for key in ("action", "proprio"):
         mean, std = policy.stats[key]
         assert np.all(std > 0) and not np.allclose(std, 1.0)               # real statistics, not the defaults
-    assert policy.weights == str(SHIPPED)
+    assert policy.checkpoint == str(SHIPPED)
     assert checkpoint_conventions(SHIPPED) == CONVENTIONS                  # trained on the mock as it is
 
 

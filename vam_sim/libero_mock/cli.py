@@ -39,19 +39,19 @@ def _weights_notice(runner: SimRunner) -> str:
     if p is None:
         return "policy: scripted expert"
     notice = ""
-    if p.weights not in ("random", None):
+    if p.checkpoint not in ("random", None):
         from .config import CONVENTIONS, checkpoint_conventions
 
-        got = checkpoint_conventions(p.weights)
+        got = checkpoint_conventions(p.checkpoint)
         if got != CONVENTIONS:
             notice = (f"\nWARNING: these weights were trained on the mock's conventions {got or 'before libero-1'!r}, "
                       f"not the current {CONVENTIONS!r} (LIBERO's frames, 20 Hz ticks, LIBERO's tasks): expect "
                       f"~0 % success until they are retrained on the current mock")
-    if p.weights == "random":
+    if p.checkpoint == "random":
         return (f"policy: {p.mcfg.name} preset with RANDOM (untrained) weights -- its actions are noise and "
                 f"success is expected to be ~0 %; train and ship weights (models/{p.mcfg.name}.safetensors) "
                 f"to see the method work")
-    return f"policy: {p.mcfg.name} preset, weights {p.weights}" + notice
+    return f"policy: {p.mcfg.name} preset, weights {p.checkpoint}" + notice
 
 
 def run_suite(cfg: SimConfig, out: Path, policy=None, quiet: bool = False, runner_cls=SimRunner,
@@ -133,7 +133,7 @@ def _sim_summary(cfg: SimConfig, runner, episodes: list[dict], t0: float) -> dic
     mock = runner.mock if runner is not None else LiberoMockConfig.load(cfg.mock_config)
     return {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
             "mock": mock.as_dict(),
-            "weights": getattr(policy, "weights", None) if policy is not None else None,
+            "weights": getattr(policy, "checkpoint", None) if policy is not None else None,
             "episodes": episodes, "success_rate": success_rates(episodes),
             "success_ci95": success_intervals(episodes), "stats": summarise(episodes),
             "wall_s": round(time.perf_counter() - t0, 2)}

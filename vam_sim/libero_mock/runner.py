@@ -142,7 +142,7 @@ class PolicyDriver:
         self.executor.reset(instruction=instruction, initial_target=kw.get("initial_target"))
         r = policy.mcfg.robot
         self._frames, self._skip = spec.frames, r.frame_skip
-        self.window = FrameRing((spec.frames - 1) * r.frame_skip + 1, (spec.height, spec.width, 3))
+        self.window: FrameRing | None = None   # allocated for the fitted frame's shape at the first observe()
         self._fit = (len(r.cameras), r.camera_width, r.camera_height)
         self._lock = threading.Lock()     # realtime: the tick thread writes, the worker reads
         self.fitted: np.ndarray | None = None
@@ -155,6 +155,8 @@ class PolicyDriver:
         fitted = fit_views(obs["stacked"], *self._fit)
         with self._lock:
             self.fitted = fitted
+            if self.window is None:
+                self.window = FrameRing((self._frames - 1) * self._skip + 1, fitted.shape)
             self.window.push(fitted)
             self._proprio = np.array(obs["proprio"], copy=True)
 

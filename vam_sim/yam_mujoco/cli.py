@@ -19,10 +19,10 @@ from .runner import YamRunConfig, YamSimRunner
 def weights_notice(policy) -> str:
     if policy is None:
         return "policy: scripted expert (privileged simulator state)"
-    if policy.weights == "random":
+    if policy.checkpoint == "random":
         return (f"policy: {policy.mcfg.name} preset with RANDOM (untrained) weights -- its actions are noise "
                 f"(the safety filter and driver clip them) and success is expected to be ~0 %")
-    return f"policy: {policy.mcfg.name} preset, weights {policy.weights}"
+    return f"policy: {policy.mcfg.name} preset, weights {policy.checkpoint}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     def write(complete: bool, **extra) -> None:
         n = len(episodes)
         summary = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__} | {"robot": "yam-mujoco"},
-                   "weights": getattr(started[0].policy, "weights", None) if started else None,
+                   "weights": getattr(started[0].policy, "checkpoint", None) if started else None,
                    "episodes": episodes,
                    "success_rate": {cfg.task: round(sum(e["success"] for e in episodes) / n, 4)} if n else {},
                    "stats": summarise(episodes), "wall_s": round(time.perf_counter() - t0, 2)}
