@@ -18,7 +18,7 @@ ENCODINGS = ("bgr8", "rgb8")  # 8-bit, three channel; anything else is rejected 
 INTERPOLATIONS = ("pyramid", "area", "linear", "cubic", "nearest")
 
 
-@dataclass
+@dataclass(frozen=True)
 class CameraConfig:
     """One camera (one view of the stacked image)."""
 
@@ -73,7 +73,7 @@ def _default_cameras() -> tuple[CameraConfig, ...]:
     return (CameraConfig("top"), CameraConfig("left_wrist"), CameraConfig("right_wrist"))
 
 
-@dataclass
+@dataclass(frozen=True)
 class BridgeConfig:
     """Synchronisation, geometry and window of the stacked multi-view clip."""
 

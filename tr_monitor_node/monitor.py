@@ -23,7 +23,7 @@ from vam_stack.config import check
 SCALAR_KEYS = ("tr", "tr0", "s", "w_lang", "w_plan", "latency_ms")  # = topic table keys
 
 
-@dataclass
+@dataclass(frozen=True)
 class MonitorConfig:
     """TR monitor: history/phase settings, image look, rendering rate, health thresholds."""
 

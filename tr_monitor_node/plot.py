@@ -25,7 +25,7 @@ _INTERP = {"nearest": cv2.INTER_NEAREST, "bilinear": cv2.INTER_LINEAR,
            "bicubic": cv2.INTER_CUBIC}
 
 
-@dataclass
+@dataclass(frozen=True)
 class PlotConfig:
     """Size and look of the rendered images."""
 

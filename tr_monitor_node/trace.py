@@ -44,7 +44,7 @@ class TelemetryError(ValueError):
     """A telemetry dict or phase label is malformed; the message names the field and value."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TraceConfig:
     """History bounds and phase-inference thresholds of the TR monitor."""
 

@@ -24,6 +24,7 @@ import torch
 
 from vam_model.backends import BackendConfig, make_backend, parity, within_bounds
 from vam_bench.backends import dit_call_flops, summarize
+from vam_stack.outputs import jsonable, write_json_atomic
 
 # Dense bf16 tensor-core peak (FLOP/s, no sparsity) by GPU name fragment, from vendor data sheets.
 BF16_PEAK = {"H200": 989e12, "H100 SXM": 989e12, "H100 80GB HBM3": 989e12, "H100 PCIe": 756e12, "H100": 756e12,
@@ -178,10 +179,10 @@ def run(args: argparse.Namespace) -> int:
             res, ok = {"error": f"{type(e).__name__}: {e}"}, False
         out["presets"][preset] = res
         out["wall_s"] = round(time.perf_counter() - t_start, 1)
-        path.write_text(json.dumps(out, indent=2, default=float) + "\n")
-        print(f"[gpu_check] {preset}: {json.dumps(res.get('replan', res), default=float)}", flush=True)
+        write_json_atomic(path, json.loads(json.dumps(out, default=jsonable)))   # one whole JSON after every preset
+        print(f"[gpu_check] {preset}: {json.dumps(res.get('replan', res), default=jsonable)}", flush=True)
     out["parity_ok"] = ok
-    path.write_text(json.dumps(out, indent=2, default=float) + "\n")
+    write_json_atomic(path, json.loads(json.dumps(out, default=jsonable)))
     print(f"[gpu_check] wrote {path} in {time.perf_counter() - t_start:.0f} s; parity {'ok' if ok else 'FAIL'}")
     return 0 if ok else 1
 

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from vam_stack.outputs import write_json_output
+
 MODES = {  # name -> (guidance schedule, TR_0 forcing s): TR_0 far above TR gives s = 0, far below s = s_max
     "unguided": ("none", None),
     "gated_s0": ("tr_adaptive", 1e9),
@@ -204,11 +206,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"[bench all] achieved {result['achieved']}")
     result["peak_memory"] = _peak_memory()
     result["meta"]["wall_s"] = round(time.perf_counter() - t_all, 2)
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(result, indent=2, default=float) + "\n")
+    write_json_output(args.json, result)
     failed = [n for n, v in result.items() if isinstance(v, dict) and "error" in v]
     print(f"[bench all] {result['meta']['wall_s']:.1f} s, peak RSS {result['peak_memory']['max_rss_mb']} MB; "
-          f"wrote {args.json}" + (f"; FAILED sections: {failed}" if failed else ""))
+          f"JSON {args.json}" + (f"; FAILED sections: {failed}" if failed else ""))
     return 1 if failed else 0
 
 

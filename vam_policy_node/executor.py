@@ -73,7 +73,7 @@ MODES = ("lockstep", "realtime")
 ACTION_KINDS = ("absolute", "delta")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExecutorConfig:
     """Timing and seam handling of the chunk executor."""
 
@@ -102,7 +102,7 @@ class ExecutorConfig:
         check(self.action_dim >= 1, f"action_dim must be >= 1, got {self.action_dim!r}")
         check(self.mode in MODES, f"mode must be one of {MODES}, got {self.mode!r}")
         check(self.action_kind in ACTION_KINDS, f"action_kind must be one of {ACTION_KINDS}, got {self.action_kind!r}")
-        self.hold_keep_dims = tuple(self.hold_keep_dims)
+        object.__setattr__(self, "hold_keep_dims", tuple(self.hold_keep_dims))
         check(all(0 <= d < self.action_dim for d in self.hold_keep_dims),
               f"hold_keep_dims must index [0, {self.action_dim}), got {self.hold_keep_dims!r}")
         check(0 <= self.blend_ticks <= self.chunk, f"blend_ticks must be in [0, chunk], got {self.blend_ticks!r}")

@@ -41,7 +41,7 @@ from vam_stack.safety import SafetyFilter
 from vam_stack.config import check
 
 
-@dataclass
+@dataclass(frozen=True)
 class RuntimeConfig:
     """Input freshness and window geometry of the runtime."""
 

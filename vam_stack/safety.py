@@ -44,7 +44,7 @@ JOINTS_PER_ARM = load_robot().arm_joints  # YAM: 6 revolute joints, then one gri
 FUTURE_TOLERANCE_S = 0.05  # a command stamped further ahead than this is refused (clock mismatch)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SafetyConfig:
     """Limits for `arms` x (6 joints + gripper) absolute joint targets."""
 
@@ -71,7 +71,7 @@ class SafetyConfig:
             value = tuple(getattr(self, name))
             check(len(value) == JOINTS_PER_ARM, f"{name} needs {JOINTS_PER_ARM} values, got {value!r}")
             check(all(math.isfinite(v) for v in value), f"{name} must be finite, got {value!r}")
-            setattr(self, name, tuple(float(v) for v in value))
+            object.__setattr__(self, name, tuple(float(v) for v in value))
         check(self.margin_rad >= 0 and math.isfinite(self.margin_rad), f"margin_rad must be >= 0, got {self.margin_rad!r}")
         for i, (lo, hi) in enumerate(zip(self.joint_lower, self.joint_upper)):
             check(lo + self.margin_rad < hi - self.margin_rad,

@@ -28,7 +28,7 @@ DYNAMIXEL_BAUDRATES = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 500000
                        1152000, 2000000, 2500000, 3000000, 3500000, 4000000)  # dynamixel_sdk's list
 
 
-@dataclass
+@dataclass(frozen=True)
 class JointConfig:
     """One motor: bus id, mapping to the joint angle, limits, slew limit, gains."""
 
@@ -59,7 +59,7 @@ class JointConfig:
         check(0 <= self.feedback_id <= 0x7FE, f"joint {self.name!r}: feedback_id {self.feedback_id!r} out of range")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ArmConfig:
     """One arm: its port and its 7 joints (6 + gripper), with the gripper's angle range."""
 
@@ -85,7 +85,7 @@ class ArmConfig:
               f"arm {self.name!r}: gripper limits are an opening fraction within [0, 1], got [{g.lower}, {g.upper}]")
 
 
-@dataclass
+@dataclass(frozen=True)
 class DriverConfig:
     """The whole driver: bus kind, both arms, loop rate, safety timings, bus timings."""
 

@@ -33,7 +33,7 @@ def checkpoint_conventions(path) -> str | None:
     return training.get("mock_conventions") if isinstance(training, dict) else None
 
 
-@dataclass
+@dataclass(frozen=True)
 class LiberoMockConfig:
     """Control, geometry and camera settings of the kinematic tabletop (one file for every entry point).
 
@@ -97,7 +97,7 @@ class LiberoMockConfig:
         from . import frames
 
         r, _ = cv2.Rodrigues(np.asarray(self.home_axis_angle, dtype=np.float64).reshape(3, 1))
-        self._home_rotation = frames.rot_from_libero(r)  # derived once: the expert reads it every step
+        object.__setattr__(self, "_home_rotation", frames.rot_from_libero(r))  # derived once: the expert reads it every step
         tilt = math.acos(max(-1.0, min(1.0, -float(self._home_rotation[2, 2]))))
         check(tilt <= self.max_tilt, f"home_axis_angle {self.home_axis_angle!r} tilts the gripper {tilt:.2f} rad "
                                      f"from pointing down (max_tilt {self.max_tilt})")

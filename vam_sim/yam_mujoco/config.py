@@ -17,7 +17,7 @@ STEP_MODES = ("external", "wall_clock")
 CAMERAS = ("top", "left_wrist", "right_wrist")
 
 
-@dataclass
+@dataclass(frozen=True)
 class MujocoConfig:
     """The simulated bimanual YAM: scene, physics rate, cameras and how time advances."""
 
@@ -50,7 +50,7 @@ class MujocoConfig:
               f"camera size must be within 16..1280 x 16..960 px, got {self.camera_width!r}x{self.camera_height!r}")
         check(math.isfinite(self.camera_fps) and 0.5 <= self.camera_fps <= 240,
               f"camera_fps must be in [0.5, 240], got {self.camera_fps!r}")
-        self.cameras = tuple(self.cameras)
+        object.__setattr__(self, "cameras", tuple(self.cameras))
         check(len(self.cameras) >= 1 and set(self.cameras) <= set(CAMERAS) and len(set(self.cameras)) == len(self.cameras),
               f"cameras must be distinct names from {CAMERAS}, got {self.cameras!r}")
         check(0.3 <= self.arm_spacing <= 1.2, f"arm_spacing must be in [0.3, 1.2] m, got {self.arm_spacing!r}")
