@@ -67,6 +67,7 @@ setup(
             "tr_monitor_node = tr_monitor_node.node:main",
             "yam_driver = yam_driver.node:main",
             "libero_bridge = vam_sim.libero_mock.node:main",
+            "yam_mujoco_sim = vam_sim.yam_mujoco.node:main",
         ],
     },
 )

@@ -23,8 +23,20 @@ TABLE: dict[str, tuple[str, dict[str, str]]] = {
     "suite": ("LIBERO suite (spatial, object, goal, long and the _ood variants)", {"sim": "goal"}),
     "task": ("task of the first episode (0-9)", {"sim": "0"}),
     "episodes": ("episodes to run", {"sim": "10"}),
+    "sim": ("the arm: none = the hardware (or emulated motors); mujoco = the simulated YAM (yam_mujoco_sim: "
+            "MuJoCo world, camera bridge and driver in one process)", {"robot": "none"}),
+    "sim_task": ("MuJoCo task with sim:=mujoco: handover | relay | tray_lift", {"robot": "handover"}),
     "use_rviz": ("start rviz2 with config/vam_stack.rviz", {"robot": "true", "sim": "false"}),
     "use_rqt": ("start rqt with config/vam_stack.perspective", {"robot": "false", "sim": "false"}),
+}
+
+
+# arguments with a closed set of values: launch refuses anything else before a node starts
+CHOICES: dict[str, tuple[str, ...]] = {
+    "guidance": ("none", "flat", "tr_adaptive"),
+    "backend": ("torch", "onnxruntime", "tensorrt"),
+    "sim": ("none", "mujoco"),
+    "sim_task": ("handover", "relay", "tray_lift"),
 }
 
 
@@ -39,7 +51,15 @@ def declare(launch: str) -> list:
     """DeclareLaunchArgument actions for every argument of `launch`."""
     from launch.actions import DeclareLaunchArgument
 
-    return [DeclareLaunchArgument(n, default_value=d, description=t) for n, (d, t) in arguments(launch).items()]
+    return [DeclareLaunchArgument(n, default_value=d, description=t, **({"choices": list(CHOICES[n])} if n in CHOICES else {}))
+            for n, (d, t) in arguments(launch).items()]
+
+
+def is_mujoco():
+    """A condition substitution: true when sim:=mujoco."""
+    from launch.substitutions import LaunchConfiguration, PythonExpression
+
+    return PythonExpression(["'", LaunchConfiguration("sim"), "' == 'mujoco'"])
 
 
 def text(name: str):

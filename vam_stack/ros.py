@@ -213,6 +213,29 @@ def diagnostics(node: Any, statuses: Sequence[dict]) -> Any:
 
 # --- process entry point ------------------------------------------------------------------
 
+def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None) -> None:
+    """`spin_node` for several nodes in one process (a simulator standing in for the hardware):
+    `nodes_factory()` returns them in start order; all spin on one executor and are destroyed in
+    reverse order on every exit path, the ones built before a failing one included."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+
+    rclpy.init(args=args)
+    nodes: list = []
+    try:
+        nodes_factory(nodes)                   # appends each node as it is built
+        executor = MultiThreadedExecutor(num_threads=4)
+        for node in nodes:
+            executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        for node in reversed(nodes):
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
 def spin_node(node_factory: Any, args: Sequence[str] | None = None) -> None:
     """Every node's `main()`: init, build, spin until Ctrl-C or shutdown, then always destroy
     the node (its `destroy_node` drives the hardware to a safe state) and shut rclpy down."""

@@ -1,7 +1,9 @@
 """`vam-stack collect`: scripted-expert demonstrations of the mocked LIBERO suites on disk.
 
     vam-stack collect --suites goal --episodes-per-task 50 --seed 100 --out data/demos_goal
+    vam-stack collect --robot yam-mujoco --tasks handover --episodes-per-task 40 --out data/demos_yam
 
+(the second: the simulated bimanual YAM, collect_yam.py).
 Episode `e` of task `k` is the initial state hashed from (suite, k, e, seed): use a seed id
 that evaluation does not use (evaluation runs seed 0 by default), so training and evaluation
 states differ. `--noise` perturbs the expert's translation (Gaussian, in action units) on
@@ -105,15 +107,10 @@ def _task_attempts(cfg: CollectConfig, suite: str, task: int, run, mock: dict | 
                            f"{suite} task {task}; cannot reach {cfg.episodes_per_task}")
 
 
-def collect(cfg: CollectConfig, out: str | Path, progress=None, overwrite: bool = False) -> dict:
-    """Record the demonstrations into `out`; returns the info dict. A non-empty `out` is refused
-    (FileExistsError) unless it is a dataset and `overwrite` is set, in which case it is replaced;
-    a non-empty directory that is not a dataset is never removed."""
-    import multiprocessing as mp
-
-    from vam_sim.libero_mock import LiberoMockConfig
-
-    mock = LiberoMockConfig.load(cfg.mock_config)
+def claim_dataset_dir(out: str | Path, overwrite: bool) -> Path:
+    """`out` as a dataset directory to (re)write: a non-empty `out` is refused (FileExistsError)
+    unless it is a dataset and `overwrite` is set; a directory that is not a dataset is never
+    replaced. Creates and removes nothing."""
     root = Path(out)
     if root.exists() and not root.is_dir():
         raise NotADirectoryError(f"--out {str(root)!r} is a file, not a dataset directory")
@@ -123,6 +120,19 @@ def collect(cfg: CollectConfig, out: str | Path, progress=None, overwrite: bool 
         if not overwrite:
             raise FileExistsError(f"--out {str(root)!r} already holds a dataset; pass --overwrite to replace it, "
                                   f"or choose another directory")
+    return root
+
+
+def collect(cfg: CollectConfig, out: str | Path, progress=None, overwrite: bool = False) -> dict:
+    """Record the demonstrations into `out`; returns the info dict. A non-empty `out` is refused
+    (FileExistsError) unless it is a dataset and `overwrite` is set, in which case it is replaced;
+    a non-empty directory that is not a dataset is never removed."""
+    import multiprocessing as mp
+
+    from vam_sim.libero_mock import LiberoMockConfig
+
+    mock = LiberoMockConfig.load(cfg.mock_config)
+    root = claim_dataset_dir(out, overwrite)
     if root.exists():
         shutil.rmtree(root)
     writer = DatasetWriter(root)
@@ -152,8 +162,19 @@ def collect(cfg: CollectConfig, out: str | Path, progress=None, overwrite: bool 
     return info | {"total_episodes": len(writer.metas), "total_frames": writer.frames}
 
 
+ROBOTS = ("libero-mock", "yam-mujoco")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--suites", default="goal", help="comma-separated suites (default: goal)")
+    p.add_argument("--robot", choices=ROBOTS, default="libero-mock",
+                   help="libero-mock: the mocked LIBERO suites (default); yam-mujoco: the simulated bimanual YAM "
+                        "(collect_yam.py)")
+    p.add_argument("--suites", default="goal", help="libero-mock: comma-separated suites (default: goal)")
+    p.add_argument("--tasks", default="handover,relay,tray_lift",
+                   help="yam-mujoco: comma-separated tasks (default: handover,relay,tray_lift)")
+    p.add_argument("--view-size", default="64x48", metavar="WxH",
+                   help="yam-mujoco: stored size of each of the three views (default 64x48)")
+    p.add_argument("--sim-config", help="yam-mujoco: simulator YAML (default config/yam_mujoco.yaml)")
     p.add_argument("--episodes-per-task", type=int, default=50)
     p.add_argument("--seed", type=int, default=100, help="seed id of the initial states (eval uses 0)")
     p.add_argument("--noise", type=float, default=0.1, help="expert translation noise std (action units)")
@@ -165,8 +186,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace the dataset already in --out")
 
 
+def _view_size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--view-size must be WxH in pixels, e.g. 64x48, got {text!r}") from None
+    return w, h
+
+
 def run(args: argparse.Namespace) -> int:
     from vam_stack.progress import progress_bar
+    if args.robot == "yam-mujoco":
+        from .collect_yam import YamCollectConfig, collect_yam
+
+        w, h = _view_size(args.view_size)
+        cfg = YamCollectConfig(tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
+                               episodes_per_task=args.episodes_per_task, seed=args.seed, view_width=w, view_height=h,
+                               keep_failures=args.keep_failures, workers=args.workers, sim_config=args.sim_config)
+        bar = progress_bar(total=len(cfg.tasks) * cfg.episodes_per_task, unit="ep", desc="collect", file=sys.stdout)
+        info = collect_yam(cfg, args.out, progress=lambda t, k: (bar.set_postfix_str(t), bar.update(1)),
+                           overwrite=args.overwrite)
+        bar.close()
+        print(json.dumps({k: info[k] for k in ("total_episodes", "total_frames", "expert_success", "collect_s")}))
+        return 0
     cfg = CollectConfig(suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
                         episodes_per_task=args.episodes_per_task, seed=args.seed, noise=args.noise,
                         noise_every=args.noise_every, keep_failures=args.keep_failures, workers=args.workers,

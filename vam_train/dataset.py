@@ -19,9 +19,11 @@ PNG keeps the frames bit-exact (the renderer's flat shading compresses to ~8 kB 
 `Dataset` loads every episode into memory as compressed bytes and decodes frames on demand.
 
 Training samples follow the inference convention: the clip of step t is the policy frames
-[t, t+1, ..., t+16] (the current frame first; past the episode end the last frame repeats),
-the action target is actions[t : t+17] (past the end: zero motion and the last gripper
-command), the proprio is that of step t.
+[t, t+s, ..., t+16s] at the preset's frame skip s (the current frame first; past the episode
+end the last frame repeats), the action target is actions[t : t+chunk] (past the end: zero
+motion and the last gripper command for deltas, the last target for absolute targets, as
+`meta/info.json`'s `action_type` says), the proprio is that of step t. The simulated YAM's
+datasets (`collect_yam.py`) store 14-dim proprio and actions and three views side by side.
 """
 from __future__ import annotations
 
@@ -274,18 +276,27 @@ class Dataset:
         e = int(np.searchsorted(self._cum, i, side="right") - 1)
         return e, int(i - self._cum[e])
 
-    def sample(self, i: int, frames: int = 17, chunk: int = 17) -> dict:
-        """One training sample (see the module docstring for the alignment convention)."""
+    @property
+    def absolute_actions(self) -> bool:
+        """Whether actions are absolute targets (the simulated YAM), not deltas (LIBERO)."""
+        return self.info.get("action_type") == "absolute_joint"
+
+    def sample(self, i: int, frames: int = 17, chunk: int = 17, skip: int = 1) -> dict:
+        """One training sample (see the module docstring for the alignment convention); the clip
+        takes every `skip`-th recorded frame (the preset's frame skip)."""
         e, t = self.locate(i)
         ep = self.episodes[e]
         n = len(ep)
-        idx = np.minimum(np.arange(t, t + frames), n - 1)
+        idx = np.minimum(t + skip * np.arange(frames), n - 1)
         decoded = {int(k): ep.frame(int(k)) for k in np.unique(idx)}       # repeated end frames decode once
         clip = np.stack([decoded[int(k)] for k in idx])                   # [F, H, W, 3] uint8
         act = ep.actions[t: t + chunk]
         if len(act) < chunk:
-            pad = np.zeros((chunk - len(act), act.shape[1]), dtype=np.float32)
-            pad[:, -1] = ep.actions[-1, -1]                              # hold the last gripper command
+            if self.absolute_actions:                                    # absolute targets: hold the last one
+                pad = np.repeat(ep.actions[-1:], chunk - len(act), axis=0)
+            else:                                                        # deltas: no motion, last gripper command
+                pad = np.zeros((chunk - len(act), act.shape[1]), dtype=np.float32)
+                pad[:, -1] = ep.actions[-1, -1]
             act = np.concatenate([act, pad])
         return {"frames": clip, "actions": act.astype(np.float32), "proprio": ep.proprio[t],
                 "instruction": ep.meta["instruction"], "phase": int(ep.phase[t]), "episode": e, "step": t}

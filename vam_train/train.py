@@ -145,12 +145,26 @@ class TrainConfig:
 
 
 # ---- data ---------------------------------------------------------------------------------
+def check_dataset_fits(data: Dataset, mcfg) -> None:
+    """Refuse a dataset whose actions, proprio or action type the preset cannot learn from."""
+    r = mcfg.robot
+    a_dim = len(data.stats.get("action_mean", []))
+    p_dim = len(data.stats.get("proprio_mean", []))
+    if (a_dim, p_dim) != (r.action_dim, r.proprio_dim):
+        raise ConfigError(f"dataset {str(data.root)!r} has {a_dim}-dim actions and {p_dim}-dim proprio; preset "
+                          f"{mcfg.name!r} takes {r.action_dim} and {r.proprio_dim}")
+    if data.absolute_actions != (r.action_type == "absolute_joint"):
+        raise ConfigError(f"dataset {str(data.root)!r} holds {data.info.get('action_type', 'eef_delta')!r} actions; "
+                          f"preset {mcfg.name!r} outputs {r.action_type!r}")
+
+
 class Batches:
     """Batch `step` = samples drawn by a generator seeded with (seed, step); prefetched in a thread."""
 
     def __init__(self, data: Dataset, cfg: TrainConfig, texts: dict[str, torch.Tensor], chunk: int, frames: int,
-                 image_hw: tuple[int, int], views: int = 2):
+                 image_hw: tuple[int, int], views: int = 2, skip: int = 1):
         self.data, self.cfg, self.texts, self.chunk, self.frames = data, cfg, texts, chunk, frames
+        self.skip = skip                # the preset's frame skip: the clip takes every skip-th recorded frame
         self.image_hw = image_hw        # the model's input size; stored frames are resized when they differ
         self.views = views              # side-by-side views in a stacked frame
         self.p = None                   # per-sample probabilities (None = uniform)
@@ -176,7 +190,7 @@ class Batches:
             idx = rng.integers(0, len(self.data), self.cfg.batch)
         else:
             idx = rng.choice(len(self.data), self.cfg.batch, p=self.p)
-        samples = [self.data.sample(int(i), self.frames, self.chunk) for i in idx]
+        samples = [self.data.sample(int(i), self.frames, self.chunk, self.skip) for i in idx]
         batch = {
             "frames": torch.from_numpy(np.stack([self._frames(s["frames"]) for s in samples])),  # [B, F, H, W, 3]
             "text": torch.cat([self.texts[s["instruction"]] for s in samples]),            # [B, L, text_in]
@@ -280,6 +294,7 @@ class Trainer:
         self.mcfg = model_cfg or load_config(cfg.preset)
         self.model = VideoActionModel(self.mcfg)                         # initialised on the CPU (same init anywhere)
         self.data = data or Dataset(cfg.dataset, list(cfg.suites) or None)
+        check_dataset_fits(self.data, self.mcfg)
         if cfg.cache_frames:
             self._cache_frames()
         self.texts = self._embed_texts()
@@ -303,7 +318,7 @@ class Trainer:
     def _make_batches(self) -> Batches:
         r = self.mcfg.robot
         batches = Batches(self.data, self.cfg, self.texts, r.chunk, r.frames, (r.image_height, r.image_width),
-                          len(r.cameras))
+                          len(r.cameras), r.frame_skip)
         batches.pin = self.device.type == "cuda"
         return batches
 

@@ -40,10 +40,14 @@ PARAMS = (
 
 
 class YamDriverNode(Node):
-    def __init__(self, **node_kwargs):
+    def __init__(self, driver: YamDriver | None = None, **node_kwargs):
+        """`driver`: an unstarted driver on a bus made elsewhere (the MuJoCo simulator's,
+        vam_sim/yam_mujoco/node.py) instead of the one `config_file` and `bus` describe."""
         super().__init__("yam_driver", **node_kwargs)
         p = ros.declare(self, PARAMS)
-        cfg = load_config(p["config_file"] or default_config_path(p["bus"]))
+        if driver is not None and p["use_emulator"]:
+            raise ValueError("yam_driver: use_emulator cannot be combined with a given driver (the simulator's bus)")
+        cfg = driver.config if driver is not None else load_config(p["config_file"] or default_config_path(p["bus"]))
         from vam_stack.safety import load_safety_config
         check_layers(cfg, load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")))
         self.gate = CommandGate(max_age_s=cfg.watchdog_s)
@@ -53,7 +57,7 @@ class YamDriverNode(Node):
             from yam_driver.emulators import EmulatedRig
             self.rig = EmulatedRig(cfg)
             cfg = self.rig.config
-        self.driver = YamDriver(cfg)
+        self.driver = driver if driver is not None else YamDriver(cfg)
         self.names = cfg.joint_names
         self.estopped = False
         self._cmd_lock = threading.Lock()  # e-stop and targets run in different callback groups
@@ -71,7 +75,8 @@ class YamDriverNode(Node):
         ros.subscription_any_durability(self, "estop", self._on_estop, self.estop_group)
         self.create_timer(cfg.period_s, self._tick)
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
-        self.get_logger().info(f"{cfg.bus} driver at {cfg.rate_hz} Hz{' (emulated)' if self.rig else ''}")
+        where = " (emulated)" if self.rig else (f" on {type(self.driver.bus).__name__}" if driver is not None else "")
+        self.get_logger().info(f"{cfg.bus} driver at {cfg.rate_hz} Hz{where}")
 
     def _on_targets(self, msg) -> None:
         with self._cmd_lock:   # an e-stop cannot land between the check and the set below

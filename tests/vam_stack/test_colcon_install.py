@@ -91,6 +91,10 @@ made = [YamDriverNode(parameter_overrides=[Parameter("use_emulator", value=True)
 for n in made:
     print(n.get_name())
     n.destroy_node()
+from vam_sim.yam_mujoco.node import build_nodes
+for n in reversed(build_nodes([])):     # the simulated arm: the world, then camera_bridge and yam_driver on it
+    print(n.get_name())
+    n.destroy_node()
 rclpy.try_shutdown()
 """
 
@@ -107,6 +111,7 @@ def test_every_node_starts_from_the_install(workspace, tmp_path):
     extra = "" if real else f"PYTHONPATH=$PYTHONPATH:{FAKE_RCLPY} "
     r = _run(ws, env, f"{extra}{sys.executable} {script} {ws / 'install'}", tmp_path)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    assert r.stdout.split() == ["yam_driver", "camera_bridge", "tr_monitor_node", "libero_bridge", "vam_policy_node"]
-    for exe in ("vam_policy_node", "yam_driver", "camera_bridge", "tr_monitor_node", "libero_bridge"):
+    assert r.stdout.split() == ["yam_driver", "camera_bridge", "tr_monitor_node", "libero_bridge", "vam_policy_node",
+                                "yam_driver", "camera_bridge", "yam_mujoco_sim"]
+    for exe in ("vam_policy_node", "yam_driver", "camera_bridge", "tr_monitor_node", "libero_bridge", "yam_mujoco_sim"):
         assert (ws / "install" / "vam_stack" / "lib" / "vam_stack" / exe).is_file(), f"no entry point {exe}"

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
 NODE_MODULES = {"camera_bridge": "camera_bridge.node", "vam_policy_node": "vam_policy_node.node",
                 "tr_monitor_node": "tr_monitor_node.node", "yam_driver": "yam_driver.node",
-                "libero_bridge": "vam_sim.libero_mock.node"}  # executable = node name -> module
+                "libero_bridge": "vam_sim.libero_mock.node",
+                "yam_mujoco_sim": "vam_sim.yam_mujoco.node"}  # executable = node name -> module
 HAVE_LAUNCH_ROS = importlib.util.find_spec("launch_ros") is not None
 
 
@@ -66,9 +67,13 @@ def declared_arguments(path: Path) -> set[str]:
 
 def used_arguments(path: Path) -> set[str]:
     """Arguments a launch file reads: LaunchConfiguration (as `arg`) and the typed helpers."""
-    return {c.args[0].value for c in ast.walk(ast.parse(path.read_text())) if isinstance(c, ast.Call)
-            and getattr(c.func, "id", None) in ("arg", "LaunchConfiguration", "text", "flag", "integer")
+    calls = [c for c in ast.walk(ast.parse(path.read_text())) if isinstance(c, ast.Call)]
+    used = {c.args[0].value for c in calls
+            if getattr(c.func, "id", None) in ("arg", "LaunchConfiguration", "text", "flag", "integer")
             and c.args and isinstance(c.args[0], ast.Constant)}
+    if any(getattr(c.func, "id", None) == "is_mujoco" for c in calls):   # the condition reads `sim`
+        used.add("sim")
+    return used
 
 
 def node_params(executable: str) -> dict:

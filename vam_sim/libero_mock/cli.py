@@ -110,7 +110,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed id hashed into every initial state")
     p.add_argument("--guidance", default="tr_adaptive", choices=GUIDANCE)
     p.add_argument("--policy", default="vam", choices=("vam", "expert"))
-    p.add_argument("--preset", help="model preset when no checkpoint is given (default libero64, the shipped simulation policy; yam-mujoco: tiny_real)")
+    p.add_argument("--preset", help="model preset when no checkpoint is given (default libero64, the shipped simulation policy; yam-mujoco: yam64)")
     p.add_argument("--checkpoint", help="safetensors checkpoint (default: models/<preset>.safetensors if shipped)")
     p.add_argument("--first-task", type=int, default=0, help="task index of the first episode")
     p.add_argument("--max-steps", type=int, help="cap episode length (quick smoke runs)")

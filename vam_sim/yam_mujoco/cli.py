@@ -2,7 +2,7 @@
 
 Reached through `vam_sim.libero_mock.cli` (the `sim` command), which hands over its parsed
 arguments; this module reads the ones that apply (task instead of suite, preset default
-`tiny_real`) and writes the same outputs: summary.json, per-episode tr_trace.png, MCAP.
+`yam64`, the shipped robot-path policy) and writes the same outputs: summary.json, per-episode tr_trace.png, MCAP.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
                        guidance=args.guidance, policy=args.policy, preset=args.preset,
                        checkpoint=args.checkpoint, record=not args.no_record,
                        record_image_every=args.record_image_every, max_steps=args.max_steps,
-                       sim_config=getattr(args, "sim_config", None))
+                       sim_config=getattr(args, "sim_config", None), executor=getattr(args, "executor", "lockstep"))
     overwrite = getattr(args, "overwrite", False)
     out = claim_out_dir(args.out, overwrite)
     t0 = time.perf_counter()
@@ -78,6 +78,11 @@ def run(args: argparse.Namespace) -> int:
     for e in episodes:
         extra = f"  -> {out / e['tr_trace']}" if e.get("tr_trace") else ""
         print(f"  {e['name']}: safety clips {e['safety']}, per tick {e['timing_ms']} ms{extra}")
+        if e.get("realtime"):
+            rt = e["realtime"]
+            print(f"    realtime: {rt['ticks']} ticks at {rt['achieved_hz']} Hz, missed {rt['missed_ticks']}, held "
+                  f"{rt['held_ticks']}, late {rt['late_ticks']}, dropped chunks {rt['dropped_chunks']}, replan "
+                  f"p50/p95 {rt['replan_ms_p50']}/{rt['replan_ms_p95']} ms")
     print(f"summary: {out / 'summary.json'}")
     if cfg.record:
         print(f"recording: {out / 'recording.mcap'} (ros2 bag play / Foxglove)")

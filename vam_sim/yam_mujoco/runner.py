@@ -12,11 +12,13 @@ LIBERO runs: per-episode TR trace PNG, one rosbag2 MCAP, and the records for sum
 from __future__ import annotations
 
 import logging
+import math
+import threading
 import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -31,6 +33,7 @@ from .tasks import TASKS
 log = logging.getLogger(__name__)
 
 POLICIES = ("vam", "expert")
+EXECUTORS = ("lockstep", "realtime")
 
 
 @dataclass(frozen=True)
@@ -42,13 +45,15 @@ class YamRunConfig:
     seed: int = 0  # seed id
     guidance: str = "tr_adaptive"  # none | flat | tr_adaptive
     policy: str = "vam"  # vam (video-action model) | expert (scripted, privileged state)
-    preset: str | None = None  # model preset; None: tiny_real (real-robot geometry) without a checkpoint, the checkpoint's own with one
+    preset: str | None = None  # model preset; None: yam64 (the shipped robot-path policy) without a checkpoint, the checkpoint's own with one
     checkpoint: str | None = None  # safetensors checkpoint (default: models/<preset>.safetensors if shipped)
     record: bool = True  # write DIR/recording.mcap
     record_image_every: int = 1  # write every k-th stacked frame to the MCAP
     plots: bool = True  # write DIR/<episode>/tr_trace.png
     max_steps: int | None = None  # cap on episode ticks (smoke runs); None = the task's limit
     sim_config: str | None = None  # yam_mujoco YAML (default config/yam_mujoco.yaml)
+    executor: str = "lockstep"  # lockstep: the world waits for each replan (deterministic); realtime: the world
+                                # runs one control period per 30 Hz wall-clock tick while the policy infers
 
     def __post_init__(self):
         check(self.task in TASKS, f"task must be one of {sorted(TASKS)}, got {self.task!r}")
@@ -57,6 +62,9 @@ class YamRunConfig:
         check(self.policy in POLICIES, f"policy must be one of {POLICIES}, got {self.policy!r}")
         check(self.record_image_every >= 1, f"record_image_every must be >= 1, got {self.record_image_every!r}")
         check(self.max_steps is None or self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps!r}")
+        check(self.executor in EXECUTORS, f"executor must be one of {EXECUTORS}, got {self.executor!r}")
+        check(self.executor == "lockstep" or self.policy == "vam",
+              f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
 
 
 def episode_seed(task: str, episode: int, seed: int) -> int:
@@ -71,9 +79,14 @@ class YamSimRunner(EpisodeRunner):
     The output directory is created, and the recorder opened, only after the policy checks have
     passed."""
 
-    def __init__(self, cfg: YamRunConfig, out: str | Path, policy: Any = None, overwrite: bool = False):
+    def __init__(self, cfg: YamRunConfig, out: str | Path, policy: Any = None, overwrite: bool = False,
+                 capture: Callable[[int, np.ndarray, np.ndarray, np.ndarray, str], None] | None = None):
+        """`capture(step, stacked, proprio, action, phase)`, when given, sees every tick: the stacked
+        views [168, 672, 3], the proprio the actor saw [14], its commanded action [14] and the
+        expert's phase label (how `vam-stack collect --robot yam-mujoco` records demonstrations)."""
         super().__init__(out, record=cfg.record, plots=cfg.plots, policy=policy, overwrite=overwrite)
         self.cfg = cfg
+        self.capture = capture
         self.robot: SimRobot | None = None
 
     def __enter__(self) -> "YamSimRunner":
@@ -89,15 +102,20 @@ class YamSimRunner(EpisodeRunner):
     def _open(self) -> None:
         c = self.cfg
         if c.policy == "vam" and self.policy is None:
-            self.policy = self.build_policy(c.checkpoint, c.preset, "tiny_real", c.guidance, c.seed)
+            self.policy = self.build_policy(c.checkpoint, c.preset, "yam64", c.guidance, c.seed)
         if self.policy is not None:
             spec = self.policy.spec
             if spec.action_type != "absolute_joint" or spec.action_dim != 14 or spec.proprio_dim != 14:
                 raise ValueError(f"the simulated YAM needs a 14-dim absolute_joint policy with 14-dim proprio, got "
                                  f"{spec.action_dim}-dim {spec.action_type!r} (preset {self.policy.mcfg.name!r})")
-            want = (self.robot.bridge_cfg.stacked_shape[0], self.robot.bridge_cfg.stacked_shape[1])
-            if (spec.height, spec.width) != want:
-                raise ValueError(f"policy frames {spec.height}x{spec.width} differ from the stacked views {want}")
+            from camera_bridge.preprocess import view_layout_problem
+
+            r = self.policy.mcfg.robot
+            problem = view_layout_problem(tuple(self.robot.bridge_cfg.stacked_shape), len(r.cameras),
+                                          r.camera_width, r.camera_height)
+            if problem is not None:
+                raise ValueError(f"preset {self.policy.mcfg.name!r} cannot use the simulated views "
+                                 f"{self.robot.bridge_cfg.stacked_shape}: {problem}")
         self.open_outputs()
 
     def __exit__(self, *exc) -> None:
@@ -122,77 +140,163 @@ class YamSimRunner(EpisodeRunner):
                   "seed": c.seed, "episode": index, "episode_seed": ep_seed, "policy": c.policy,
                   "guidance": c.guidance if c.policy == "vam" else None, "success": False, "steps": 0,
                   "termination": None, "replans": []}
-        use_cameras = c.policy == "vam" or self.recorder is not None
+        use_cameras = c.policy == "vam" or self.recorder is not None or self.capture is not None
         driver, bridge = robot.driver(), robot.bridge() if use_cameras else None
         safety = SafetyFilter(load_safety_config(), clock=sim.clock)
         ep = self.new_episode(name, dt)
         times = {"physics": [], "cameras": [], "act": []}
-        step, termination, executor = 0, "timeout", None
+        st = {"step": 0, "termination": "timeout", "stacked": None, "proprio": None}
+        executor = window = None
+
+        def frame() -> None:
+            """The bridge's newest stacked frame into st (and the policy's window)."""
+            if bridge is None:
+                return
+            t0 = time.perf_counter()
+            tick = bridge.tick()
+            latest = bridge.latest()
+            times["cameras"].append(time.perf_counter() - t0)
+            if not latest.ready:
+                raise RuntimeError(f"camera bridge not ready at tick {st['step']}: {tick.reason or latest.reasons}")
+            st["stacked"] = latest.frames[0]  # [168, 672, 3] RGB
+            if window is not None:
+                window.push(fit_views(st["stacked"], *fit))  # the camera path's view-by-view resize
+
+        def apply(action: np.ndarray, info, phase: str) -> bool:
+            """One control tick with `action`: book it, filter, drive, record, step physics; True once over."""
+            step, t = st["step"], sim.time
+            ep.on_step(step, phase, info)
+            if self.capture is not None:
+                self.capture(step, st["stacked"], st["proprio"], action, phase)
+            sent = safety.filter(action, now=t)
+            driver.set_targets(sent.sent, stamp=t)
+            report = driver.step()
+            self._record(step, t, st["stacked"], driver.names, report.position, sent.sent)
+            t0 = time.perf_counter()
+            sim.step_control()
+            times["physics"].append(time.perf_counter() - t0)
+            st["proprio"] = report.position
+            st["step"] = step + 1
+            if report.new_faults:
+                st["termination"] = "driver_fault"
+            elif task.success(sim):
+                st["termination"] = "success"
+            else:
+                return st["step"] >= max_steps
+            return True
+
+        realtime = None
         try:
             if bridge is not None:
                 bridge.connect()
             present = driver.start()
             safety.reset(present)
-            proprio = present.copy()
+            st["proprio"] = present.copy()
             if c.policy == "vam":
-                spec = self.policy.spec
-                executor = ChunkExecutor(self.policy, robot_config(
-                    mode="lockstep", rt_priority=0, chunk=spec.chunk, execute=spec.execute, rate_hz=spec.rate_hz),
-                    initial_target=present)
-                executor.reset(instruction=task.instruction)
-                skip = self.policy.mcfg.robot.frame_skip
+                from camera_bridge.preprocess import fit_views
+
+                spec, r = self.policy.spec, self.policy.mcfg.robot
+                skip, fit = r.frame_skip, (len(r.cameras), r.camera_width, r.camera_height)
                 window = FrameRing((spec.frames - 1) * skip + 1, (spec.height, spec.width, 3))
+                lock = threading.Lock()
+
+                def observation() -> dict:
+                    with lock:
+                        frames = window.window(spec.frames, skip, pad=True)  # [17, H, W, 3], oldest first
+                        return {"frames": frames, "proprio": st["proprio"].astype(np.float32)}
+
+                rt = c.executor == "realtime"
+                rt_sink: list = [None]                                   # set by _run_realtime
+                kw = dict(obs_fn=observation, sink=lambda a: rt_sink[0](a)) if rt else {}
+                executor = ChunkExecutor(self.policy, robot_config(
+                    mode=c.executor, rt_priority=0, chunk=spec.chunk, execute=spec.execute, rate_hz=spec.rate_hz),
+                    initial_target=present, **kw)
+                executor.reset(instruction=task.instruction, **({"initial_target": present} if rt else {}))
+                frame()
+                if rt:
+                    realtime = self._run_realtime(executor, rt_sink, lambda a: apply(a, executor.last_info,
+                                                                                     task.phase(sim)),
+                                                  frame, lock, max_steps, name)
+                    if realtime.pop("stalled"):
+                        st["termination"] = "stalled"
+                else:
+                    while True:
+                        phase = task.phase(sim)
+                        t0 = time.perf_counter()
+                        action, info = executor.next_action(observation())
+                        times["act"].append(time.perf_counter() - t0)
+                        if apply(action, info, phase):
+                            break
+                        frame()
             else:
                 expert = make_expert(sim, sim.cfg.control_hz)
-            while step < max_steps:
-                t = sim.time
-                stacked = None
-                if bridge is not None:
+                while True:
+                    frame()
+                    phase = task.phase(sim)
                     t0 = time.perf_counter()
-                    tick = bridge.tick()
-                    latest = bridge.latest()
-                    times["cameras"].append(time.perf_counter() - t0)
-                    if not latest.ready:
-                        raise RuntimeError(f"camera bridge not ready at tick {step}: {tick.reason or latest.reasons}")
-                    stacked = latest.frames[0]  # [168, 672, 3] RGB
-                phase = task.phase(sim)
-                t0 = time.perf_counter()
-                if executor is not None:
-                    window.push(stacked)
-                    frames = window.window(spec.frames, skip, pad=True)  # [17, 168, 672, 3], oldest first
-                    action, info = executor.next_action({"frames": frames, "proprio": proprio.astype(np.float32)})
-                else:
-                    action, info = expert.act(), None
-                times["act"].append(time.perf_counter() - t0)
-                ep.on_step(step, phase, info)
-                sent = safety.filter(action, now=t)
-                driver.set_targets(sent.sent, stamp=t)
-                report = driver.step()
-                self._record(step, t, stacked, driver.names, report.position, sent.sent)
-                t0 = time.perf_counter()
-                sim.step_control()
-                times["physics"].append(time.perf_counter() - t0)
-                proprio = report.position
-                step += 1
-                if report.new_faults:
-                    termination = "driver_fault"
-                    break
-                if task.success(sim):
-                    termination = "success"
-                    break
+                    action = expert.act()
+                    times["act"].append(time.perf_counter() - t0)
+                    if apply(action, None, phase):
+                        break
         finally:
             driver.shutdown()
             if bridge is not None:
                 bridge.close()
+        step, termination = st["step"], st["termination"]
         out = ep.outcome(executor, termination == "success", step, termination)
         out.update({"safety": {k: v for k, v in safety.counts.items() if v},
                     "driver_faults": [str(f) for f in driver.faults],
                     "timing_ms": {k: round(1e3 * float(np.mean(v)), 3) for k, v in times.items() if v}})
+        if realtime is not None:
+            lat = [x["latency_ms"] for x in ep.replans if x["latency_ms"] is not None]
+            out["realtime"] = realtime | {"held_ticks": ep.held, "late_ticks": ep.late,
+                                          "replan_ms_p50": float(np.median(lat)) if lat else None,
+                                          "replan_ms_p95": float(np.percentile(lat, 95)) if lat else None}
         ep.add_plot(out, f"{name} ({'success' if out['success'] else out['termination']}): {task.instruction[:48]}",
                     step)
         result.update(out)
         self.finish_recording(result, step * dt)
         return result
+
+    def _run_realtime(self, executor, rt_sink: list, apply, frame, lock, max_steps: int, name: str) -> dict:
+        """The world one control period per executor tick on the wall clock: the tick thread calls
+        the sink (apply the target, step physics, read the next frame) while the worker thread
+        infers on the newest window. Returns the executor's timing with `stalled` (the loop made
+        no progress within a generous limit and was stopped)."""
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def sink(action: np.ndarray) -> None:
+            if done.is_set():
+                return
+            try:
+                with lock:
+                    over = apply(action)
+                    if not over:
+                        frame()
+            except BaseException as e:      # ends the episode; re-raised on the main thread
+                failure.append(e)
+                over = True
+            if over:
+                done.set()
+
+        rt_sink[0] = sink
+        limit_s = 60.0 + 4.0 * max_steps / executor.cfg.rate_hz
+        t0, stalled = time.monotonic(), False
+        with executor:
+            while not done.wait(0.25):
+                if time.monotonic() - t0 > limit_s:
+                    stalled = True
+                    done.set()
+                    log.error("%s: realtime episode still running after %.0f s; stopped", name, limit_s)
+                    break
+        if failure:
+            raise failure[0]
+        st = executor.stats()
+        return {"rate_hz": executor.cfg.rate_hz, "ticks": int(st["ticks"]), "missed_ticks": int(st["missed_ticks"]),
+                "dropped_chunks": int(st["dropped"]), "achieved_hz": _num(st.get("achieved_hz")),
+                "p99_jitter_ms": _num(st.get("p99_jitter_ms")), "max_period_ms": _num(st.get("max_period_ms")),
+                "stalled": stalled}
 
     def _record(self, step: int, t: float, stacked, names, position, target) -> None:
         if self.recorder is None:
@@ -202,3 +306,7 @@ class YamSimRunner(EpisodeRunner):
             self.recorder.write_image("stacked_image", stacked, ts)
         self.recorder.write_joint_state("joint_states", names, position, ts)
         self.recorder.write_joint_state("joint_targets", names, target, ts)
+
+
+def _num(v) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(float(v), 3)

@@ -1,0 +1,155 @@
+"""Scripted-expert demonstrations of the simulated bimanual YAM (`vam-stack collect --robot yam-mujoco`).
+
+    vam-stack collect --robot yam-mujoco --tasks handover,relay,tray_lift --episodes-per-task 40 \\
+        --seed 100 --view-size 64x48 --workers 2 --out runs/demos_yam
+
+Each episode runs the real robot path with the expert acting (`YamSimRunner`: the driver core
+on the MuJoCo bus, the safety filter, the camera bridge on the three rendered views) and
+records, per 30 Hz tick: the stacked views fitted view by view to `--view-size` (the camera
+path's rule, `camera_bridge.preprocess.fit_views`; 3 x 64x48 -> 192x48 by default), the 14
+measured joint values the actor saw, the expert's 14 absolute targets and its phase label.
+Episode `e` of a task starts from the state hashed from (task, e, seed): evaluation uses seed 0
+and the collection seed 100, so their initial states differ. Failed expert episodes are
+skipped unless `--keep-failures`. The format is `dataset.py`'s (suite "yam_mujoco", `task` the
+task's name); `meta/info.json` says `action_type: absolute_joint`, so the trainer pads a chunk
+past the episode end with the last target, not with zeros.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from vam_stack.config import check
+
+from .dataset import DatasetWriter, EncodedDemo, encode_demo
+
+YAM_INFO = {"robot": "simulated bimanual YAM (vam_sim.yam_mujoco)", "action_dim": 14, "proprio_dim": 14,
+            "action_type": "absolute_joint", "fps": 30.0,
+            "features": {"frames": "PNG, stacked top|left_wrist|right_wrist RGB at the stored view size",
+                         "proprio": "14 measured driver values: 2 x (6 joint angles [rad] + gripper opening 0..1)",
+                         "actions": "14 absolute driver targets, same units (the expert's command)",
+                         "phase": "0 planning, 1 manipulation"}}
+
+
+@dataclass(frozen=True)
+class YamCollectConfig:
+    tasks: tuple[str, ...] = ("handover",)  # MuJoCo tasks to record (vam_sim.yam_mujoco.tasks.TASKS)
+    episodes_per_task: int = 40             # successful demonstrations per task
+    seed: int = 100                         # seed id of the initial states (evaluation uses 0)
+    view_width: int = 64                    # stored width of each view [px]
+    view_height: int = 48                   # stored height of each view [px]
+    keep_failures: bool = False             # also store episodes the expert failed
+    max_attempts_factor: int = 2            # try at most this x episodes per task to reach the count
+    workers: int = 1                        # processes (episodes are written in attempt order for any number)
+    sim_config: str | None = None           # yam_mujoco YAML (None = config/yam_mujoco.yaml)
+
+    def __post_init__(self):
+        from vam_sim.yam_mujoco.tasks import TASKS
+
+        check(len(self.tasks) >= 1, f"collect: tasks must not be empty, got {self.tasks!r}")
+        for t in self.tasks:
+            check(t in TASKS, f"collect: unknown task {t!r}; expected names from {sorted(TASKS)}")
+        check(len(set(self.tasks)) == len(self.tasks), f"collect: tasks repeat: {self.tasks!r}")
+        check(self.episodes_per_task >= 1, f"collect: episodes_per_task must be >= 1, got {self.episodes_per_task!r}")
+        check(self.seed >= 0, f"collect: seed must be >= 0, got {self.seed!r}")
+        check(16 <= self.view_width <= 1280 and 16 <= self.view_height <= 960,
+              f"collect: view size must be within 16..1280 x 16..960 px, got {self.view_width!r}x{self.view_height!r}")
+        check(self.max_attempts_factor >= 1, f"collect: max_attempts_factor must be >= 1, got {self.max_attempts_factor!r}")
+        check(self.workers >= 1, f"collect: workers must be >= 1, got {self.workers!r}")
+
+
+@dataclass
+class _Demo:
+    """What `encode_demo` reads: one recorded episode."""
+    suite: str
+    task: str
+    episode: int
+    seed: int
+    instruction: str
+    success: bool
+    stacked: np.ndarray   # [T, h, 3w, 3] uint8
+    proprio: np.ndarray   # [T, 14]
+    actions: np.ndarray   # [T, 14]
+    phases: list
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+def yam_expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
+    """(task, episode, seed, view (w, h), keep, sim_config) -> (success, stored form or None)."""
+    import tempfile
+
+    from camera_bridge.preprocess import fit_views
+    from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner
+
+    task, episode, seed, (vw, vh), keep, sim_config = job
+    frames, proprio, actions, phases = [], [], [], []
+
+    def capture(step, stacked, prop, action, phase):
+        frames.append(fit_views(stacked, 3, vw, vh))
+        proprio.append(np.asarray(prop, np.float32))
+        actions.append(np.asarray(action, np.float32))
+        phases.append(phase)
+
+    cfg = YamRunConfig(task=task, episodes=episode + 1, seed=seed, policy="expert", record=False, plots=False,
+                       sim_config=sim_config)
+    with tempfile.TemporaryDirectory(prefix="yam_collect_") as tmp:
+        with YamSimRunner(cfg, tmp, capture=capture) as runner:
+            result = runner.run_episode(episode)
+    demo = _Demo("yam_mujoco", task, episode, seed, result["instruction"], bool(result["success"]),
+                 np.stack(frames), np.stack(proprio), np.stack(actions), phases)
+    return demo.success, (encode_demo(demo) if demo.success or keep else None)
+
+
+def collect_yam(cfg: YamCollectConfig, out: str | Path, progress=None, overwrite: bool = False) -> dict:
+    """Record the demonstrations into `out` (the same refusal rules as `collect`); returns the info."""
+    import multiprocessing as mp
+
+    from .collect import claim_dataset_dir
+
+    root = claim_dataset_dir(out, overwrite)
+    if root.exists():
+        shutil.rmtree(root)
+    writer = DatasetWriter(root)
+    attempts = failures = 0
+    per_task: dict[str, list[int]] = {}
+    t0 = time.perf_counter()
+    pool = mp.get_context("spawn").Pool(cfg.workers) if cfg.workers > 1 else None
+    run = (lambda jobs: pool.imap(yam_expert_episode, jobs)) if pool else (lambda jobs: map(yam_expert_episode, jobs))
+    try:
+        for task in cfg.tasks:
+            kept = tried = fails = 0
+            limit = cfg.episodes_per_task * cfg.max_attempts_factor
+            while kept < cfg.episodes_per_task and tried < limit:
+                wave = range(tried, min(limit, tried + cfg.episodes_per_task - kept))
+                jobs = [(task, e, cfg.seed, (cfg.view_width, cfg.view_height), cfg.keep_failures, cfg.sim_config)
+                        for e in wave]
+                for success, enc in run(jobs):
+                    tried += 1
+                    fails += not success
+                    if enc is not None:
+                        writer.add(enc)
+                        kept += 1
+                        if progress is not None:
+                            progress(task, kept)
+            per_task[task] = [tried - fails, tried]
+            attempts += tried
+            failures += fails
+            if kept < cfg.episodes_per_task:
+                raise RuntimeError(f"collect: the expert succeeded only {kept} times in {tried} episodes of "
+                                   f"{task}; cannot reach {cfg.episodes_per_task}")
+    finally:
+        if pool is not None:
+            pool.terminate()
+    info = YAM_INFO | {
+        "frame_shape": [cfg.view_height, 3 * cfg.view_width, 3], "tasks": list(cfg.tasks), "seed": cfg.seed,
+        "episodes_per_task": cfg.episodes_per_task, "expert_attempts": attempts, "expert_failures": failures,
+        "expert_success": {t: {"successes": k, "episodes": n} for t, (k, n) in per_task.items()},
+        "expert_success_rate": round(1.0 - failures / max(attempts, 1), 4), "collect_s": round(time.perf_counter() - t0, 1)}
+    writer.close(info)
+    return info | {"total_episodes": len(writer.metas), "total_frames": writer.frames}
