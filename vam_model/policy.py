@@ -32,11 +32,11 @@ from vam_stack.config import check
 
 from .backends import BackendConfig, make_backend
 from .guidance import GuidanceConfig, GuidanceSchedule, combine_velocities
+from .networks.action_sampler import euler_integrate
 from .networks.checkpoint import check_preset, load_checkpoint, read_metadata
 from .networks.config import ModelConfig, load_config
 from .networks.model import VideoActionModel
 from .networks.text_encoder import TextEncoder
-from .networks.action_sampler import euler_integrate
 from .temporal_ratio import temporal_ratio, video_attention_map
 
 BRANCHES = ("cond", "null_text", "plan")

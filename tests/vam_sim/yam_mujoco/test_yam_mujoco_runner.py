@@ -35,7 +35,7 @@ def test_sim_yam_mujoco_tiny_real_writes_summary_png_and_mcap(tmp_path, capsys, 
 
     out = tmp_path / "run"
     rc = main(["sim", "--robot", "yam-mujoco", "--task", "tray_lift", "--episodes", "1", "--guidance", "none",
-               "--max-steps", "31", "--out", str(out)])
+               "--preset", "tiny_real", "--max-steps", "31", "--out", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
     assert "tiny_real preset with RANDOM (untrained) weights" in text and "recording.mcap" in text
@@ -63,3 +63,26 @@ def test_cli_task_belongs_to_the_yam_robot(tmp_path):
         main(["sim", "--task", "handover", "--out", str(tmp_path)])
     with pytest.raises(ConfigError, match="'stack'"):
         main(["sim", "--robot", "yam-mujoco", "--task", "stack", "--policy", "expert", "--out", str(tmp_path)])
+
+
+@pytest.mark.sim
+def test_realtime_executor_on_the_simulated_arm_reports_its_timing(tmp_path, capsys, render_ok):
+    out = tmp_path / "rt"
+    rc = main(["sim", "--robot", "yam-mujoco", "--task", "tray_lift", "--episodes", "1", "--guidance", "none",
+               "--preset", "tiny_real", "--executor", "realtime", "--max-steps", "90", "--no-record", "--out", str(out)])
+    assert rc == 0
+    (ep,) = json.loads((out / "summary.json").read_text())["episodes"]
+    assert ep["steps"] == 90 and ep["termination"] == "timeout" and not ep["driver_faults"]
+    rt = ep["realtime"]
+    assert rt["ticks"] >= 90 and rt["rate_hz"] == 30.0 and rt["achieved_hz"] > 0
+    assert {"missed_ticks", "held_ticks", "late_ticks", "dropped_chunks", "replan_ms_p50"} <= set(rt)
+    assert ep["replans"] and ep["inference_errors"] == 0
+    assert "realtime:" in capsys.readouterr().out
+
+
+@pytest.mark.unit
+def test_the_expert_is_stepped_in_lockstep_only():
+    with pytest.raises(ConfigError, match="runs the vam policy"):
+        YamRunConfig(policy="expert", executor="realtime")
+    with pytest.raises(ConfigError, match="executor must be one of"):
+        YamRunConfig(executor="fast")
