@@ -152,3 +152,19 @@ def micro_model(micro_cfg):
 
     torch.manual_seed(0)
     return VideoActionModel(micro_cfg).eval()
+
+
+@pytest.fixture(scope="session")
+def mujoco_renders():
+    """Skip (with the backend's own message) where MuJoCo cannot render the YAM's views offscreen."""
+    from vam_sim.yam_mujoco.robot import build_sim_robot
+    from vam_sim.yam_mujoco.sim import RenderUnavailable
+
+    r = build_sim_robot(task="handover", seed=0)
+    try:
+        r.sim.render("top")
+    except RenderUnavailable as e:
+        pytest.skip(f"offscreen rendering unavailable here: {e}")
+    finally:
+        r.close()
+    return True

@@ -11,6 +11,9 @@ steps it, and hands each executor step to a `PolicyEpisode`. Everything else is 
   replan, the telemetry written to the recording, failed replans (inference errors, refused
   inputs, the first error), ticks held or run past `execute`, and at the end the episode's
   outcome: "error" when no chunk was ever installed, the TR trace PNG and the TR summary.
+- `RealtimeLoop`: a world stepped by a realtime executor's tick thread (one control period per
+  tick of the wall clock) while the policy infers in the worker thread, with the executor's
+  timing for summary.json.
 - Run totals for summary.json: `summarise` (latency, TR, reach, realtime, errors), success
   counts and their 95 % Wilson intervals.
 """
@@ -18,8 +21,10 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -163,6 +168,64 @@ class PolicyEpisode:
             out["tr_trace"] = str(png.relative_to(r.out))
         out["tr_summary"] = self.trace.summary() if self.replans else {"replans": 0}
         return out
+
+
+    def realtime_record(self, timing: dict) -> dict:
+        """summary.json's `realtime` of this episode: the loop's timing, ticks held and run past
+        `execute`, and the replan latency."""
+        lat = [x["latency_ms"] for x in self.replans if x["latency_ms"] is not None]
+        return timing | {"held_ticks": self.held, "late_ticks": self.late,
+                         "replan_ms_p50": float(np.median(lat)) if lat else None,
+                         "replan_ms_p95": float(np.percentile(lat, 95)) if lat else None}
+
+
+class RealtimeLoop:
+    """A simulated world stepped by a realtime executor: pass `sink` as the executor's sink, then
+    `run(executor, max_steps)`. Each tick the executor's thread calls `step(action) -> over`;
+    an exception there ends the episode and is re-raised by `run` on the caller's thread. A loop
+    still running after a generous limit (60 s + 4x the episode's duration) is stopped and
+    reported as stalled, so a wedged world ends instead of hanging the run."""
+
+    def __init__(self, step: Callable[[np.ndarray], bool], name: str):
+        self.step, self.name = step, name
+        self.done = threading.Event()
+        self.failure: list[BaseException] = []
+
+    def sink(self, action: np.ndarray) -> None:
+        if self.done.is_set():
+            return
+        try:
+            over = self.step(action)
+        except BaseException as e:                # ends the episode; re-raised by run()
+            self.failure.append(e)
+            over = True
+        if over:
+            self.done.set()
+
+    def run(self, executor, max_steps: int, progress: Callable[[], None] | None = None) -> tuple[dict, bool]:
+        """(timing, stalled) of the episode, once `step` said it is over (or the limit passed)."""
+        limit_s = 60.0 + 4.0 * max_steps / executor.cfg.rate_hz
+        t0, stalled = time.monotonic(), False
+        with executor:
+            while not self.done.wait(0.25):
+                if progress is not None:
+                    progress()
+                if time.monotonic() - t0 > limit_s:
+                    stalled = True
+                    self.done.set()
+                    log.error("%s: realtime episode still running after %.0f s; stopped", self.name, limit_s)
+                    break
+        if self.failure:
+            raise self.failure[0]
+        st = executor.stats()
+        timing = {"rate_hz": executor.cfg.rate_hz, "ticks": int(st["ticks"]), "missed_ticks": int(st["missed_ticks"]),
+                  "dropped_chunks": int(st["dropped"]), "achieved_hz": _round(st.get("achieved_hz")),
+                  "p99_jitter_ms": _round(st.get("p99_jitter_ms")), "max_period_ms": _round(st.get("max_period_ms"))}
+        return timing, stalled
+
+
+def _round(v) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(float(v), 3)
 
 
 # ---- run totals -----------------------------------------------------------------------------

@@ -16,17 +16,7 @@ from vam_train.train import check_dataset_fits
 
 
 @pytest.fixture(scope="module")
-def yam_dataset(tmp_path_factory):
-    from vam_sim.yam_mujoco.robot import build_sim_robot
-    from vam_sim.yam_mujoco.sim import RenderUnavailable
-
-    r = build_sim_robot(task="tray_lift", seed=0)
-    try:
-        r.sim.render("top")
-    except RenderUnavailable as e:
-        pytest.skip(f"offscreen rendering unavailable here: {e}")
-    finally:
-        r.close()
+def yam_dataset(tmp_path_factory, mujoco_renders):
     out = tmp_path_factory.mktemp("yam") / "demos"
     assert main(["collect", "--robot", "yam-mujoco", "--tasks", "tray_lift", "--episodes-per-task", "1",
                  "--seed", "100", "--view-size", "32x24", "--out", str(out)]) == 0

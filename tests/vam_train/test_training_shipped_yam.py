@@ -35,7 +35,7 @@ def test_shipped_robot_weights_are_small_and_carry_the_robot_geometry(policy):
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_shipped_model_reaches_for_the_block_in_seeded_handover_episodes(policy, tmp_path, render_ok):
+def test_shipped_model_reaches_for_the_block_in_seeded_handover_episodes(policy, tmp_path, mujoco_renders):
     """EPISODES handover episodes (seed id 5, unguided, lockstep, capped at MAX_STEPS ticks): in at
     least FLOOR of them the left gripper closes in on the block, to within REACH of its starting
     distance. The shipped model solves about one handover in seven (docs/robot_path.md): too
@@ -59,21 +59,6 @@ def test_shipped_model_reaches_for_the_block_in_seeded_handover_episodes(policy,
     assert reached >= FLOOR, (f"the shipped model closed in on the block in {reached}/{EPISODES} seeded handover "
                               f"episodes (closest / starting distance {[round(r, 3) for r in ratios]}; floor "
                               f"{FLOOR} below {REACH}, measured {MEASURED})")
-
-
-@pytest.fixture
-def render_ok():
-    from vam_sim.yam_mujoco.robot import build_sim_robot
-    from vam_sim.yam_mujoco.sim import RenderUnavailable
-
-    r = build_sim_robot(task="handover", seed=0)
-    try:
-        r.sim.render("top")
-    except RenderUnavailable as e:
-        pytest.skip(f"offscreen rendering unavailable here: {e}")
-    finally:
-        r.close()
-    return True
 
 
 # Measured on the shipped model (this file's own run, 2 threads): closest / starting distance

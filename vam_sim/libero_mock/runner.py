@@ -26,9 +26,7 @@ was ever installed although inference was tried ends with termination "error", n
 from __future__ import annotations
 
 import logging
-import math
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -38,7 +36,7 @@ import numpy as np
 from camera_bridge.window import FrameRing
 from vam_stack.config import check
 
-from ..episode import EpisodeRunner, PolicyEpisode
+from ..episode import EpisodeRunner, PolicyEpisode, RealtimeLoop
 
 from .env import LiberoMockEnv, make_env
 from .expert import expert_action
@@ -321,52 +319,19 @@ class _VamEpisode:
 
     def run_realtime(self) -> None:
         """The environment at its own rate on the wall clock, stepped by the executor's tick thread."""
-        done = threading.Event()
-        failure: list[BaseException] = []
-
-        def sink(action: np.ndarray) -> None:
-            if done.is_set():
-                return
-            try:
-                over = self.tick(action, self.driver.executor.last_info)
-                if not over:
-                    self.driver.observe(self.obs)
-            except BaseException as e:      # ends the episode; re-raised on the main thread
-                failure.append(e)
-                over = True
-            if over:
-                done.set()
-
         r, env = self.runner, self.env
-        self.driver = PolicyDriver(r.policy, env.instruction, r.cfg.execute, sink=sink)
+
+        def step(action: np.ndarray) -> bool:
+            over = self.tick(action, self.driver.executor.last_info)
+            if not over:
+                self.driver.observe(self.obs)
+            return over
+
+        loop = RealtimeLoop(step, self.name)
+        self.driver = PolicyDriver(r.policy, env.instruction, r.cfg.execute, sink=loop.sink)
         self.driver.observe(self.obs)
-        ex = self.driver.executor
-        limit_s = 60.0 + 4.0 * env.max_steps / ex.cfg.rate_hz   # a stalled loop ends, it does not hang
-        t0, stalled = time.monotonic(), False
-        with ex:
-            while not done.wait(0.25):
-                if r.progress is not None:
-                    r.progress({"step": self.step, "max_steps": env.max_steps})
-                if time.monotonic() - t0 > limit_s:
-                    stalled = True
-                    done.set()
-                    break
+        progress = None if r.progress is None else (lambda: r.progress({"step": self.step, "max_steps": env.max_steps}))
+        timing, stalled = loop.run(self.driver.executor, env.max_steps, progress)
         if stalled:                        # the tick thread has stopped: nothing else writes `info`
-            log.error("%s: realtime episode still running after %.0f s at step %d; stopped",
-                      self.name, limit_s, self.step)
             self.info = {"termination": "stalled", "success": False}
-        if failure:
-            raise failure[0]
-        st = ex.stats()
-        lat = [x["latency_ms"] for x in self.log.replans if x["latency_ms"] is not None]
-        self.realtime = {
-            "rate_hz": ex.cfg.rate_hz, "ticks": int(st["ticks"]), "missed_ticks": int(st["missed_ticks"]),
-            "held_ticks": self.log.held, "late_ticks": self.log.late, "dropped_chunks": int(st["dropped"]),
-            "achieved_hz": _num(st.get("achieved_hz")), "p99_jitter_ms": _num(st.get("p99_jitter_ms")),
-            "max_period_ms": _num(st.get("max_period_ms")),
-            "replan_ms_p50": float(np.median(lat)) if lat else None,
-            "replan_ms_p95": float(np.percentile(lat, 95)) if lat else None}
-
-
-def _num(v) -> float | None:
-    return None if v is None or not math.isfinite(v) else round(float(v), 3)
+        self.realtime = self.log.realtime_record(timing)

@@ -12,7 +12,6 @@ LIBERO runs: per-episode TR trace PNG, one rosbag2 MCAP, and the records for sum
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 import zlib
@@ -25,7 +24,7 @@ import numpy as np
 from camera_bridge.window import FrameRing
 from vam_stack.config import check
 
-from ..episode import EpisodeRunner
+from ..episode import EpisodeRunner, RealtimeLoop
 from .expert import make_expert
 from .robot import SimRobot, build_sim_robot
 from .tasks import TASKS
@@ -206,18 +205,24 @@ class YamSimRunner(EpisodeRunner):
                         return {"frames": frames, "proprio": st["proprio"].astype(np.float32)}
 
                 rt = c.executor == "realtime"
-                rt_sink: list = [None]                                   # set by _run_realtime
-                kw = dict(obs_fn=observation, sink=lambda a: rt_sink[0](a)) if rt else {}
+
+                def rt_step(action: np.ndarray) -> bool:              # realtime: one tick of the world
+                    with lock:
+                        over = apply(action, executor.last_info, task.phase(sim))
+                        if not over:
+                            frame()
+                    return over
+
+                loop = RealtimeLoop(rt_step, name)
+                kw = dict(obs_fn=observation, sink=loop.sink) if rt else {}
                 executor = ChunkExecutor(self.policy, robot_config(
                     mode=c.executor, rt_priority=0, chunk=spec.chunk, execute=spec.execute, rate_hz=spec.rate_hz),
                     initial_target=present, **kw)
                 executor.reset(instruction=task.instruction, **({"initial_target": present} if rt else {}))
                 frame()
                 if rt:
-                    realtime = self._run_realtime(executor, rt_sink, lambda a: apply(a, executor.last_info,
-                                                                                     task.phase(sim)),
-                                                  frame, lock, max_steps, name)
-                    if realtime.pop("stalled"):
+                    realtime, stalled = loop.run(executor, max_steps)
+                    if stalled:
                         st["termination"] = "stalled"
                 else:
                     while True:
@@ -248,55 +253,12 @@ class YamSimRunner(EpisodeRunner):
                     "driver_faults": [str(f) for f in driver.faults],
                     "timing_ms": {k: round(1e3 * float(np.mean(v)), 3) for k, v in times.items() if v}})
         if realtime is not None:
-            lat = [x["latency_ms"] for x in ep.replans if x["latency_ms"] is not None]
-            out["realtime"] = realtime | {"held_ticks": ep.held, "late_ticks": ep.late,
-                                          "replan_ms_p50": float(np.median(lat)) if lat else None,
-                                          "replan_ms_p95": float(np.percentile(lat, 95)) if lat else None}
+            out["realtime"] = ep.realtime_record(realtime)
         ep.add_plot(out, f"{name} ({'success' if out['success'] else out['termination']}): {task.instruction[:48]}",
                     step)
         result.update(out)
         self.finish_recording(result, step * dt)
         return result
-
-    def _run_realtime(self, executor, rt_sink: list, apply, frame, lock, max_steps: int, name: str) -> dict:
-        """The world one control period per executor tick on the wall clock: the tick thread calls
-        the sink (apply the target, step physics, read the next frame) while the worker thread
-        infers on the newest window. Returns the executor's timing with `stalled` (the loop made
-        no progress within a generous limit and was stopped)."""
-        done = threading.Event()
-        failure: list[BaseException] = []
-
-        def sink(action: np.ndarray) -> None:
-            if done.is_set():
-                return
-            try:
-                with lock:
-                    over = apply(action)
-                    if not over:
-                        frame()
-            except BaseException as e:      # ends the episode; re-raised on the main thread
-                failure.append(e)
-                over = True
-            if over:
-                done.set()
-
-        rt_sink[0] = sink
-        limit_s = 60.0 + 4.0 * max_steps / executor.cfg.rate_hz
-        t0, stalled = time.monotonic(), False
-        with executor:
-            while not done.wait(0.25):
-                if time.monotonic() - t0 > limit_s:
-                    stalled = True
-                    done.set()
-                    log.error("%s: realtime episode still running after %.0f s; stopped", name, limit_s)
-                    break
-        if failure:
-            raise failure[0]
-        st = executor.stats()
-        return {"rate_hz": executor.cfg.rate_hz, "ticks": int(st["ticks"]), "missed_ticks": int(st["missed_ticks"]),
-                "dropped_chunks": int(st["dropped"]), "achieved_hz": _num(st.get("achieved_hz")),
-                "p99_jitter_ms": _num(st.get("p99_jitter_ms")), "max_period_ms": _num(st.get("max_period_ms")),
-                "stalled": stalled}
 
     def _record(self, step: int, t: float, stacked, names, position, target) -> None:
         if self.recorder is None:
@@ -306,7 +268,3 @@ class YamSimRunner(EpisodeRunner):
             self.recorder.write_image("stacked_image", stacked, ts)
         self.recorder.write_joint_state("joint_states", names, position, ts)
         self.recorder.write_joint_state("joint_targets", names, target, ts)
-
-
-def _num(v) -> float | None:
-    return None if v is None or not math.isfinite(v) else round(float(v), 3)
