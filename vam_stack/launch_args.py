@@ -64,17 +64,18 @@ def is_mujoco():
 
 def text(name: str):
     """The argument as a string parameter ("" stays a string, not an empty YAML value)."""
-    from launch.substitutions import LaunchConfiguration
-    from launch_ros.descriptions import ParameterValue
-
-    return ParameterValue(LaunchConfiguration(name), value_type=str)
+    return _typed(name, str)
 
 
 def integer(name: str):
+    return _typed(name, int)
+
+
+def _typed(name: str, value_type: type):
     from launch.substitutions import LaunchConfiguration
     from launch_ros.descriptions import ParameterValue
 
-    return ParameterValue(LaunchConfiguration(name), value_type=int)
+    return ParameterValue(LaunchConfiguration(name), value_type=value_type)
 
 
 def flag(name: str):

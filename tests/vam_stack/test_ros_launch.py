@@ -98,6 +98,9 @@ def test_the_launch_argument_table_is_checked():
     assert launch_args.arguments("sim")["preset"][0] == "libero64"
     with pytest.raises(ValueError, match="robot"):
         launch_args.arguments("mujoco")
+    from vam_sim.yam_mujoco.tasks import TASKS   # the table (in the shared base) cannot import the simulator
+    assert set(launch_args.CHOICES["sim_task"]) == set(TASKS) == set(node_params("yam_mujoco_sim")["task"].choices)
+    assert launch_args.arguments("robot")["sim_task"][0] in TASKS
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)

@@ -23,12 +23,13 @@ import time
 
 from rclpy.node import Node
 
+from vam_sim.yam_mujoco.tasks import TASKS
 from vam_stack import ros
 
 P = ros.Param
 PARAMS = (
     P("sim_config", "", "simulator YAML (sections yam_mujoco and camera_bridge); empty = config/yam_mujoco.yaml"),
-    P("task", "handover", "task whose objects populate the scene", choices=("handover", "relay", "tray_lift")),
+    P("task", "handover", "task whose objects populate the scene", choices=tuple(sorted(TASKS))),
     P("seed", 0, "seed of the scene's initial state", range=(0, 2**31 - 1)),
     P("diagnostics_period_s", 1.0, "period of /diagnostics and of the real-time-factor log [s]", range=(0.1, 60.0)),
 )
@@ -78,7 +79,6 @@ class YamMujocoSimNode(Node):
         self.solved = solved
         rtf = self.real_time_factor
         level = "ok" if rtf != rtf or rtf >= 0.9 else "warn"     # NaN: not measured yet
-        self.get_logger().debug(f"real-time factor {rtf:.2f}")
         self.diag_pub.publish(ros.diagnostics(self, [{
             "name": "yam_mujoco_sim: world", "level": level,
             "message": "real time" if level == "ok" else f"slower than real time ({rtf:.2f}x)",
