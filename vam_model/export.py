@@ -8,9 +8,11 @@ Graphs written to `--out DIR`, with `manifest.json` describing them:
   head_prefix.onnx   (features [B,T,N,D], sigma_v [B], state [B,P]) -> keys, values
                      [layers,B,1,Lp,hd]: the per-layer prefix KV cache.
   head_step.onnx     (keys, values, actions [B,A,action_dim], sigma_a [B]) -> velocity
-                     [B,A,action_dim], mass_v0 [B], mass_vplus [B]: one Euler evaluation with the
-                     TR layer's head-averaged attention masses on V0 / V+ as explicit outputs, so
-                     the Temporal Ratio survives fused attention in the other layers.
+                     [B,A,action_dim], mass_v0 [B], mass_vplus [B], attention [B,A,Tv]: one Euler
+                     evaluation with the TR layer's head-averaged attention masses on V0 / V+ (and
+                     its head-averaged attention over the video tokens, the monitor's overlay) as
+                     explicit outputs, so the Temporal Ratio survives fused attention elsewhere.
+                     The head graphs are fp32 (the `--dtype` applies to the DiT graphs).
 
 Anchor conditioning inside the DiT graphs: the mask channel concat, the padding-mask channel
 and the per-frame time embedding (the near-zero anchor sigma comes in through
@@ -46,7 +48,7 @@ import torch.nn as nn
 
 from .networks.config import ModelConfig
 from .networks.model import VideoActionModel
-from .temporal_ratio import attention_masses
+from .backends.head import prefix_kv, step_outputs
 
 OPSET = 18            # dynamo exporter's native opset; ORT >= 1.14, TensorRT >= 8.6
 MAX_BATCH = 64        # upper bound of the dynamic batch axis (TensorRT profiles need one)
@@ -85,15 +87,12 @@ class HeadPrefixGraph(nn.Module):
         self.head, self.grid = head, grid
 
     def forward(self, feats, sigma_v, state):
-        prefix = self.head.embed_prefix(feats, self.grid, sigma_v, state)  # [B, Lp, W]
-        caches = self.head.prefix_cache(prefix)
-        keys = torch.stack([c.k for c in caches])                         # [layers, B, 1, Lp, hd]
-        values = torch.stack([c.v for c in caches])                       # [layers, B, 1, Lp, hd]
-        return keys, values
+        return prefix_kv(self.head, self.grid, feats, sigma_v, state)    # [layers, B, 1, Lp, hd] x 2
 
 
 class HeadStepGraph(nn.Module):
-    """One cached Euler evaluation, with the TR layer's attention masses on V0 and V+."""
+    """One cached Euler evaluation, with the TR layer's attention masses on V0 and V+ and its
+    head-averaged attention over the video tokens (the monitor's overlay)."""
 
     def __init__(self, head: nn.Module, tr_layer: int, tokens_per_frame: int, video_tokens: int):
         super().__init__()
@@ -101,12 +100,7 @@ class HeadStepGraph(nn.Module):
         self.tpf, self.tv = tokens_per_frame, video_tokens
 
     def forward(self, keys, values, actions, sigma_a):
-        from .networks.action_head import LayerCache
-
-        cache = [LayerCache(keys[i], values[i]) for i in range(keys.shape[0])]
-        v, probs = self.head.denoise_step(cache, actions, sigma_a, probs_layer=self.tr_layer)
-        m0, mp = attention_masses(probs, self.tpf, self.tv)              # [B], [B]
-        return v, m0, mp
+        return step_outputs(self.head, keys, values, actions, sigma_a, self.tr_layer, self.tpf, self.tv)
 
 
 # ---- fingerprints -----------------------------------------------------------------------------
@@ -247,7 +241,7 @@ def _head_jobs(model: VideoActionModel, batch, dev) -> list:
     return [("head_prefix", prefix, (feats, sigma_v, state), ({0: batch}, {0: batch}, {0: batch}),
              ["features", "sigma_v", "state"], ["keys", "values"]),
             ("head_step", step, (kv, kv.clone(), actions, sigma_a), ({1: batch}, {1: batch}, {0: batch}, {0: batch}),
-             ["keys", "values", "actions", "sigma_a"], ["velocity", "mass_v0", "mass_vplus"])]
+             ["keys", "values", "actions", "sigma_a"], ["velocity", "mass_v0", "mass_vplus", "attention"])]
 
 
 def load_model(preset: str, checkpoint: str | None = None, seed: int = 0, meta: bool = False,

@@ -65,6 +65,15 @@ class GuidanceSchedule:
     def reset(self) -> None:
         self.tr0 = None
 
+    def fixed_weights(self) -> tuple[float, float, float] | None:
+        """(s, w_lang, w_plan) when no TR reading can change them (none, flat), else None."""
+        c = self.cfg
+        if c.schedule == "none":
+            return 0.0, 0.0, 0.0
+        if c.schedule == "flat":
+            return 1.0, c.w_lang_base, c.w_plan_base
+        return None
+
     def update(self, tr: float) -> tuple[float, float, float]:
         """Take one TR reading: (s, w_lang, w_plan) for it; the first reading of an episode sets TR_0."""
         c = self.cfg

@@ -4,11 +4,23 @@ One replan i:
   1. encode the current (newest) frame of the window -> clean anchor latent;
   2. conditional video pass: FlowUniPC rollout to the exposed grid index, block-k features;
   3. head prefix (video tokens + state) -> per-layer KV cache, computed once;
-  4. Euler step 0 of the conditional branch also returns layer-`tr_layer` attention -> TR_i,
+  4. Euler step 0 of the conditional branch also returns the TR layer's attention masses -> TR_i,
      then s_i, w_lang,i, w_plan,i from the schedule (TR_0 = first TR of the episode);
   5. only if a weight is > 0: the null-text video pass (zero text) and/or the plan video pass
      (T' latent frames, truncated to T) with their own prefix caches;
   6. 10 Euler steps of v = v_cond + w_lang (v_cond - v_null) + w_plan (v_plan - v_cond).
+
+Device (`PolicyConfig.device`): every network call and every tensor of a replan lives there.
+The window's current frame, the state and the noise go up once per replan (pinned memory on
+CUDA); actions, the TR of every step and the attention map come back once at the end. The only
+host read in between is TR at step 4, and only under `tr_adaptive` (its value decides which
+branches run); under `none` and `flat` the weights do not depend on TR, so the replan runs with
+no host read until its end. All host reads go through `vam_model.device.read_scalar` / `to_host`.
+
+Branch batching (`batch_branches`): the guidance branches that run share one batched head call
+per Euler step (their prefixes all have the same length: the plan branch's features are cut to
+T frames), and when the weights are known before TR (`flat`), the conditional and null-text
+video passes run as one batch of 2 (same anchor, noise and length; only the text differs).
 
 Inputs: `obs["frames"]` uint8 [17, H, W, 3] RGB window, oldest first (the newest frame is the
 current observation the video rollout is anchored on; this model's rollout imagines the
@@ -21,7 +33,7 @@ counter advances). Outputs: absolute joint targets (real) or end-effector deltas
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -30,17 +42,19 @@ import torch
 
 from vam_stack.config import check
 
+from . import device as devices
 from .backends import BackendConfig, make_backend
+from .backends.head import HeadCache, HeadOutput
 from .guidance import GuidanceConfig, GuidanceSchedule, combine_velocities
 from .networks.action_sampler import euler_integrate
 from .networks.checkpoint import check_preset, load_checkpoint, read_metadata
 from .networks.config import ModelConfig, load_config
 from .networks.model import VideoActionModel
 from .networks.text_encoder import TextEncoder
-from .temporal_ratio import temporal_ratio, video_attention_map
 
 BRANCHES = ("cond", "null_text", "plan")
 F32_MAX = float(np.finfo(np.float32).max)   # largest finite float32 (3.4e38): the networks' number range
+AUTOCAST = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -51,12 +65,21 @@ class PolicyConfig:
     feature_index: int | None = None  # override the preset's exposed sigma_v grid index
     return_attention: bool = True     # include the TR-layer attention map in the telemetry
     threads: int = 0                  # torch intra-op threads (0 = torch default)
+    device: str = "auto"              # auto (CUDA when torch sees a GPU, else cpu) | cpu | cuda | cuda:N | meta (plumbing checks)
+    autocast: str = "none"            # none | bf16 | fp16: torch autocast around the torch backend's network calls
+    batch_branches: bool = True       # guidance branches share batched head calls (and cond + null-text video under flat)
+    sync_timing: bool = False         # stage timers wait for the device (true GPU stage times; adds a sync per stage)
     guidance: GuidanceConfig = field(default_factory=GuidanceConfig)
-    backend: BackendConfig = field(default_factory=BackendConfig)  # runs the DiT calls: torch | onnxruntime | tensorrt
+    backend: BackendConfig = field(default_factory=BackendConfig)  # runs the DiT and head calls: torch | onnxruntime | tensorrt
 
     def __post_init__(self):
         check(self.euler_steps >= 1, f"policy.euler_steps must be >= 1, got {self.euler_steps!r}")
         check(self.threads >= 0, f"policy.threads must be >= 0, got {self.threads!r}")
+        try:
+            devices.check_device_name(self.device)
+        except ValueError as e:
+            check(False, str(e))
+        check(self.autocast in AUTOCAST, f"policy.autocast must be one of {tuple(AUTOCAST)}, got {self.autocast!r}")
 
 
 @dataclass(frozen=True)
@@ -79,13 +102,20 @@ class InputError(ValueError):
 
 
 class _Timer:
-    def __init__(self):
+    """Wall time per stage; with `sync` (a callable waiting for the device) the stage's device work too."""
+
+    def __init__(self, sync=None):
         self.ms: dict[str, float] = {}
+        self.sync = sync
 
     @contextmanager
     def __call__(self, name: str):
+        if self.sync:
+            self.sync()
         t0 = time.perf_counter()
         yield
+        if self.sync:
+            self.sync()
         self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - t0) * 1e3
 
 
@@ -102,12 +132,15 @@ class VamPolicy:
         self.text_encoder = text_encoder
         self.guidance = GuidanceSchedule(cfg.guidance)
         self.stats = self._check_stats(stats or {})
-        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.generator = torch.Generator().manual_seed(cfg.seed)   # on the host: the same noise on every device
+        self.device = devices.resolve_device(cfg.device)
+        self.model.to(self.device)
         self.backend = make_backend(cfg.backend, model)
         self.instruction: str | None = None
         self._text: torch.Tensor | None = None
         with torch.no_grad():
-            self._null_text = model.dit.project_text(torch.zeros(1, self.mcfg.dit.text_tokens, self.mcfg.dit.text_in_dim))
+            zeros = torch.zeros(1, self.mcfg.dit.text_tokens, self.mcfg.dit.text_in_dim, device=self.device)
+            self._null_text = model.dit.project_text(zeros)                  # [1, L, text_dim]
         self.replan_index = 0
         self.forward_calls = {b: 0 for b in BRANCHES}   # video passes per branch, for tests/benchmarks
 
@@ -138,7 +171,8 @@ class VamPolicy:
         if self.text_encoder is None:
             raise InputError("this policy has no text encoder (PolicyConfig.text_encoder)")
         with torch.no_grad():
-            self._text = self.model.dit.project_text(self.text_encoder.encode(instruction))
+            embedded = devices.upload(self.text_encoder.encode(instruction), self.device)  # [1, L, text_in_dim]
+            self._text = self.model.dit.project_text(embedded)              # [1, L, text_dim]
         self.instruction = instruction
         self.guidance.reset()
         self.replan_index = 0
@@ -193,18 +227,26 @@ class VamPolicy:
         return p32
 
     # ---- inference --------------------------------------------------------------------------
-    def _noise(self, noise: dict | None):
+    def _noise(self, noise: dict | None) -> dict[str, torch.Tensor]:
+        """Video, plan and action noise on the device: drawn on the host from the seeded generator
+        (the same numbers on every device) unless injected, then uploaded."""
         m, r = self.mcfg, self.mcfg.robot
         noise = dict(noise or {})
         g = self.generator
         if "video" not in noise:
-            noise["video"] = self.model.video_noise(1, m.solver.latent_frames, g)
+            noise["video"] = self.model.video_noise(1, m.solver.latent_frames, g, device="cpu")
         if "plan" not in noise:
-            extra = self.model.video_noise(1, m.solver.plan_latent_frames - m.solver.latent_frames, g)
-            noise["plan"] = torch.cat([noise["video"], extra], dim=2)   # shares the first T frames' noise
+            extra = self.model.video_noise(1, m.solver.plan_latent_frames - m.solver.latent_frames, g, device="cpu")
+            noise["plan"] = torch.cat([noise["video"].cpu(), extra], dim=2)   # shares the first T frames' noise
         if "action" not in noise:
             noise["action"] = torch.randn(1, r.chunk, r.action_dim, generator=g)
-        return noise
+        return {k: devices.upload(v, self.device) for k, v in noise.items()}
+
+    def autocast(self):
+        dtype = AUTOCAST[self.cfg.autocast]
+        if dtype is None or self.device.type == "meta":
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=dtype)
 
     @torch.no_grad()
     def infer(self, obs: dict, noise: dict | None = None) -> dict:
@@ -214,91 +256,153 @@ class VamPolicy:
             torch.set_num_threads(self.cfg.threads)
         t_start = time.perf_counter()
         r = _Replan(self, self._noise(noise))
-        with r.timer("encode"):                                                     # 1. encode
-            current = torch.from_numpy(np.ascontiguousarray(frames[-1:]))[None]     # [1, 1, H, W, 3]
-            r.anchor = self.model.encode_frames(current)                            # [1, 16, 1, h, w]
         p_mean, p_std = self.stats["proprio"]
-        r.state = torch.from_numpy((proprio - p_mean) / p_std)[None]                 # [1, P]
-        r.branch("cond")                                                            # 2.-3. features, prefix
+        with r.timer("encode"), self.autocast():                                      # 1. encode
+            current = devices.upload(frames[-1:][None], self.device)                  # [1, 1, H, W, 3] uint8
+            r.anchor = self.model.encode_frames(current).float()                      # [1, 16, 1, h, w]
+            r.state = devices.upload(((proprio - p_mean) / p_std)[None], self.device)  # [1, P]
+        r.prepare(r.fixed_branches() if r.fixed else ("cond",))                         # 2.-3. (5. when fixed)
         actions_n = euler_integrate(r.velocity, r.noise["action"], self.cfg.euler_steps)  # 4.-6. [1, A_H, D]
-        a_mean, a_std = self.stats["action"]
-        actions = (actions_n[0].numpy() * a_std + a_mean).astype(np.float32)        # [A_H, D]
-        out = r.telemetry(actions, (time.perf_counter() - t_start) * 1e3)
+        out = r.finish(actions_n, t_start)
         self.replan_index += 1
-        if not np.isfinite(actions).all():
+        if not np.isfinite(out["actions"]).all():
             raise FloatingPointError(f"policy produced non-finite actions at replan {out['replan']}")
         return out
 
 
 class _Replan:
     """One replan's working state: each branch's head prefix cache (a branch runs its video pass
-    the first time it is needed), the TR read at every Euler step, the guidance weights in force,
-    the attention map, and the time spent per stage."""
+    the first time it is needed), the TR of every Euler step (on the device until the end), the
+    guidance weights in force, the attention map, and the time spent per stage."""
 
     def __init__(self, policy: VamPolicy, noise: dict):
         self.policy, self.noise = policy, noise
-        self.timer = _Timer()
+        dev = policy.device
+        self.timer = _Timer(torch.cuda.synchronize if policy.cfg.sync_timing and dev.type == "cuda" else None)
         self.anchor: torch.Tensor | None = None       # [1, 16, 1, h, w] clean latent of the current frame
         self.state: torch.Tensor | None = None        # [1, P] normalised proprio
-        self.caches: dict = {}                        # branch -> head prefix cache
+        self.caches: dict[str, HeadCache] = {}        # branch -> its prefix cache (batch 1)
+        self._joint: dict[tuple, HeadCache] = {}      # branches -> their caches stacked for one batched call
         self.sigma_v: float | None = None             # the cond branch's feature time
-        self.tr_steps: list[float] = []
+        self.tr_dev: list[torch.Tensor] = []          # per Euler step: the cond branch's TR [1], on the device
+        self.tr_read: dict[int, float] = {}           # steps whose TR was read mid-replan (tr_adaptive)
         self.s_steps: list[float] = []
-        self.tr, self.s, self.w_lang, self.w_plan = float("nan"), 0.0, 0.0, 0.0
-        self.attention: np.ndarray | None = None
+        self.attention: torch.Tensor | None = None    # [1, A, Tv] at step 0, on the device
+        self.fixed = policy.guidance.fixed_weights()  # (s, w_lang, w_plan) when TR cannot change them, else None
+        self.s, self.w_lang, self.w_plan = self.fixed or (0.0, 0.0, 0.0)
 
-    def branch(self, name: str):
-        """The prefix cache of branch `name`: video pass (text, noise) -> block-k features -> head prefix."""
-        if name in self.caches:
-            return self.caches[name]
+    # ---- branches ---------------------------------------------------------------------------
+    def fixed_branches(self) -> tuple[str, ...]:
+        return ("cond",) + (("null_text",) if self.w_lang > 0 else ()) + (("plan",) if self.w_plan > 0 else ())
+
+    def prepare(self, names: tuple[str, ...]) -> None:
+        """Video passes and head prefixes of the branches in `names` not computed yet."""
+        p = self.policy
+        new = tuple(n for n in names if n not in self.caches)
+        if not new:
+            return
+        batch = p.cfg.batch_branches
+        shared = tuple(n for n in new if n != "plan")             # same length: one video batch when batching
+        groups = ([shared] if batch and shared else [(n,) for n in shared]) + ([("plan",)] if "plan" in new else [])
+        feats = {}
+        for group in groups:
+            feats.update(self._video(group))
+        order = tuple(n for n in new)
+        chunks = [order] if batch else [(n,) for n in order]
+        dev = p.device
+        for chunk in chunks:
+            f = torch.cat([feats[n] for n in chunk])                                 # [k, T, N, D]
+            k = len(chunk)
+            with self.timer("prefix_" + "+".join(chunk)), p.autocast():
+                cache = p.backend.head_prefix(f, torch.full((k,), self.sigma_v, device=dev), self.state.expand(k, -1))
+            cache = HeadCache(cache.keys.float(), cache.values.float())              # [layers, k, 1, Lp, hd]
+            self._joint[chunk] = cache
+            for i, n in enumerate(chunk):
+                self.caches[n] = cache.rows(i)
+
+    def _video(self, group: tuple[str, ...]) -> dict[str, torch.Tensor]:
+        """One video pass for the branches of `group` (batch len(group)): name -> features [1, T, N, D]."""
         p, m = self.policy, self.policy.model
-        text = p._null_text if name == "null_text" else p._text
-        vnoise = self.noise["plan"] if name == "plan" else self.noise["video"]
-        with self.timer(f"video_{name}"):
-            feats, sigma_v = m.video_features(self.anchor, text, vnoise, p.cfg.feature_index, p.backend)  # [1, T, N, D]
-        p.forward_calls[name] += 1
-        with self.timer(f"prefix_{name}"):
-            self.caches[name] = m.head.prefix_cache(m.prefix(feats, sigma_v, self.state))
-        if name == "cond":
-            self.sigma_v = sigma_v
-        return self.caches[name]
+        k = len(group)
+        text = torch.cat([p._null_text if n == "null_text" else p._text for n in group])  # [k, L, text_dim]
+        vnoise = self.noise["plan" if group == ("plan",) else "video"]                   # [1, 16, T_roll, h, w]
+        anchor = self.anchor.expand(k, -1, -1, -1, -1)                                  # [k, 16, 1, h, w]
+        with self.timer("video_" + "+".join(group)), p.autocast():
+            feats, sigma_v = m.video_features(anchor, text, vnoise.expand(k, -1, -1, -1, -1),
+                                              p.cfg.feature_index, p.backend)           # [k, T, N, D]
+        for n in group:
+            p.forward_calls[n] += 1
+        self.sigma_v = sigma_v
+        return {n: feats[i:i + 1].float() for i, n in enumerate(group)}
 
+    def _step(self, names: tuple[str, ...], x: torch.Tensor, sigma: torch.Tensor) -> dict[str, HeadOutput]:
+        """One Euler evaluation of each branch in `names`: batched in one head call, or one call each."""
+        p = self.policy
+        self.prepare(names)
+        chunks = [names] if p.cfg.batch_branches else [(n,) for n in names]
+        out = {}
+        with self.timer("euler"), p.autocast():
+            for chunk in chunks:
+                k = len(chunk)
+                cache = self._joint.get(chunk)
+                if cache is None:
+                    cache = self._joint[chunk] = HeadCache.cat([self.caches[n] for n in chunk])
+                res = p.backend.head_step(cache, x.expand(k, -1, -1), sigma.expand(k))   # [k, A, D], ...
+                for i, n in enumerate(chunk):
+                    out[n] = res.row(i)
+        return out
+
+    # ---- Euler velocity -----------------------------------------------------------------------
     def velocity(self, x: torch.Tensor, sigma: torch.Tensor, step: int) -> torch.Tensor:
-        """The guided velocity at Euler step `step` ([1, A_H, D]); TR is read from the cond branch's
-        attention, the weights are set from it at step 0 (or at every step with `tr_every_step`),
-        and a guidance branch runs only while its weight is > 0."""
-        p, head, mc = self.policy, self.policy.model.head, self.policy.mcfg
-        with self.timer("euler"):
-            v_cond, probs = head.denoise_step(self.branch("cond"), x, sigma, probs_layer=mc.head.tr_layer)  # [1, A_H, D]
-        with self.timer("tr"):
-            tr = float(temporal_ratio(probs, mc.head_tokens_per_frame, mc.head_video_tokens)[0])
-        self.tr_steps.append(tr)
-        if step == 0 or p.cfg.guidance.tr_every_step:
+        """The guided velocity at Euler step `step` ([1, A_H, D]). Under tr_adaptive, TR is read
+        from the cond branch at step 0 (every step with `tr_every_step`) and sets the weights
+        before the other branches run; a branch runs only while its weight is > 0."""
+        p = self.policy
+        if self.fixed is None and (step == 0 or p.cfg.guidance.tr_every_step):
+            rows = self._step(("cond",), x, sigma)
+            tr_t = rows["cond"].tr()                                         # [1]
+            with self.timer("tr"):
+                tr = devices.read_scalar(tr_t)                               # the host read that decides the branches
+            self.tr_read[step] = tr
             with self.timer("guidance"):
                 self.s, self.w_lang, self.w_plan = p.guidance.update(tr)
-            self.tr = tr
-            if step == 0 and p.cfg.return_attention:
-                self.attention = video_attention_map(probs, mc.head_video_tokens)[0].numpy()  # [A, Tv]
+            extra = self.fixed_branches()[1:]
+            if extra:
+                rows.update(self._step(extra, x, sigma))
+        else:
+            rows = self._step(self.fixed_branches(), x, sigma)
+            tr_t = rows["cond"].tr()                                         # [1]
+        cond = rows["cond"]
+        self.tr_dev.append(tr_t)                                             # stays on the device until the end
+        if step == 0 and p.cfg.return_attention:
+            self.attention = cond.attention                                  # [1, A, Tv]
         self.s_steps.append(self.s)
-        v_null = v_plan = None
-        if self.w_lang > 0:
-            with self.timer("euler"):
-                v_null, _ = head.denoise_step(self.branch("null_text"), x, sigma)  # [1, A_H, D]
-        if self.w_plan > 0:
-            with self.timer("euler"):
-                v_plan, _ = head.denoise_step(self.branch("plan"), x, sigma)       # [1, A_H, D]
-        return combine_velocities(v_cond, v_null, v_plan, self.w_lang, self.w_plan)
+        v_null = rows["null_text"].velocity if "null_text" in rows else None
+        v_plan = rows["plan"].velocity if "plan" in rows else None
+        return combine_velocities(cond.velocity.float(), v_null, v_plan, self.w_lang, self.w_plan)  # [1, A_H, D]
 
-    def telemetry(self, actions: np.ndarray, total_ms: float) -> dict:
+    # ---- end of the replan ------------------------------------------------------------------
+    def finish(self, actions_n: torch.Tensor, t_start: float) -> dict:
+        """One copy back to the host (actions, TR per step, attention), then the telemetry."""
         p = self.policy
-        every = p.cfg.guidance.tr_every_step
+        with self.timer("tr"):
+            tensors = [actions_n[0], torch.cat(self.tr_dev)] + ([self.attention[0]] if self.attention is not None else [])
+            host = devices.to_host(*tensors)
+        actions_n, tr_steps = host[0], [float(v) for v in host[1]]
+        tr_steps = [self.tr_read.get(i, v) for i, v in enumerate(tr_steps)]  # the value the weights were set from
+        if self.fixed is not None:                                           # weights fixed: TR_0 bookkeeping only
+            with self.timer("guidance"):
+                p.guidance.update(tr_steps[0])
+        a_mean, a_std = p.stats["action"]
+        actions = (actions_n * a_std + a_mean).astype(np.float32)            # [A_H, D]
+        total_ms = (time.perf_counter() - t_start) * 1e3
         return {
             "actions": actions,
             "replan": p.replan_index,
-            "tr": self.tr_steps[0] if every else self.tr,
-            "tr_steps": self.tr_steps,
+            "tr": tr_steps[0],
+            "tr_steps": tr_steps,
             "tr0": p.guidance.tr0 if p.guidance.tr0 is not None else float("nan"),
-            "s": self.s_steps[0] if every else self.s,
+            "s": self.s_steps[0],
             "s_steps": self.s_steps,
             "w_lang": self.w_lang,
             "w_plan": self.w_plan,
@@ -306,8 +410,9 @@ class _Replan:
             "branches_computed": [b for b in BRANCHES if b in self.caches],
             "timing_ms": {**{k: round(v, 3) for k, v in self.timer.ms.items()}, "total": round(total_ms, 3)},
             "latency_ms": total_ms,
-            "attention": self.attention,
+            "attention": host[2] if len(host) > 2 else None,
             "checkpoint": p.checkpoint,
+            "device": str(p.device),
         }
 
 

@@ -24,7 +24,7 @@ no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="tests the error 
 def test_default_backend_is_torch_eager(micro_model):
     b = make_backend(BackendConfig(), micro_model)
     assert isinstance(b, TorchBackend) and isinstance(b, DiTBackend)
-    assert b.describe() == {"backend": "torch", "compile": False, "device": "cpu"}
+    assert b.describe() == {"backend": "torch", "head": "torch", "compile": False, "device": "cpu"}
     ex = example_inputs(micro_model.cfg, batch=1)
     args = (ex["x"], ex["mask"], ex["sigma_frames"], ex["text"])
     with torch.no_grad():

@@ -28,7 +28,7 @@ def tiny():
 @pytest.fixture(scope="module")
 def exported(tiny, tmp_path_factory):
     out = tmp_path_factory.mktemp("onnx_tiny")
-    manifest = export_onnx(tiny, out, head=False, progress=lambda m: None)
+    manifest = export_onnx(tiny, out, progress=lambda m: None)
     return out, manifest
 
 
@@ -44,7 +44,8 @@ def test_tiny_manifest_and_graph_signature(exported, tiny):
     assert manifest["opset"] == OPSET and manifest["preset"] == "tiny"
     assert manifest["weights_hash"] == weights_hash(tiny.dit)
     assert json.loads((out / "manifest.json").read_text()) == manifest
-    assert set(manifest["graphs"]) == {"dit_velocity", "dit_features"}
+    assert set(manifest["graphs"]) == {"dit_velocity", "dit_features", "head_prefix", "head_step"}
+    assert manifest["head_weights_hash"] == weights_hash(tiny.head)
     path = out / "dit_velocity.onnx"
     onnx.checker.check_model(str(path))
     assert _dims(path, "x") == ["batch", 16, "frames", 28, 56]
@@ -100,7 +101,7 @@ def test_head_graphs_export_and_tr_masses(tiny, tmp_path):
     """Head prefix + denoise step (2-layer head, TR at layer 2): ORT velocity and V0/V+ masses match torch."""
     import onnxruntime as ort
 
-    from vam_model.temporal_ratio import attention_masses
+    from vam_model.temporal_ratio import attention_masses, video_attention_map
 
     cfg = tiny.cfg
     small = dataclasses.replace(cfg, head=dataclasses.replace(cfg.head, layers=2, tr_layer=2),
@@ -121,7 +122,9 @@ def test_head_graphs_export_and_tr_masses(tiny, tmp_path):
     keys, values = pre.run(None, {"features": feats.numpy(), "sigma_v": sigma_v.numpy(), "state": state.numpy()})
     np.testing.assert_allclose(keys[0], cache[0].k.numpy(), atol=1e-4)
     step = ort.InferenceSession(str(tmp_path / "head_step.onnx"), providers=["CPUExecutionProvider"])
-    v, m0, mp = step.run(None, {"keys": keys, "values": values, "actions": actions.numpy(), "sigma_a": sigma_a.numpy()})
+    v, m0, mp, att = step.run(None, {"keys": keys, "values": values, "actions": actions.numpy(),
+                                     "sigma_a": sigma_a.numpy()})
+    np.testing.assert_allclose(att, video_attention_map(probs, small.head_video_tokens).numpy(), atol=1e-5)
     np.testing.assert_allclose(v, v_ref.numpy(), atol=1e-4)
     np.testing.assert_allclose(m0, m0_ref.numpy(), atol=1e-5)
     np.testing.assert_allclose(mp, mp_ref.numpy(), atol=1e-5)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import vam_model.policy as policy_mod
+from vam_model.backends.head import HeadOutput
 from vam_model.guidance import GuidanceConfig
 from vam_model.networks.text_encoder import TextEncoder
 from vam_model.policy import InputError, PolicyConfig, VamPolicy
@@ -61,7 +62,7 @@ def test_s_zero_runs_only_the_conditional_branch(micro_model, encoder):
 
 def test_scripted_tr_sequence_drives_s_and_branches(micro_model, encoder, monkeypatch):
     script = iter([2.0] * 10 + [3.0] * 10 + [1.0] * 10 + [8.0] * 10)
-    monkeypatch.setattr(policy_mod, "temporal_ratio", lambda *a, **k: torch.tensor([next(script)]))
+    monkeypatch.setattr(HeadOutput, "tr", lambda self: torch.tensor([next(script)] * self.velocity.shape[0]))
     p = make(micro_model, encoder, "tr_adaptive", s_max=2.0)
     got = [p.infer(obs()) for _ in range(4)]
     assert [o["tr0"] for o in got] == [2.0] * 4
@@ -139,7 +140,7 @@ def test_missing_instruction(micro_model, encoder):
 def test_tr_every_step_option_rereads_tr_and_starts_branches_lazily(micro_model, encoder, monkeypatch):
     # replan 0 sets TR_0 = 2; in replan 1 TR rises to 4 from Euler step 5 on
     script = iter([2.0] * 10 + [2.0] * 5 + [4.0] * 5)
-    monkeypatch.setattr(policy_mod, "temporal_ratio", lambda *a, **k: torch.tensor([next(script)]))
+    monkeypatch.setattr(HeadOutput, "tr", lambda self: torch.tensor([next(script)] * self.velocity.shape[0]))
     p = make(micro_model, encoder, "tr_adaptive", tr_every_step=True)
     first = p.infer(obs())
     assert first["s_steps"] == [0.0] * 10 and first["branches_computed"] == ["cond"]

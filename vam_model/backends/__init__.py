@@ -19,11 +19,11 @@ def make_backend(cfg: BackendConfig, model, progress: Callable[[str], None] = pr
     if cfg.name == "torch":
         from .torch_backend import TorchBackend
 
-        return TorchBackend(model.dit, compile=cfg.compile)
+        return TorchBackend(model, compile=cfg.compile)
     if cfg.name == "onnxruntime":
         from .ort_backend import OrtBackend
 
-        return OrtBackend(model, cfg)
+        return OrtBackend(model, cfg, progress=progress)
     if cfg.name == "tensorrt":
         from .tensorrt_backend import TensorRTBackend
 

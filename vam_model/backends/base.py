@@ -1,11 +1,14 @@
-"""The DiT backend interface, its config, and the parity measure every backend is held to.
+"""The network backend interface, its config, and the parity measure every backend is held to.
 
 A backend runs the two DiT calls the video rollout needs, with `VideoDiT`'s signature:
   velocity(x [B,16,T,h,w], mask [B,1,T,h,w], sigma_frames [B,T], text [B,L,text_dim])
       -> [B,16,T,h,w]
   features(same inputs) -> block-k output [B,T,gh*gw,D]
-Inputs and outputs are fp32 torch tensors on the CPU (the policy's tensors); a GPU backend
-copies in and out. The text projection, tokenizer and action head stay in torch.
+and the action head's two calls (see `head.py`):
+  head_prefix(features [B,T,N,D], sigma_v [B], state [B,P]) -> HeadCache
+  head_step(cache, actions [B,A,D_a], sigma_a [B]) -> HeadOutput (velocity, TR-layer masses, attention)
+Inputs and outputs are fp32 torch tensors on the policy's device; outputs come back on the
+device of the inputs. The tokenizer and the text projection stay in torch.
 """
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ class BackendConfig:
     max_batch: int = 4                # tensorrt: optimisation-profile batch range 1..max_batch
     workspace_gb: float = 8.0         # tensorrt: builder workspace (tactic scratch memory), GiB
     builder_level: int = 3            # tensorrt: builder optimisation level 0-5 (TensorRT's default 3; lower builds faster)
+    head_graphs: bool = True          # onnxruntime/tensorrt: the head's exported graphs run in the backend too (false: torch head)
 
     def __post_init__(self):
         check(self.name in BACKENDS, f"backend.name must be one of {BACKENDS}, got {self.name!r}")
@@ -55,9 +59,11 @@ class BackendConfig:
 
 
 class DiTBackend(abc.ABC):
-    """velocity / features of the video DiT; context manager releasing sessions/engines on exit."""
+    """velocity / features of the video DiT and the head's prefix / step; a context manager
+    releasing sessions and engines on exit."""
 
     name: str = "?"
+    head_runtime: str = "?"   # what runs the action head: torch (eager) or the backend's own graphs
 
     @abc.abstractmethod
     def velocity(self, x: torch.Tensor, mask: torch.Tensor, sigma_frames: torch.Tensor,
@@ -67,9 +73,15 @@ class DiTBackend(abc.ABC):
     def features(self, x: torch.Tensor, mask: torch.Tensor, sigma_frames: torch.Tensor,
                  text: torch.Tensor) -> torch.Tensor: ...
 
+    @abc.abstractmethod
+    def head_prefix(self, feats: torch.Tensor, sigma_v: torch.Tensor, state: torch.Tensor): ...
+
+    @abc.abstractmethod
+    def head_step(self, cache, actions: torch.Tensor, sigma_a: torch.Tensor): ...
+
     def describe(self) -> dict:
         """What runs where (for benchmark JSON and logs)."""
-        return {"backend": self.name}
+        return {"backend": self.name, "head": self.head_runtime}
 
     def close(self) -> None:
         """Release sessions, engines and device memory; idempotent."""

@@ -1,9 +1,15 @@
-"""`onnxruntime` backend: the exported DiT graphs in ONNX Runtime (CPU here, CUDA where present).
+"""`onnxruntime` backend: the exported DiT and head graphs in ONNX Runtime (CPU here, CUDA where present).
 
 Graphs come from `BackendConfig.onnx_dir` (written by `vam-stack export onnx`) or, when that is
-unset, are exported on first use into `<cache_dir>/onnx/<preset>-<weights hash>/` and reused
-while the weights stay the same. A manifest whose preset or weights hash does not match the
-model is refused, so stale graphs are never run against new weights.
+unset, are exported on first use into `<cache_dir>/onnx/<preset>-<weights hash>-<dtype>/` (DiT)
+and `<cache_dir>/onnx/<preset>-head-<head weights hash>/` (head) and reused while the weights
+stay the same. A manifest whose preset or weights hash does not match the model is refused, so
+stale graphs are never run against new weights.
+
+With `BackendConfig.head_graphs` false the head runs in torch eager beside the ORT DiT (the
+backend's state before the head graphs existed; kept for the side-by-side benchmark).
+Tensors cross into ORT through host numpy arrays: on a CUDA policy device that is a copy each
+way per call (the GPU path is the `tensorrt` backend, which binds device memory directly).
 """
 from __future__ import annotations
 
@@ -14,8 +20,10 @@ import numpy as np
 import torch
 
 from .base import BackendConfig, BackendUnavailable, DiTBackend
+from .head import HeadCache, HeadOutput
 
 GRAPHS = ("dit_velocity", "dit_features")
+HEAD_GRAPHS = ("head_prefix", "head_step")
 
 
 def _manifest(onnx_dir: Path) -> dict:
@@ -38,14 +46,42 @@ def ensure_onnx(model, cfg: BackendConfig, dtype: str = "fp32", progress=print) 
             progress(f"[onnx] exporting {model.cfg.name} DiT ({dtype}) to {d} (once per weights)")
             export_onnx(model, d, dtype=dtype, head=False, progress=progress)
     m = _manifest(d)
-    if m.get("preset") != model.cfg.name:
-        raise ValueError(f"{d}: graphs are for preset {m.get('preset')!r}, the model is {model.cfg.name!r}")
-    if m.get("weights_hash") != whash:
-        raise ValueError(f"{d}: graphs were exported from weights {m.get('weights_hash')!r}, "
-                         f"the model's are {whash!r}; export again")
+    _check_manifest(d, m, model.cfg.name, "weights_hash", whash)
     if m.get("dtype") != dtype:
         raise ValueError(f"{d}: graphs are {m.get('dtype')!r}, wanted {dtype!r}")
+    missing = [g for g in GRAPHS if f"{g}{'' if dtype == 'fp32' else '_' + dtype}" not in m.get("graphs", {})]
+    if missing:
+        raise FileNotFoundError(f"{d}: no {', '.join(missing)} graph (exported with --no-dit?); export again")
     return d
+
+
+def ensure_head_onnx(model, cfg: BackendConfig, progress=print) -> Path:
+    """Directory holding the model's fp32 head graphs (`head_prefix`, `head_step`), exporting them if needed."""
+    from ..export import export_onnx, weights_hash
+
+    hhash = weights_hash(model.head)
+    if cfg.onnx_dir is not None:
+        d = Path(cfg.onnx_dir).expanduser()
+    else:
+        d = Path(cfg.cache_dir).expanduser() / "onnx" / f"{model.cfg.name}-head-{hhash}"
+        if not (d / "manifest.json").is_file():
+            progress(f"[onnx] exporting {model.cfg.name} head to {d} (once per weights)")
+            export_onnx(model, d, dit=False, progress=progress)
+    m = _manifest(d)
+    missing = [g for g in HEAD_GRAPHS if g not in m.get("graphs", {})]
+    if missing:
+        raise FileNotFoundError(f"{d}: no {', '.join(missing)} graph (exported with --no-head?); "
+                                f"export again without --no-head, or set backend.head_graphs false")
+    _check_manifest(d, m, model.cfg.name, "head_weights_hash", hhash)
+    return d
+
+
+def _check_manifest(d: Path, m: dict, preset: str, key: str, want: str) -> None:
+    if m.get("preset") != preset:
+        raise ValueError(f"{d}: graphs are for preset {m.get('preset')!r}, the model is {preset!r}")
+    if m.get(key) != want:
+        what = "head weights" if key.startswith("head") else "weights"
+        raise ValueError(f"{d}: graphs were exported from {what} {m.get(key)!r}, the model's are {want!r}; export again")
 
 
 def graph_path(onnx_dir: Path, graph: str, dtype: str) -> Path:
@@ -58,7 +94,7 @@ def graph_path(onnx_dir: Path, graph: str, dtype: str) -> Path:
 class OrtBackend(DiTBackend):
     name = "onnxruntime"
 
-    def __init__(self, model, cfg: BackendConfig):
+    def __init__(self, model, cfg: BackendConfig, progress=print):
         try:
             import onnxruntime as ort
         except ImportError:
@@ -70,27 +106,56 @@ class OrtBackend(DiTBackend):
                                      f"CUDAExecutionProvider (available: {available}); install onnxruntime-gpu")
         use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and "CUDAExecutionProvider" in available)
         self.providers = (["CUDAExecutionProvider"] if use_cuda else []) + ["CPUExecutionProvider"]
-        self.onnx_dir = ensure_onnx(model, cfg)
+        if next(model.parameters()).device.type == "meta":
+            raise BackendUnavailable("backend 'onnxruntime' needs the model's weights: it cannot run on the meta device")
+        self.onnx_dir = ensure_onnx(model, cfg, progress=progress)
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if cfg.threads:
             opts.intra_op_num_threads = cfg.threads
-        self.sessions = {g: ort.InferenceSession(str(graph_path(self.onnx_dir, g, "fp32")), opts,
-                                                 providers=self.providers) for g in GRAPHS}
 
-    def _run(self, graph: str, x, mask, sigma_frames, text) -> torch.Tensor:
-        feed = {"x": x, "mask": mask, "sigma_frames": sigma_frames, "text": text}
-        feed = {k: np.ascontiguousarray(v.detach().to("cpu", torch.float32).numpy()) for k, v in feed.items()}
-        return torch.from_numpy(self.sessions[graph].run(None, feed)[0])
+        def session(d: Path, g: str):
+            return ort.InferenceSession(str(graph_path(d, g, "fp32")), opts, providers=self.providers)
+
+        self.sessions = {g: session(self.onnx_dir, g) for g in GRAPHS}
+        if cfg.head_graphs:
+            self.head_dir = ensure_head_onnx(model, cfg, progress=progress)
+            self.sessions.update({g: session(self.head_dir, g) for g in HEAD_GRAPHS})
+            self.head_runtime, self._torch_head = "onnxruntime", None
+        else:
+            from .torch_backend import TorchBackend
+
+            self.head_dir, self.head_runtime, self._torch_head = None, "torch", TorchBackend(model)
+
+    def _run(self, graph: str, feed: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        """Run one session; outputs on the device of the first input."""
+        dev = next(iter(feed.values())).device
+        arrays = {k: np.ascontiguousarray(v.detach().to("cpu", torch.float32).numpy()) for k, v in feed.items()}
+        return [torch.from_numpy(o).to(dev) for o in self.sessions[graph].run(None, arrays)]
 
     def velocity(self, x, mask, sigma_frames, text):
-        return self._run("dit_velocity", x, mask, sigma_frames, text)    # [B, 16, T, h, w]
+        feed = {"x": x, "mask": mask, "sigma_frames": sigma_frames, "text": text}
+        return self._run("dit_velocity", feed)[0]                        # [B, 16, T, h, w]
 
     def features(self, x, mask, sigma_frames, text):
-        return self._run("dit_features", x, mask, sigma_frames, text)    # [B, T, gh*gw, D]
+        feed = {"x": x, "mask": mask, "sigma_frames": sigma_frames, "text": text}
+        return self._run("dit_features", feed)[0]                        # [B, T, gh*gw, D]
+
+    def head_prefix(self, feats, sigma_v, state) -> HeadCache:
+        if self._torch_head is not None:
+            return self._torch_head.head_prefix(feats, sigma_v, state)
+        keys, values = self._run("head_prefix", {"features": feats, "sigma_v": sigma_v, "state": state})
+        return HeadCache(keys, values)                                   # [layers, B, 1, Lp, hd] each
+
+    def head_step(self, cache: HeadCache, actions, sigma_a) -> HeadOutput:
+        if self._torch_head is not None:
+            return self._torch_head.head_step(cache, actions, sigma_a)
+        feed = {"keys": cache.keys, "values": cache.values, "actions": actions, "sigma_a": sigma_a}
+        return HeadOutput(*self._run("head_step", feed))                 # velocity, masses [B], attention [B, A, Tv]
 
     def describe(self) -> dict:
-        return {"backend": self.name, "providers": self.providers, "onnx_dir": str(self.onnx_dir)}
+        return {"backend": self.name, "head": self.head_runtime, "providers": self.providers,
+                "onnx_dir": str(self.onnx_dir), "head_dir": None if self.head_dir is None else str(self.head_dir)}
 
     def close(self) -> None:
         self.sessions = {}

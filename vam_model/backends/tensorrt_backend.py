@@ -6,6 +6,8 @@ networks only (BuilderFlag.FP16/BF16/FP8 were removed), so
   fp8          quantises the fp32 graph with NVIDIA ModelOpt (FP8 Q/DQ nodes on the GEMMs,
                calibrated on random inputs of the preset's geometry) and builds from that;
   fp32         builds from the fp32 graph.
+The head's `head_prefix` / `head_step` engines (with `head_graphs`, the default) build from the
+fp32 head graphs; TensorRT runs their GEMMs as TF32.
 On TensorRT 10.x the network is created with the STRONGLY_TYPED flag, so both majors build
 the same engine from the same graph.
 
@@ -30,7 +32,8 @@ import numpy as np
 import torch
 
 from .base import BackendConfig, BackendUnavailable, DiTBackend
-from .ort_backend import GRAPHS, ensure_onnx, graph_path
+from .head import HeadCache, HeadOutput
+from .ort_backend import GRAPHS, ensure_head_onnx, ensure_onnx, graph_path
 
 
 def require_tensorrt():
@@ -76,6 +79,20 @@ def profile_shapes(mcfg, max_batch: int) -> dict[str, tuple[tuple, tuple, tuple]
     per = {"x": lambda b, f: (b, c, f, h, w), "mask": lambda b, f: (b, 1, f, h, w),
            "sigma_frames": lambda b, f: (b, f), "text": lambda b, f: (b, lt, td)}
     return {k: (fn(1, 2), fn(1, t), fn(max_batch, tp)) for k, fn in per.items()}
+
+
+def head_profile_shapes(mcfg, max_batch: int) -> dict[str, dict[str, tuple[tuple, tuple, tuple]]]:
+    """(min, opt, max) input shapes of the head engines: batch 1..max_batch (opt 1: the cond
+    branch alone; guided replans batch up to 3 branches)."""
+    h, r = mcfg.head, mcfg.robot
+    t, n, d = mcfg.solver.latent_frames, mcfg.dit_tokens_per_frame, mcfg.dit.width
+    lp = mcfg.head_video_tokens + 1
+    prefix = {"features": lambda b: (b, t, n, d), "sigma_v": lambda b: (b,), "state": lambda b: (b, r.proprio_dim)}
+    step = {"keys": lambda b: (h.layers, b, h.kv_heads, lp, h.head_dim),
+            "values": lambda b: (h.layers, b, h.kv_heads, lp, h.head_dim),
+            "actions": lambda b: (b, r.chunk, r.action_dim), "sigma_a": lambda b: (b,)}
+    return {g: {k: (fn(1), fn(1), fn(max_batch)) for k, fn in per.items()}
+            for g, per in (("head_prefix", prefix), ("head_step", step))}
 
 
 def _monitor(trt, emit: Callable[[str], None], every_s: float = 5.0):
@@ -150,20 +167,24 @@ def build_engine(onnx_path: Path, engine_path: Path, shapes: dict, workspace_gb:
 
 
 class TensorRTBackend(DiTBackend):
+    """DiT engines at `precision`; head engines (with `head_graphs`) from the fp32 head graphs,
+    whose GEMMs TensorRT runs as TF32 (the head's graphs are not exported in bf16)."""
+
     name = "tensorrt"
 
     def __init__(self, model, cfg: BackendConfig, progress: Callable[[str], None] = print):
         trt = require_tensorrt()
         from ..export import example_inputs
 
+        self.trt = trt
         self.cfg, self.mcfg = cfg, model.cfg
         graph_dtype = cfg.precision if cfg.precision in ("fp16", "bf16") else "fp32"
         onnx_dir = ensure_onnx(model, cfg, dtype=graph_dtype, progress=progress)
         manifest = json.loads((onnx_dir / "manifest.json").read_text())
-        shapes = profile_shapes(self.mcfg, cfg.max_batch)
-        cache = Path(cfg.cache_dir).expanduser() / "engines"
+        self.cache = Path(cfg.cache_dir).expanduser() / "engines"
         self.keys, self.engines, self.contexts = {}, {}, {}
         self.runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+        shapes = profile_shapes(self.mcfg, cfg.max_batch)
         for g in GRAPHS:
             src = graph_path(onnx_dir, g, graph_dtype)
             onnx_sha = manifest["graphs"][src.stem]["sha256"]                # of the graph before any FP8 quantisation
@@ -173,45 +194,89 @@ class TensorRTBackend(DiTBackend):
             key = EngineKey(torch.cuda.get_device_name(), trt.__version__, self.mcfg.name, manifest["weights_hash"],
                             cfg.precision, g, cfg.builder_level, cfg.max_batch, self.mcfg.solver.plan_latent_frames,
                             onnx_sha)
-            path = cache / key.filename()
-            if not path.is_file():
-                build_engine(src, path, shapes, cfg.workspace_gb, cfg.builder_level, progress)
-                path.with_suffix(".json").write_text(json.dumps(asdict(key), indent=2) + "\n")
-            else:
-                progress(f"[trt] cached engine {path}")
-            engine = self.runtime.deserialize_cuda_engine(path.read_bytes())
-            if engine is None:
-                raise RuntimeError(f"TensorRT could not load {path}; delete it to rebuild")
-            self.keys[g], self.engines[g] = key, engine
-            self.contexts[g] = engine.create_execution_context()
+            self._load(g, key, src, shapes, progress)
+        self.head_runtime, self._torch_head = "tensorrt", None
+        if cfg.head_graphs:
+            head_dir = ensure_head_onnx(model, cfg, progress=progress)
+            hm = json.loads((head_dir / "manifest.json").read_text())
+            for g, hshapes in head_profile_shapes(self.mcfg, cfg.max_batch).items():
+                key = EngineKey(torch.cuda.get_device_name(), trt.__version__, self.mcfg.name, hm["head_weights_hash"],
+                                "fp32", g, cfg.builder_level, cfg.max_batch, self.mcfg.solver.latent_frames,
+                                hm["graphs"][g]["sha256"])
+                self._load(g, key, graph_path(head_dir, g, "fp32"), hshapes, progress)
+        else:
+            from .torch_backend import TorchBackend
 
-    def _run(self, graph: str, x, mask, sigma_frames, text) -> torch.Tensor:
+            self.head_runtime, self._torch_head = "torch", TorchBackend(model)
+
+    def _load(self, graph: str, key: EngineKey, src: Path, shapes: dict, progress) -> None:
+        path = self.cache / key.filename()
+        if not path.is_file():
+            build_engine(src, path, shapes, self.cfg.workspace_gb, self.cfg.builder_level, progress)
+            path.with_suffix(".json").write_text(json.dumps(asdict(key), indent=2) + "\n")
+        else:
+            progress(f"[trt] cached engine {path}")
+        engine = self.runtime.deserialize_cuda_engine(path.read_bytes())
+        if engine is None:
+            raise RuntimeError(f"TensorRT could not load {path}; delete it to rebuild")
+        self.keys[graph], self.engines[graph] = key, engine
+        self.contexts[graph] = engine.create_execution_context()
+
+    def _run(self, graph: str, feed: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Enqueue one engine on torch's current CUDA stream; outputs by name, on the inputs' device.
+
+        CUDA inputs are bound as they are (no copy, no sync: later torch work on the stream is
+        ordered after the engine); host inputs are copied up and the outputs copied back."""
         ctx, engine = self.contexts[graph], self.engines[graph]
-        out_dev = x.device
-        feed = {"x": x, "mask": mask, "sigma_frames": sigma_frames, "text": text}
+        out_dev = next(iter(feed.values())).device
         feed = {k: v.to("cuda", torch.float32).contiguous() for k, v in feed.items()}
         for name, t in feed.items():
             ctx.set_input_shape(name, tuple(t.shape))
             ctx.set_tensor_address(name, t.data_ptr())
-        out_name = next(engine.get_tensor_name(i) for i in range(engine.num_io_tensors)
-                        if engine.get_tensor_name(i) not in feed)
-        out = torch.empty(tuple(ctx.get_tensor_shape(out_name)), dtype=torch.float32, device="cuda")
-        ctx.set_tensor_address(out_name, out.data_ptr())
+        outs = {}
+        for i in range(engine.num_io_tensors):
+            name = engine.get_tensor_name(i)
+            if name in feed:
+                continue
+            dtype = _TORCH_DTYPE[engine.get_tensor_dtype(name).name]
+            outs[name] = torch.empty(tuple(ctx.get_tensor_shape(name)), dtype=dtype, device="cuda")
+            ctx.set_tensor_address(name, outs[name].data_ptr())
         stream = torch.cuda.current_stream()
         if not ctx.execute_async_v3(stream.cuda_stream):
             raise RuntimeError(f"TensorRT execution of {graph} failed")
-        stream.synchronize()
-        return out.to(out_dev)
+        if out_dev.type != "cuda":
+            return {k: v.to(out_dev) for k, v in outs.items()}             # the copy waits for the engine
+        return outs
+
+    def _dit(self, graph, x, mask, sigma_frames, text) -> torch.Tensor:
+        return next(iter(self._run(graph, {"x": x, "mask": mask, "sigma_frames": sigma_frames, "text": text}).values()))
 
     def velocity(self, x, mask, sigma_frames, text):
-        return self._run("dit_velocity", x, mask, sigma_frames, text)    # [B, 16, T, h, w]
+        return self._dit("dit_velocity", x, mask, sigma_frames, text)    # [B, 16, T, h, w]
 
     def features(self, x, mask, sigma_frames, text):
-        return self._run("dit_features", x, mask, sigma_frames, text)    # [B, T, gh*gw, D]
+        return self._dit("dit_features", x, mask, sigma_frames, text)    # [B, T, gh*gw, D]
+
+    def head_prefix(self, feats, sigma_v, state) -> HeadCache:
+        if self._torch_head is not None:
+            return self._torch_head.head_prefix(feats, sigma_v, state)
+        o = self._run("head_prefix", {"features": feats, "sigma_v": sigma_v, "state": state})
+        return HeadCache(o["keys"], o["values"])                          # [layers, B, 1, Lp, hd] each
+
+    def head_step(self, cache: HeadCache, actions, sigma_a) -> HeadOutput:
+        if self._torch_head is not None:
+            return self._torch_head.head_step(cache, actions, sigma_a)
+        o = self._run("head_step", {"keys": cache.keys, "values": cache.values, "actions": actions, "sigma_a": sigma_a})
+        return HeadOutput(o["velocity"], o["mass_v0"], o["mass_vplus"], o["attention"])
 
     def describe(self) -> dict:
-        return {"backend": self.name, "precision": self.cfg.precision,
+        return {"backend": self.name, "head": self.head_runtime, "precision": self.cfg.precision,
                 "engines": {g: k.filename() for g, k in self.keys.items()}}
 
     def close(self) -> None:
         self.contexts, self.engines = {}, {}
+
+
+# TensorRT DataType name -> torch dtype of an engine output buffer
+_TORCH_DTYPE = {"FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "INT32": torch.int32,
+                "INT64": torch.int64, "BOOL": torch.bool}

@@ -81,9 +81,10 @@ def rollout(
     mask = anchor_mask(t, b, h, w, noise.device).to(noise.dtype)       # [B, 1, T, H, W]
     anchor = x0_anchor.expand(-1, -1, t, -1, -1)                        # [B, C, T, H, W] (frame 0 used)
     sched = make_scheduler(cfg)
+    sigmas = sched.sigmas.to(noise.device, noise.dtype)                 # [steps + 1] uploaded once
     x = mask * anchor + (1 - mask) * noise                              # [B, C, T, H, W] sigma = 1
     for i in range(n):
-        sigma = sched.sigmas[i].to(noise.dtype).expand(b)               # [B]
+        sigma = sigmas[i].expand(b)                                     # [B] on the device
         x = mask * anchor + (1 - mask) * x                              # (ii) clean anchor in
         v = velocity_fn(x, mask, sigma)                                 # [B, C, T, H, W]
         v = mask * (noise - anchor) + (1 - mask) * v                    # (iii) analytic anchor velocity
