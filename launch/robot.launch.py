@@ -31,7 +31,7 @@ def generate_launch_description():
         Node(package="vam_stack", executable="vam_policy_node", name="vam_policy_node", output="screen",
              parameters=[params, {"preset": text("preset"), "checkpoint": text("checkpoint"),
                                   "guidance": text("guidance"), "backend": text("backend"),
-                                  "instruction": text("instruction")}]),
+                                  "device": text("device"), "instruction": text("instruction")}]),
         Node(package="vam_stack", executable="tr_monitor_node", name="tr_monitor_node", output="screen",
              parameters=[params]),
         Node(package="vam_stack", executable="yam_driver", name="yam_driver", output="screen",

@@ -66,8 +66,8 @@ def bench_replan(preset: str, backend: str, repeats: int, threads: int, cache_di
     policies = {}
     for name, (schedule, _) in MODES.items():
         cfg = replace(base.cfg, guidance=GuidanceConfig(schedule=schedule))
-        p = type(base)(base.model, cfg, base.text_encoder, checkpoint=base.checkpoint)
-        p.backend = base.backend                                         # one backend (session/engine) for all modes
+        p = type(base)(base.model, cfg, base.text_encoder, checkpoint=base.checkpoint,
+                       backend=base.backend)                             # one backend (session/engine) for all modes
         p.reset("put the black bowl on the plate")
         policies[name] = p
     stages: dict[str, dict[str, list[float]]] = {name: {} for name in MODES}

@@ -121,7 +121,9 @@ class _Timer:
 
 class VamPolicy:
     def __init__(self, model: VideoActionModel, cfg: PolicyConfig, text_encoder: TextEncoder | None,
-                 stats: dict | None = None, checkpoint: str = "random"):
+                 stats: dict | None = None, checkpoint: str = "random", backend=None):
+        """`backend`: an already built backend of this model to share (benchmarks run several
+        policies on one ONNX session set or engine set); default: built from `cfg.backend`."""
         self.model = model.eval()
         self.mcfg: ModelConfig = model.cfg
         self.cfg = cfg
@@ -135,7 +137,7 @@ class VamPolicy:
         self.generator = torch.Generator().manual_seed(cfg.seed)   # on the host: the same noise on every device
         self.device = devices.resolve_device(cfg.device)
         self.model.to(self.device)
-        self.backend = make_backend(cfg.backend, model)
+        self.backend = backend if backend is not None else make_backend(cfg.backend, model)
         self.instruction: str | None = None
         self._text: torch.Tensor | None = None
         with torch.no_grad():

@@ -39,6 +39,8 @@ PARAMS = (
     P("backend", "torch", "runtime of the DiT calls (onnxruntime/tensorrt: graphs of `vam-stack export onnx`, "
                           "else exported on first use)", choices=BACKENDS),
     P("backend_precision", "bf16", "TensorRT precision", choices=PRECISIONS),
+    P("device", "auto", "where the policy's networks and tensors run: auto (CUDA when present) | cpu | cuda | cuda:N"),
+    P("autocast", "none", "torch backend: autocast precision of the network calls", choices=("none", "bf16", "fp16")),
     P("instruction", "", "episode started as soon as frames and joint states arrive; empty = wait for /vam/instruction"),
     P("frame_skip", 0, "camera messages between window frames; 0 = the model preset's", range=(0, 30)),
     P("safety_config", "", "safety limits YAML (absolute joint targets); empty = config/yam_safety.yaml"),
@@ -63,7 +65,8 @@ def build_policy(p: dict):
 
     ckpt, _ = resolve_checkpoint(p["checkpoint"], p["preset"], p["preset"])
     skip = (read_metadata(ckpt)[0] if ckpt else load_config(p["preset"])).robot.frame_skip
-    cfg = PolicyConfig(seed=p["seed"], backend=BackendConfig(name=p["backend"], precision=p["backend_precision"]))
+    cfg = PolicyConfig(seed=p["seed"], device=p["device"], autocast=p["autocast"],
+                       backend=BackendConfig(name=p["backend"], precision=p["backend_precision"]))
     factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=p["guidance"], config=cfg)
     if p["policy_process"]:
         from vam_policy_node.executor_worker import ProcessPolicy

@@ -18,6 +18,7 @@ TABLE: dict[str, tuple[str, dict[str, str]]] = {
                    {"robot": "", "sim": ""}),
     "guidance": ("guidance schedule: none | flat | tr_adaptive", {"robot": "tr_adaptive", "sim": "tr_adaptive"}),
     "backend": ("runtime of the DiT calls: torch | onnxruntime | tensorrt", {"robot": "torch", "sim": "torch"}),
+    "device": ("where the policy runs: auto (CUDA when present) | cpu | cuda | cuda:N", {"robot": "auto", "sim": "auto"}),
     "instruction": ("start an episode with this instruction once inputs arrive", {"robot": ""}),
     "use_emulated_driver": ("drive emulated motors instead of the arm", {"robot": "false"}),
     "suite": ("LIBERO suite (spatial, object, goal, long and the _ood variants)", {"sim": "goal"}),

