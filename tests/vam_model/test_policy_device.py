@@ -161,3 +161,35 @@ def test_cast_to_bf16_on_the_cpu_keeps_actions_close(micro_model, encoder):
     err = np.abs(low["actions"] - ref["actions"]).max() / max(np.abs(ref["actions"]).max(), 1e-6)
     assert np.isfinite(low["actions"]).all() and err < 0.1, err
     assert dataclasses.replace(PolicyConfig(), autocast="bf16").autocast == "bf16"
+
+
+class _ZeroText:
+    """The full-size presets' text encoder (Cosmos-Reason hidden states) is not on this machine:
+    the instruction embedding is zeros of its shape; everything after it is the real code."""
+
+    def __init__(self, cfg):
+        self.shape = (1, cfg.dit.text_tokens, cfg.dit.text_in_dim)
+
+    def encode(self, instruction):
+        return torch.zeros(self.shape)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset, schedule, tr0, reads", [("real", "tr_adaptive", 1e-3, 1), ("libero", "flat", None, 0)])
+def test_full_size_replan_runs_on_meta(monkeypatch, preset, schedule, tr0, reads):
+    """The 2 B presets' whole replan (Wan VAE encode, DiT rollouts, head, all three branches) on
+    meta: every tensor on the policy's device, host reads only where TR decides."""
+    from vam_model.networks.config import load_config
+
+    cfg = load_config(preset)
+    with torch.device("meta"):
+        model = VideoActionModel(cfg).eval()
+    counts = HostReads(monkeypatch)
+    p = VamPolicy(model, PolicyConfig(device="meta", guidance=GuidanceConfig(schedule=schedule)), _ZeroText(cfg))
+    p.reset("hand the block to the other arm")
+    p.guidance.tr0 = tr0
+    r = cfg.robot
+    out = p.infer({"frames": np.zeros((r.frames, r.image_height, r.image_width, 3), np.uint8),
+                   "proprio": np.zeros(r.proprio_dim, np.float32)})
+    assert out["branches_computed"] == ["cond", "null_text", "plan"]
+    assert out["actions"].shape == (r.chunk, r.action_dim) and counts.scalars == reads and counts.copies == 1
