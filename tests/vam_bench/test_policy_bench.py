@@ -69,3 +69,20 @@ def _run(gc, path):
     p = argparse.ArgumentParser()
     gc.add_arguments(p)
     return gc.run(p.parse_args(["--json", str(path)]))
+
+
+@pytest.mark.unit
+def test_gpu_check_head_parity_and_episode_cost_on_the_cpu(tmp_path, micro_model):
+    """The GPU check's head parity and episode measures, run here with onnxruntime on the CPU."""
+    from vam_bench.gpu_check import episode_cost, head_parity
+    from vam_model.backends import BackendConfig, make_backend
+
+    ort = make_backend(BackendConfig(name="onnxruntime", device="cpu", cache_dir=str(tmp_path)), micro_model,
+                       progress=lambda m: None)
+    p = head_parity(micro_model, ort)
+    assert p["head"] == "onnxruntime" and p["ok"], p
+    assert p["velocity"]["cosine"] >= 0.9999 and p["keys"]["max_rel"] < 1e-4 and p["tr"]["max_rel"] < 1e-4
+    e = episode_cost(micro_model, BackendConfig(), "cpu", replans=3)
+    assert e["none"]["replans_with_guidance_branches"] == 0 and e["none"]["replans_with_s_gt_0"] == 0
+    assert e["tr_adaptive"]["replans_with_s_gt_0"] == e["tr_adaptive"]["replans_with_guidance_branches"]
+    assert e["tr_adaptive_over_none"] > 0 and e["none"]["total_ms"] > 0
