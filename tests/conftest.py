@@ -168,3 +168,10 @@ def mujoco_renders():
     finally:
         r.close()
     return True
+
+
+@pytest.fixture(scope="session")
+def onnx_cache(tmp_path_factory):
+    """One export cache for the benchmarks' onnxruntime runs: graphs are keyed by preset and
+    weights hash, so the seeded `tiny` graphs are exported once per test session, not per test."""
+    return tmp_path_factory.mktemp("onnx_cache")

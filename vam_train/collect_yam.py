@@ -9,7 +9,10 @@ records, per 30 Hz tick: the stacked views fitted view by view to `--view-size` 
 path's rule, `camera_bridge.preprocess.fit_views`; 3 x 64x48 -> 192x48 by default), the 14
 measured joint values the actor saw, the expert's 14 absolute targets and its phase label.
 Episode `e` of a task starts from the state hashed from (task, e, seed): evaluation uses seed 0
-and the collection seed 100, so their initial states differ. Failed expert episodes are
+and the collection seed 100, so their initial states differ. `--joint-noise RAD` perturbs the
+expert's executed arm-joint targets on every `--noise-every`-th attempt (a smooth random walk,
+`YamRunConfig.expert_noise`) while the recorded target stays the expert's clean one, so the
+data holds states off the expert's path labelled with the way back. Failed expert episodes are
 skipped unless `--keep-failures`. The format is `dataset.py`'s (suite "yam_mujoco", `task` the
 task's name); `meta/info.json` says `action_type: absolute_joint`, so the trainer pads a chunk
 past the episode end with the last target, not with zeros.
@@ -46,6 +49,9 @@ class YamCollectConfig:
     max_attempts_factor: int = 2            # try at most this x episodes per task to reach the count
     workers: int = 1                        # processes (episodes are written in attempt order for any number)
     sim_config: str | None = None           # yam_mujoco YAML (None = config/yam_mujoco.yaml)
+    joint_noise: float = 0.0                # std [rad] of the smooth perturbation of the expert's arm-joint targets
+                                            # (the label stays the clean target: the data shows the way back), 0 = none
+    noise_every: int = 2                    # perturb every n-th attempt of a task (1 = all), the rest are clean
 
     def __post_init__(self):
         from vam_sim.yam_mujoco.tasks import TASKS
@@ -60,6 +66,13 @@ class YamCollectConfig:
               f"collect: view size must be within 16..1280 x 16..960 px, got {self.view_width!r}x{self.view_height!r}")
         check(self.max_attempts_factor >= 1, f"collect: max_attempts_factor must be >= 1, got {self.max_attempts_factor!r}")
         check(self.workers >= 1, f"collect: workers must be >= 1, got {self.workers!r}")
+        check(0.0 <= self.joint_noise <= 0.2, f"collect: joint_noise must be in [0, 0.2] rad, got {self.joint_noise!r}")
+        check(self.noise_every >= 1, f"collect: noise_every must be >= 1, got {self.noise_every!r}")
+
+    def noise_of(self, episode: int) -> float:
+        """Joint noise of attempt `episode` of a task."""
+        hit = self.joint_noise > 0 and episode % self.noise_every == self.noise_every - 1
+        return self.joint_noise if hit else 0.0
 
 
 @dataclass
@@ -81,13 +94,13 @@ class _Demo:
 
 
 def yam_expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
-    """(task, episode, seed, view (w, h), keep, sim_config) -> (success, stored form or None)."""
+    """(task, episode, seed, view (w, h), keep, sim_config, joint noise) -> (success, stored form or None)."""
     import tempfile
 
     from camera_bridge.preprocess import fit_views
     from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner
 
-    task, episode, seed, (vw, vh), keep, sim_config = job
+    task, episode, seed, (vw, vh), keep, sim_config, noise = job
     frames, proprio, actions, phases = [], [], [], []
 
     def capture(step, stacked, prop, action, phase):
@@ -97,7 +110,7 @@ def yam_expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
         phases.append(phase)
 
     cfg = YamRunConfig(task=task, episodes=episode + 1, seed=seed, policy="expert", record=False, plots=False,
-                       sim_config=sim_config)
+                       sim_config=sim_config, expert_noise=noise)
     with tempfile.TemporaryDirectory(prefix="yam_collect_") as tmp:
         with YamSimRunner(cfg, tmp, capture=capture) as runner:
             result = runner.run_episode(episode)
@@ -127,8 +140,8 @@ def collect_yam(cfg: YamCollectConfig, out: str | Path, progress=None, overwrite
             limit = cfg.episodes_per_task * cfg.max_attempts_factor
             while kept < cfg.episodes_per_task and tried < limit:
                 wave = range(tried, min(limit, tried + cfg.episodes_per_task - kept))
-                jobs = [(task, e, cfg.seed, (cfg.view_width, cfg.view_height), cfg.keep_failures, cfg.sim_config)
-                        for e in wave]
+                jobs = [(task, e, cfg.seed, (cfg.view_width, cfg.view_height), cfg.keep_failures, cfg.sim_config,
+                         cfg.noise_of(e)) for e in wave]
                 for success, enc in run(jobs):
                     tried += 1
                     fails += not success
@@ -148,7 +161,8 @@ def collect_yam(cfg: YamCollectConfig, out: str | Path, progress=None, overwrite
             pool.terminate()
     info = YAM_INFO | {
         "frame_shape": [cfg.view_height, 3 * cfg.view_width, 3], "tasks": list(cfg.tasks), "seed": cfg.seed,
-        "episodes_per_task": cfg.episodes_per_task, "expert_attempts": attempts, "expert_failures": failures,
+        "episodes_per_task": cfg.episodes_per_task, "joint_noise": cfg.joint_noise, "noise_every": cfg.noise_every,
+        "expert_attempts": attempts, "expert_failures": failures,
         "expert_success": {t: {"successes": k, "episodes": n} for t, (k, n) in per_task.items()},
         "expert_success_rate": round(1.0 - failures / max(attempts, 1), 4), "collect_s": round(time.perf_counter() - t0, 1)}
     writer.close(info)

@@ -10,9 +10,9 @@ SECTIONS = ("model_info", "replan", "head", "backends", "camera", "executor", "d
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_bench_all_quick_writes_complete_json(tmp_path, capsys):
+def test_bench_all_quick_writes_complete_json(tmp_path, capsys, onnx_cache):
     out = tmp_path / "bench.json"
-    rc = main(["bench", "all", "--quick", "--preset", "tiny", "--cache-dir", str(tmp_path / "cache"),
+    rc = main(["bench", "all", "--quick", "--preset", "tiny", "--cache-dir", str(onnx_cache),
                "--json", str(out)])
     res = json.loads(out.read_text())
     failed = {k: v.get("error") for k, v in res.items() if isinstance(v, dict) and "error" in v}

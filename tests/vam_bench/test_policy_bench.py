@@ -12,10 +12,10 @@ from vam_cli.main import main
 pytestmark = pytest.mark.slow
 
 
-def test_policy_bench_times_backends_modes_and_batching(tmp_path):
+def test_policy_bench_times_backends_modes_and_batching(tmp_path, onnx_cache):
     out = tmp_path / "bench.json"
     rc = main(["bench", "policy", "--preset", "tiny", "--repeats", "1", "--device", "cpu", "--backend", "torch",
-               "--backend", "onnxruntime", "--cache-dir", str(tmp_path / "cache"), "--json", str(out)])
+               "--backend", "onnxruntime", "--cache-dir", str(onnx_cache), "--json", str(out)])
     res = json.loads(out.read_text())
     assert rc == 0 and res["device"] == "cpu"
     b = res["backends"]

@@ -59,10 +59,20 @@ def test_the_trainer_refuses_a_dataset_its_preset_cannot_learn(yam_dataset):
 @pytest.mark.parametrize("kw, match", [({"tasks": ("stack",)}, "unknown task 'stack'"),
                                        ({"tasks": ()}, "tasks must not be empty"),
                                        ({"view_width": 8}, "view size"),
-                                       ({"episodes_per_task": 0}, "episodes_per_task")])
+                                       ({"episodes_per_task": 0}, "episodes_per_task"),
+                                       ({"joint_noise": 0.3}, "joint_noise must be in"),
+                                       ({"joint_noise": -0.01}, "joint_noise must be in"),
+                                       ({"noise_every": 0}, "noise_every")])
 def test_collect_config_names_the_bad_value(kw, match):
     with pytest.raises(ConfigError, match=match):
         YamCollectConfig(**kw)
+
+
+@pytest.mark.unit
+def test_joint_noise_hits_every_nth_attempt():
+    cfg = YamCollectConfig(joint_noise=0.05, noise_every=2)
+    assert [cfg.noise_of(e) for e in range(4)] == [0.0, 0.05, 0.0, 0.05]
+    assert YamCollectConfig().noise_of(1) == 0.0                          # off by default (the shipped recipe)
 
 
 @pytest.mark.unit

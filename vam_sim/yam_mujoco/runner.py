@@ -12,6 +12,7 @@ LIBERO runs: per-episode TR trace PNG, one rosbag2 MCAP, and the records for sum
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import zlib
@@ -53,6 +54,9 @@ class YamRunConfig:
     sim_config: str | None = None  # yam_mujoco YAML (default config/yam_mujoco.yaml)
     executor: str = "lockstep"  # lockstep: the world waits for each replan (deterministic); realtime: the world
                                 # runs one control period per 30 Hz wall-clock tick while the policy infers
+    expert_noise: float = 0.0  # expert only: std [rad] of a smooth perturbation of its joint targets (not the
+                               # grippers) before the safety filter; `capture` still sees the clean target
+    expert_noise_tau_s: float = 0.5  # correlation time of that perturbation (Ornstein-Uhlenbeck) [s]
 
     def __post_init__(self):
         check(self.task in TASKS, f"task must be one of {sorted(TASKS)}, got {self.task!r}")
@@ -64,6 +68,29 @@ class YamRunConfig:
         check(self.executor in EXECUTORS, f"executor must be one of {EXECUTORS}, got {self.executor!r}")
         check(self.executor == "lockstep" or self.policy == "vam",
               f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
+        check(math.isfinite(self.expert_noise) and 0.0 <= self.expert_noise <= 0.2,
+              f"expert_noise must be in [0, 0.2] rad, got {self.expert_noise!r}")
+        check(self.expert_noise == 0.0 or self.policy == "expert",
+              f"expert_noise perturbs the scripted expert only, got policy {self.policy!r}")
+        check(math.isfinite(self.expert_noise_tau_s) and 0.01 <= self.expert_noise_tau_s <= 10.0,
+              f"expert_noise_tau_s must be in [0.01, 10] s, got {self.expert_noise_tau_s!r}")
+
+
+class JointNoise:
+    """Smooth perturbation of the 12 arm-joint targets (Ornstein-Uhlenbeck, stationary std
+    `std`, correlation time `tau_s`); the two gripper targets are left alone."""
+
+    def __init__(self, std: float, tau_s: float, dt: float, seed: int):
+        self.std, self.a = std, math.exp(-dt / tau_s)
+        self.rng = np.random.default_rng(seed)
+        self.joints = np.array([i for i in range(14) if i % 7 != 6])      # 2 x 6 arm joints
+        self.x = self.rng.normal(0.0, std, self.joints.size)
+
+    def __call__(self, target: np.ndarray) -> np.ndarray:
+        self.x = self.a * self.x + math.sqrt(1 - self.a ** 2) * self.rng.normal(0.0, self.std, self.x.size)
+        out = np.array(target, dtype=np.float64)
+        out[self.joints] += self.x
+        return out
 
 
 def episode_seed(task: str, episode: int, seed: int) -> int:
@@ -161,12 +188,13 @@ class YamSimRunner(EpisodeRunner):
             if window is not None:
                 window.push(fit_views(st["stacked"], *fit))  # the camera path's view-by-view resize
 
-        def apply(action: np.ndarray, info, phase: str) -> bool:
-            """One control tick with `action`: book it, filter, drive, record, step physics; True once over."""
+        def apply(action: np.ndarray, info, phase: str, label: np.ndarray | None = None) -> bool:
+            """One control tick with `action`: book it, filter, drive, record, step physics; True once over.
+            `label` (the expert's clean target under `expert_noise`) is what `capture` records."""
             step, t = st["step"], sim.time
             ep.on_step(step, phase, info)
             if self.capture is not None:
-                self.capture(step, st["stacked"], st["proprio"], action, phase)
+                self.capture(step, st["stacked"], st["proprio"], action if label is None else label, phase)
             sent = safety.filter(action, now=t)
             driver.set_targets(sent.sent, stamp=t)
             report = driver.step()
@@ -235,13 +263,15 @@ class YamSimRunner(EpisodeRunner):
                         frame()
             else:
                 expert = make_expert(sim, sim.cfg.control_hz)
+                noise = (JointNoise(c.expert_noise, c.expert_noise_tau_s, 1.0 / sim.cfg.control_hz,
+                                    ep_seed ^ 0x5EED) if c.expert_noise > 0 else None)
                 while True:
                     frame()
                     phase = task.phase(sim)
                     t0 = time.perf_counter()
                     action = expert.act()
                     times["act"].append(time.perf_counter() - t0)
-                    if apply(action, None, phase):
+                    if apply(action if noise is None else noise(action), None, phase, label=action):
                         break
         finally:
             driver.shutdown()

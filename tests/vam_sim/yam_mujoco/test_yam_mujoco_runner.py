@@ -1,6 +1,8 @@
 """Closed loop on the simulated YAM: experts solve the tasks; `vam-stack sim --robot yam-mujoco`."""
 import json
 
+import numpy as np
+
 import pytest
 
 from vam_cli.main import main
@@ -86,3 +88,52 @@ def test_the_expert_is_stepped_in_lockstep_only():
         YamRunConfig(policy="expert", executor="realtime")
     with pytest.raises(ConfigError, match="executor must be one of"):
         YamRunConfig(executor="fast")
+
+
+@pytest.mark.unit
+def test_joint_noise_is_smooth_seeded_and_leaves_the_grippers():
+    from vam_sim.yam_mujoco.runner import JointNoise
+
+    a, b = JointNoise(0.05, 0.5, 1 / 30, seed=7), JointNoise(0.05, 0.5, 1 / 30, seed=7)
+    target = np.linspace(-1, 1, 14)
+    xs = np.stack([a(target) - target for _ in range(3000)])              # [ticks, 14]
+    np.testing.assert_array_equal(b(target) - target, xs[0])              # same seed, same perturbation
+    assert np.all(xs[:, [6, 13]] == 0.0)                                   # grippers untouched
+    arm = xs[:, [i for i in range(14) if i % 7 != 6]]
+    assert 0.035 < arm.std() < 0.065                                       # stationary std ~ 0.05 rad
+    lag1 = np.mean([np.corrcoef(arm[:-1, j], arm[1:, j])[0, 1] for j in range(arm.shape[1])])
+    assert 0.9 < lag1 < 0.97, lag1                                         # exp(-dt/tau) = 0.936: smooth, not white
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("kw, match", [({"expert_noise": -0.01, "policy": "expert"}, "expert_noise"),
+                                       ({"expert_noise": 0.5, "policy": "expert"}, "expert_noise"),
+                                       ({"expert_noise": float("nan"), "policy": "expert"}, "expert_noise"),
+                                       ({"expert_noise": 0.05, "policy": "vam"}, "scripted expert only"),
+                                       ({"expert_noise_tau_s": 0.0, "policy": "expert"}, "tau_s")])
+def test_expert_noise_settings_are_checked(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        YamRunConfig(**kw)
+
+
+@pytest.mark.sim
+def test_noisy_expert_is_driven_off_its_path_but_labelled_with_the_clean_target(tmp_path, mujoco_renders):
+    """Under expert_noise the arm follows perturbed targets, and the captured label is the expert's
+    own target: equal to the clean run's while the plan is time-indexed (the hold and ready move)."""
+    runs = {}
+    for noise in (0.0, 0.05):
+        got = {"label": [], "proprio": []}
+
+        def capture(step, stacked, proprio, action, phase, got=got):
+            got["label"].append(np.array(action))
+            got["proprio"].append(np.array(proprio))
+        cfg = YamRunConfig(task="tray_lift", policy="expert", record=False, plots=False, max_steps=40,
+                           expert_noise=noise)
+        with YamSimRunner(cfg, tmp_path / f"n{noise}", capture=capture) as runner:
+            runner.run_episode(0)
+        runs[noise] = {k: np.stack(v) for k, v in got.items()}
+    clean, noisy = runs[0.0], runs[0.05]
+    np.testing.assert_allclose(noisy["label"], clean["label"], atol=1e-9)   # labels: the clean plan
+    arm = [i for i in range(14) if i % 7 != 6]
+    off = np.abs(noisy["proprio"][10:, arm] - clean["proprio"][10:, arm]).mean()
+    assert off > 0.01, off                                                 # the arm itself was pushed off
