@@ -171,8 +171,8 @@ def head_parity(model, backend, cos_min: float = 0.999) -> dict:
 def episode_cost(model, backend_cfg: BackendConfig, device: str, replans: int, seed: int = 1) -> dict:
     """One episode of `replans` replans on changing frames under tr_adaptive and under none (same
     backend, same frames): total time, replans with s > 0, and the tr_adaptive / none ratio."""
+    from vam_bench.policy import bench_text_encoder
     from vam_model.guidance import GuidanceConfig
-    from vam_model.networks.text_encoder import TextEncoder
     from vam_model.policy import PolicyConfig, VamPolicy
 
     mcfg, r = model.cfg, model.cfg.robot
@@ -185,7 +185,8 @@ def episode_cost(model, backend_cfg: BackendConfig, device: str, replans: int, s
     for schedule in ("none", "tr_adaptive"):
         cfg = PolicyConfig(device=device, return_attention=False, guidance=GuidanceConfig(schedule=schedule),
                            backend=backend_cfg)
-        encoder = encoder or TextEncoder(cfg.text_encoder, mcfg.dit.text_tokens, mcfg.dit.text_in_dim)
+        if encoder is None:
+            encoder, out["text"] = bench_text_encoder(mcfg, cfg.text_encoder)
         p = VamPolicy(model, cfg, encoder, backend=backend)
         backend = p.backend
         p.reset("hand the block to the other arm")

@@ -32,7 +32,7 @@ from vam_model.backends import BACKENDS, BackendConfig
 from vam_model.guidance import GuidanceConfig
 from vam_model.networks.action_head import ActionHead
 from vam_model.networks.config import load_config
-from vam_model.policy import AUTOCAST, PolicyConfig, VamPolicy, build_policy
+from vam_model.policy import AUTOCAST, PolicyConfig, VamPolicy
 
 MODES = {  # name -> (guidance schedule, TR_0 forcing s): TR_0 far above TR gives s = 0, far below s = s_max
     "unguided": ("none", None),
@@ -72,11 +72,12 @@ def bench_replan(preset: str, repeats: int, threads: int, device: str = "auto", 
     bkw = {**({"cache_dir": cache_dir} if cache_dir else {}), **(backend_kw or {})}
     pcfg = PolicyConfig(threads=threads, return_attention=False, device=device, autocast=autocast)
     if model is None:
-        base = build_policy(preset, config=pcfg)
-    else:
-        from vam_model.networks.text_encoder import TextEncoder
+        from vam_model.device import resolve_device
+        from vam_model.export import load_model
 
-        base = VamPolicy(model, pcfg, TextEncoder(pcfg.text_encoder, mcfg.dit.text_tokens, mcfg.dit.text_in_dim))
+        model = load_model(preset, seed=pcfg.seed, device=str(resolve_device(device)))   # made where it runs
+    text, text_source = bench_text_encoder(mcfg, pcfg.text_encoder)
+    base = VamPolicy(model, pcfg, text)
     dev = base.device
     variants = {}                                  # (backend, mode, batched) -> policy
     for backend in backends:
@@ -101,7 +102,8 @@ def bench_replan(preset: str, repeats: int, threads: int, device: str = "auto", 
             if rep:
                 times[key].append(time.perf_counter() - t0)
             out_of[key] = out
-    res: dict = {"device": str(dev), "autocast": autocast, "euler_steps": base.cfg.euler_steps, "backends": {}}
+    res: dict = {"device": str(dev), "autocast": autocast, "euler_steps": base.cfg.euler_steps, "text": text_source,
+                 "backends": {}}
     for backend in backends:
         b = {"describe": variants[(backend, "unguided", True)].backend.describe(),
              "replan_ms": {m: _median_ms(times[(backend, m, True)]) for m in MODES},
@@ -122,6 +124,31 @@ def bench_replan(preset: str, repeats: int, threads: int, device: str = "auto", 
         res["unbatched_replan_ms"] = {m: _median_ms(times[(ref, m, False)]) for m in BATCH_MODES}
     res["stages_ms"] = _stages(variants, ref, obs, repeats, dev, out_of)
     return res
+
+
+class StandInText:
+    """A seeded random instruction embedding of the preset's shape. For timing random-weight
+    models whose text encoder (the full-size presets' Qwen2.5-VL-7B class: 28 x 3584 features
+    per token) is not on the machine: a replan's cost does not depend on the embedding's values."""
+
+    def __init__(self, tokens: int, dim: int):
+        self.shape = (1, tokens, dim)
+
+    def encode(self, instruction: str) -> torch.Tensor:
+        import zlib
+
+        g = torch.Generator().manual_seed(zlib.crc32(instruction.encode()))
+        return 0.1 * torch.randn(self.shape, generator=g)                    # [1, L, text_in_dim]
+
+
+def bench_text_encoder(mcfg, spec: str):
+    """(encoder, what it is): the configured text encoder, or a StandInText where it cannot load."""
+    from vam_model.networks.text_encoder import TextEncoder
+
+    try:
+        return TextEncoder(spec, mcfg.dit.text_tokens, mcfg.dit.text_in_dim), spec
+    except (ValueError, FileNotFoundError, OSError) as e:
+        return StandInText(mcfg.dit.text_tokens, mcfg.dit.text_in_dim), f"seeded random stand-in ({e})"
 
 
 def _stages(variants: dict, backend: str, obs: dict, repeats: int, dev: torch.device, out_of: dict) -> dict:
