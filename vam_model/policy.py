@@ -263,7 +263,7 @@ class VamPolicy:
             current = devices.upload(frames[-1:][None], self.device)                  # [1, 1, H, W, 3] uint8
             r.anchor = self.model.encode_frames(current).float()                      # [1, 16, 1, h, w]
             r.state = devices.upload(((proprio - p_mean) / p_std)[None], self.device)  # [1, P]
-        r.prepare(r.fixed_branches() if r.fixed else ("cond",))                         # 2.-3. (5. when fixed)
+        r.prepare(r.needed_branches() if r.fixed else ("cond",))                         # 2.-3. (5. when fixed)
         actions_n = euler_integrate(r.velocity, r.noise["action"], self.cfg.euler_steps)  # 4.-6. [1, A_H, D]
         out = r.finish(actions_n, t_start)
         self.replan_index += 1
@@ -294,7 +294,8 @@ class _Replan:
         self.s, self.w_lang, self.w_plan = self.fixed or (0.0, 0.0, 0.0)
 
     # ---- branches ---------------------------------------------------------------------------
-    def fixed_branches(self) -> tuple[str, ...]:
+    def needed_branches(self) -> tuple[str, ...]:
+        """The branches the weights in force need: cond, plus each guidance branch whose weight is > 0."""
         return ("cond",) + (("null_text",) if self.w_lang > 0 else ()) + (("plan",) if self.w_plan > 0 else ())
 
     def prepare(self, names: tuple[str, ...]) -> None:
@@ -368,11 +369,11 @@ class _Replan:
             self.tr_read[step] = tr
             with self.timer("guidance"):
                 self.s, self.w_lang, self.w_plan = p.guidance.update(tr)
-            extra = self.fixed_branches()[1:]
+            extra = self.needed_branches()[1:]
             if extra:
                 rows.update(self._step(extra, x, sigma))
         else:
-            rows = self._step(self.fixed_branches(), x, sigma)
+            rows = self._step(self.needed_branches(), x, sigma)
             tr_t = rows["cond"].tr()                                         # [1]
         cond = rows["cond"]
         self.tr_dev.append(tr_t)                                             # stays on the device until the end
