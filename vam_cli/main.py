@@ -20,6 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("vam_train.collect", "scripted-expert demonstrations into a dataset on disk"),
     "train": ("vam_train.train", "train the video-action model (joint or two-stage)"),
     "tr-study": ("vam_experiments.tr_study", "TR of a trained model by expert phase and against sigma_v"),
+    "paper-study": ("vam_experiments.paper_study", "the paper's study at small scale: video prior, LoRA vs full, "
+                                                   "guidance ID/OOD"),
     "export": ("vam_model.export", "export the DiT feature extractor / head to ONNX"),
     "libero-check": ("vam_sim.libero_real.check", "compare the mocked LIBERO bridge's conventions with real LIBERO's"),
     "checkpoint": ("vam_model.networks.checkpoint", "verify a checkpoint's tensor hash, or add it to a trusted one"),

@@ -8,6 +8,11 @@ Schedules:
   tr_adaptive  w = base * s_i with s_i = clip(TR_i / TR_0 - 1, 0, s_max); TR_0 is the TR of
                the first replan of the episode, held until `reset()`.
 TR-gated compute: a branch whose weight is 0 contributes nothing, so it is not computed.
+
+The baseline is the paper's by default (`tr_baseline: first`). `running_min` (TR_0 = the
+lowest TR read so far this episode, the current reading included) is an ablation of the paper
+study, always reported under its own label `tr_adaptive+running_min` (`guidance_label`),
+never in place of the paper's schedule.
 """
 from __future__ import annotations
 
@@ -17,6 +22,8 @@ from dataclasses import dataclass
 from vam_stack.config import check
 
 SCHEDULES = ("none", "flat", "tr_adaptive")
+TR_BASELINES = ("first", "running_min")   # first: the paper's TR_0; running_min: a labelled ablation
+GUIDANCE_LABELS = SCHEDULES + tuple(f"tr_adaptive+{b}" for b in TR_BASELINES[1:])  # names results carry
 
 
 @dataclass(frozen=True)
@@ -26,12 +33,31 @@ class GuidanceConfig:
     w_plan_base: float = 0.3          # long-horizon plan guidance base weight (paper canonical 0.3)
     s_max: float = 2.0                # upper clip of the adaptive scale
     tr_every_step: bool = False       # re-read TR at every Euler step (default: once per replan, at step 0)
+    tr_baseline: str = "first"        # TR_0 of tr_adaptive: first (the paper: the episode's first TR) | running_min
+                                      # (ablation: the lowest TR so far, this reading included)
 
     def __post_init__(self):
         check(self.schedule in SCHEDULES, f"guidance.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        check(self.tr_baseline in TR_BASELINES,
+              f"guidance.tr_baseline must be one of {TR_BASELINES}, got {self.tr_baseline!r}")
         for name in ("w_lang_base", "w_plan_base", "s_max"):
             v = getattr(self, name)
             check(math.isfinite(v) and v >= 0, f"guidance.{name} must be finite and >= 0, got {v!r}")
+
+
+def guidance_label(cfg: GuidanceConfig) -> str:
+    """The name results carry: the schedule, plus '+<baseline>' for an ablated TR_0 under tr_adaptive."""
+    if cfg.schedule == "tr_adaptive" and cfg.tr_baseline != "first":
+        return f"{cfg.schedule}+{cfg.tr_baseline}"
+    return cfg.schedule
+
+
+def parse_guidance_label(label: str) -> tuple[str, str]:
+    """'tr_adaptive+running_min' -> ('tr_adaptive', 'running_min'); 'flat' -> ('flat', 'first')."""
+    schedule, _, baseline = str(label).partition("+")
+    if str(label) not in GUIDANCE_LABELS:
+        raise ValueError(f"unknown guidance {label!r}; expected one of {list(GUIDANCE_LABELS)}")
+    return schedule, baseline or "first"
 
 
 def combine_velocities(v_cond, v_null=None, v_plan=None, w_lang: float = 0.0, w_plan: float = 0.0):
@@ -79,6 +105,8 @@ class GuidanceSchedule:
         c = self.cfg
         if self.tr0 is None:              # the baseline is tracked under every schedule (for monitoring)
             self.tr0 = float(tr)
+        elif c.tr_baseline == "running_min" and math.isfinite(tr):
+            self.tr0 = float(tr) if not math.isfinite(self.tr0) else min(self.tr0, float(tr))
         if c.schedule == "none":
             return 0.0, 0.0, 0.0
         if c.schedule == "flat":

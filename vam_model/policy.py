@@ -45,7 +45,7 @@ from vam_stack.config import check
 from . import device as devices
 from .backends import BackendConfig, make_backend
 from .backends.head import HeadCache, HeadOutput
-from .guidance import GuidanceConfig, GuidanceSchedule, combine_velocities
+from .guidance import GuidanceConfig, GuidanceSchedule, combine_velocities, parse_guidance_label
 from .networks.action_sampler import euler_integrate
 from .networks.checkpoint import check_preset, load_checkpoint, read_metadata
 from .networks.config import ModelConfig, load_config
@@ -428,8 +428,9 @@ def build_policy(preset: str | None = None, checkpoint: str | Path | None = None
     preset (name and robot geometry) and a mismatch raises CheckpointError naming both: it is
     never silently replaced by the checkpoint's. Pass preset=None to take the checkpoint's."""
     cfg = config or PolicyConfig()
-    if guidance is not None:
-        cfg = replace(cfg, guidance=replace(cfg.guidance, schedule=guidance))
+    if guidance is not None:            # a schedule, or a labelled ablation such as 'tr_adaptive+running_min'
+        schedule, baseline = parse_guidance_label(guidance)
+        cfg = replace(cfg, guidance=replace(cfg.guidance, schedule=schedule, tr_baseline=baseline))
     if seed is not None:                # an explicit seed wins over the config's (default: config's, else 0)
         cfg = replace(cfg, seed=seed)
     stats, source = {}, "random"

@@ -47,7 +47,8 @@ def bridge_info(mock) -> dict:
 
 @dataclass(frozen=True)
 class CollectConfig:
-    suites: tuple[str, ...] = ("goal",)   # suites to record (names from vam_sim.libero_mock.SUITES)
+    suites: tuple[str, ...] = ("goal",)   # suites to record (vam_sim.libero_mock.ALL_SUITES: the benchmark suites
+                                          # and the video-pretraining suite goal_video)
     episodes_per_task: int = 50           # demonstrations per task (LIBERO ships 50)
     seed: int = 100                       # seed id of the initial states (keep it apart from eval's)
     noise: float = 0.1                    # std of the expert's translation noise (action units), 0 = none
@@ -58,10 +59,10 @@ class CollectConfig:
     mock_config: str | None = None        # mocked LIBERO YAML (None = config/libero_mock.yaml)
 
     def __post_init__(self):
-        from vam_sim.libero_mock import SUITES
+        from vam_sim.libero_mock import ALL_SUITES
 
         for s in self.suites:
-            check(s in SUITES, f"collect: unknown suite {s!r}; expected names from {list(SUITES)}")
+            check(s in ALL_SUITES, f"collect: unknown suite {s!r}; expected names from {list(ALL_SUITES)}")
         check(len(self.suites) >= 1, f"collect: suites must not be empty, got {self.suites!r}")
         check(self.episodes_per_task >= 1, f"collect: episodes_per_task must be >= 1, got {self.episodes_per_task!r}")
         check(self.seed >= 0, f"collect: seed must be >= 0, got {self.seed!r}")
@@ -69,6 +70,13 @@ class CollectConfig:
         check(self.noise_every >= 1, f"collect: noise_every must be >= 1, got {self.noise_every!r}")
         check(self.max_attempts_factor >= 1, f"collect: max_attempts_factor must be >= 1, got {self.max_attempts_factor!r}")
         check(self.workers >= 1, f"collect: workers must be >= 1, got {self.workers!r}")
+
+    @property
+    def total_episodes(self) -> int:
+        """Episodes the collection stores (suites differ in their task counts)."""
+        from vam_sim.libero_mock import suite_tasks
+
+        return sum(len(suite_tasks(s)) for s in self.suites) * self.episodes_per_task
 
     def noise_of(self, episode: int) -> float:
         """Expert translation noise of attempt `episode` of a task."""
@@ -129,7 +137,7 @@ def collect(cfg: CollectConfig, out: str | Path, progress=None, overwrite: bool 
     a non-empty directory that is not a dataset is never removed."""
     import multiprocessing as mp
 
-    from vam_sim.libero_mock import LiberoMockConfig
+    from vam_sim.libero_mock import LiberoMockConfig, suite_tasks
 
     mock = LiberoMockConfig.load(cfg.mock_config)
     root = claim_dataset_dir(out, overwrite)
@@ -142,7 +150,7 @@ def collect(cfg: CollectConfig, out: str | Path, progress=None, overwrite: bool 
     run = (lambda jobs: pool.imap(expert_episode, jobs)) if pool else (lambda jobs: map(expert_episode, jobs))
     try:
         for suite in cfg.suites:
-            for task in range(10):
+            for task in range(len(suite_tasks(suite))):
                 tried = fails = kept = 0
                 for enc, tried, fails in _task_attempts(cfg, suite, task, run, mock.as_dict()):
                     writer.add(enc)
@@ -169,7 +177,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--robot", choices=ROBOTS, default="libero-mock",
                    help="libero-mock: the mocked LIBERO suites (default); yam-mujoco: the simulated bimanual YAM "
                         "(collect_yam.py)")
-    p.add_argument("--suites", default="goal", help="libero-mock: comma-separated suites (default: goal)")
+    p.add_argument("--suites", default="goal", help="libero-mock: comma-separated suites (default: goal); goal_video "
+                                                    "is the paper study's video-pretraining set")
     p.add_argument("--tasks", default="handover,relay,tray_lift",
                    help="yam-mujoco: comma-separated tasks (default: handover,relay,tray_lift)")
     p.add_argument("--view-size", default="64x48", metavar="WxH",
@@ -216,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
                         episodes_per_task=args.episodes_per_task, seed=args.seed, noise=args.noise,
                         noise_every=args.noise_every, keep_failures=args.keep_failures, workers=args.workers,
                         mock_config=args.mock_config)
-    bar = progress_bar(total=len(cfg.suites) * 10 * cfg.episodes_per_task, unit="ep", desc="collect", file=sys.stdout)
+    bar = progress_bar(total=cfg.total_episodes, unit="ep", desc="collect", file=sys.stdout)
     info = collect(cfg, args.out, progress=lambda s, t, k: (bar.set_postfix_str(f"{s} task {t}"), bar.update(1)),
                    overwrite=args.overwrite)
     bar.close()

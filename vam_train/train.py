@@ -6,7 +6,9 @@ Modes (method spec, "training"):
   joint      L = L_action + lambda L_video from one DiT forward per batch (lambda = 1);
   two_stage  stage 1: L_video only (tokenizer + DiT); stage 2: DiT frozen, block-k features
              computed without gradients ("cached") and reused for `feature_reuse` head
-             updates with fresh action noise.
+             updates with fresh action noise;
+  video      L_video only for the whole run: pretraining a "foundation" DiT on video the action
+             data never shows (the paper study's goal_video set); its head stays at init.
 Starting from a pretrained backbone (`init_from`), `lora_rank` > 0 wraps the DiT's attention
 and MLP projections with LoRA adapters (peft) and freezes the rest of the DiT; the export
 merges the adapters into plain weights.
@@ -59,7 +61,7 @@ from .dataset import Dataset
 from .losses import LossConfig, action_loss, frozen_features, joint_losses, text_path_features
 from .recovery import RecoveryConfig
 
-MODES = ("joint", "two_stage")
+MODES = ("joint", "two_stage", "video")
 DEVICES = ("cpu", "cuda", "auto")
 AMP = ("none", "bf16")
 CALIBRATION_STEP = 2**31 - 1  # data "step" of the tokenizer-calibration batch (never a training step)
@@ -71,7 +73,7 @@ class TrainConfig:
     preset: str = "tiny"                   # model preset (models/<preset>.yaml)
     dataset: str = "runs/demos_goal"       # dataset directory written by `vam-stack collect`
     suites: tuple[str, ...] = ()           # train on these suites of the dataset (empty = all)
-    mode: str = "joint"                    # joint | two_stage
+    mode: str = "joint"                    # joint | two_stage | video (video loss only: pretraining)
     steps: int = 1000                      # optimiser steps (two_stage: of stage 2)
     stage1_steps: int = 0                  # two_stage: video-only steps before the head stage
     joint_frac: float = 1.0                # joint: fraction of the run (by progress) trained jointly; the rest
@@ -109,6 +111,8 @@ class TrainConfig:
     lora_rank: int = 0                     # > 0 with init_from: LoRA on the DiT, rank r
     lora_alpha: float = 0.0                # LoRA alpha (0 = rank, as the paper: alpha = r)
     lora_targets: tuple[str, ...] = LORA_TARGETS  # DiT Linear modules given adapters
+    dit_lr_scale: float = 1.0              # learning rate of the DiT's own weights as a fraction of lr (the paper's
+                                           # full fine-tuning: 0.1); the head, and LoRA adapters, train at lr
     loss: LossConfig = field(default_factory=LossConfig)
     recovery: RecoveryConfig = field(default_factory=RecoveryConfig)  # DAgger-style rounds (recovery.py); off by default
 
@@ -138,6 +142,11 @@ class TrainConfig:
         check(self.lora_rank >= 0, f"train.lora_rank must be >= 0, got {self.lora_rank!r}")
         check(self.lora_rank == 0 or self.init_from is not None,
               f"train.lora_rank={self.lora_rank!r} needs init_from (LoRA adapts a pretrained backbone)")
+        check(0 < self.dit_lr_scale <= 1 and math.isfinite(self.dit_lr_scale),
+              f"train.dit_lr_scale must be in (0, 1], got {self.dit_lr_scale!r}")
+        check(self.mode != "video" or (self.lora_rank == 0 and self.recovery.at == ()),
+              f"train.mode 'video' pretrains the whole DiT without actions: lora_rank must be 0 and recovery.at "
+              f"empty, got {self.lora_rank!r} and {self.recovery.at!r}")
 
     @property
     def total_steps(self) -> int:
@@ -353,6 +362,8 @@ class Trainer:
         return max(frac, self.elapsed / budget) if budget else frac
 
     def _stage_of(self, step: int) -> str:
+        if self.cfg.mode == "video":
+            return "video"
         if self.cfg.mode == "joint":
             return "joint" if self.progress(step) < self.cfg.joint_frac else "head"
         return "video" if step < self.cfg.stage1_steps else "head"
@@ -365,20 +376,40 @@ class Trainer:
         if stage == "head":                                              # two-stage, stage 2: DiT frozen
             for p in list(m.tokenizer.parameters()) + list(m.dit.parameters()):
                 p.requires_grad_(False)
+            if self.cfg.lora_rank:                                       # adapters stay trainable, the base frozen
+                for n, p in m.dit.named_parameters():
+                    p.requires_grad_("lora_" in n)
             params = list(m.head.parameters())
             if self.cfg.head_text_path:
                 k = self.mcfg.dit.feature_block
-                text_path = list(m.dit.model.crossattn_proj.parameters()) + \
-                    list(m.dit.model.transformer_blocks[k - 1].attn2.parameters())
+                attn2 = m.dit.model.transformer_blocks[k - 1].attn2
+                if self.cfg.lora_rank:                                   # LoRA: the route's adapters only
+                    text_path = [p for n, p in attn2.named_parameters() if "lora_" in n]
+                else:
+                    text_path = list(m.dit.model.crossattn_proj.parameters()) + list(attn2.parameters())
                 for p in text_path:
                     p.requires_grad_(True)
                 params += text_path
+            for n, p in m.dit.named_parameters():                        # the rest of the DiT takes no step
+                if "lora_" in n and not any(p is q for q in params):
+                    p.requires_grad_(False)
         elif stage == "video":
             params = list(m.tokenizer.parameters()) + list(m.dit.parameters())
         else:
             params = list(m.parameters())
         params = [p for p in params if p.requires_grad]
-        self.opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, betas=(0.9, 0.99))
+        self.opt = torch.optim.AdamW(self._param_groups(params), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay,
+                                     betas=(0.9, 0.99))
+
+    def _param_groups(self, params: list) -> list[dict]:
+        """The DiT's own weights at lr x dit_lr_scale; the head, tokenizer and LoRA adapters at lr."""
+        dit = {id(p) for n, p in self.model.dit.named_parameters() if "lora_" not in n}
+        slow = [p for p in params if id(p) in dit]
+        fast = [p for p in params if id(p) not in dit]
+        if self.cfg.dit_lr_scale == 1.0 or not slow:
+            return [{"params": params, "lr_scale": 1.0}]
+        return [g for g in ({"params": fast, "lr_scale": 1.0}, {"params": slow, "lr_scale": self.cfg.dit_lr_scale})
+                if g["params"]]
 
     # ---- state ------------------------------------------------------------------------------
     @property
@@ -582,7 +613,7 @@ class Trainer:
                 return False
             self._set_stage(self._stage_of(step))
             for g in self.opt.param_groups:
-                g["lr"] = lr_at(cfg, step, self.progress(step))
+                g["lr"] = lr_at(cfg, step, self.progress(step)) * g.get("lr_scale", 1.0)
             self._last = self.train_step(batch)
             self.step = step + 1
             now = t_ready = time.perf_counter()

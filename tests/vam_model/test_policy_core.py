@@ -104,6 +104,28 @@ def test_tr_adaptive_follows_clip_formula_and_holds_tr0():
     assert g.update(5.0)[0] == 0.0 and g.tr0 == 5.0
 
 
+def test_running_min_baseline_is_a_labelled_ablation_of_the_papers_first_tr0():
+    from vam_model.guidance import guidance_label, parse_guidance_label
+
+    g = GuidanceSchedule(GuidanceConfig(schedule="tr_adaptive", tr_baseline="running_min", s_max=2.0))
+    script = [2.0, 3.0, 1.0, 1.5, float("nan"), 4.0]
+    expected = [(0.0, 2.0), (0.5, 2.0), (0.0, 1.0), (0.5, 1.0), (0.0, 1.0), (2.0, 1.0)]
+    for tr, (s, tr0) in zip(script, expected):
+        assert g.update(tr)[0] == pytest.approx(s) and g.tr0 == tr0
+    paper = GuidanceSchedule(GuidanceConfig(schedule="tr_adaptive"))
+    assert [paper.update(tr)[0] for tr in script[:4]] == [0.0, 0.5, 0.0, 0.0]   # TR_0 stays the first reading
+    assert guidance_label(GuidanceConfig()) == "tr_adaptive"
+    assert guidance_label(GuidanceConfig(tr_baseline="running_min")) == "tr_adaptive+running_min"
+    assert guidance_label(GuidanceConfig(schedule="flat", tr_baseline="running_min")) == "flat"
+    assert parse_guidance_label("tr_adaptive+running_min") == ("tr_adaptive", "running_min")
+    assert parse_guidance_label("none") == ("none", "first")
+    for bad in ("flat+running_min", "tr_adaptive+", "tr_adaptive+median"):
+        with pytest.raises(ValueError, match="unknown guidance"):
+            parse_guidance_label(bad)
+    with pytest.raises(ConfigError, match="'median'"):
+        GuidanceConfig(tr_baseline="median")
+
+
 def test_adaptive_scale_guards():
     assert adaptive_scale(3.0, 0.0, 2.0) == 0.0
     assert adaptive_scale(float("nan"), 1.0, 2.0) == 0.0

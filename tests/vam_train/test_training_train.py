@@ -189,3 +189,53 @@ def test_training_on_libero64_fits_the_224_px_frames_once_into_memory(data, tmp_
     np.testing.assert_array_equal(ep.decoded[3], fit_views(data.episodes[0].frame(3), 2, 64, 64))
     tr.fit(progress=False)
     assert (tmp_path / "run" / "model.safetensors").is_file()
+
+
+@pytest.mark.unit
+def test_video_mode_pretrains_the_dit_and_leaves_the_head_at_init(data, micro_cfg, tmp_path):
+    tr = Trainer(_cfg(mode="video", steps=2, ema=0.0), tmp_path / "r", data=data, model_cfg=micro_cfg)
+    head0 = [p.detach().clone() for p in tr.model.head.parameters()]
+    dit0 = [p.detach().clone() for p in tr.model.dit.parameters()]
+    out = tr.fit(progress=False)
+    assert tr.stage == "video" and "action" not in out and out["video"] > 0
+    assert all(torch.equal(a, b) for a, b in zip(head0, tr.model.head.parameters()))
+    assert sum(not torch.equal(a, b) for a, b in zip(dit0, tr.model.dit.parameters())) > len(dit0) // 2
+    with pytest.raises(ConfigError, match="'video'"):
+        TrainConfig(mode="video", init_from="x.safetensors", lora_rank=2)
+
+
+@pytest.mark.unit
+def test_dit_lr_scale_slows_only_the_dits_own_weights(data, micro_cfg, micro_model, tmp_path):
+    from vam_model.networks.checkpoint import save_checkpoint
+
+    pre = save_checkpoint(tmp_path / "pretrained.safetensors", micro_model, micro_cfg)
+    tr = Trainer(_cfg(init_from=str(pre), dit_lr_scale=0.1, steps=2, warmup=1), tmp_path / "r", data=data,
+                 model_cfg=micro_cfg)
+    groups = tr.opt.param_groups
+    assert [g["lr_scale"] for g in groups] == [1.0, 0.1]
+    dit = {id(p) for p in tr.model.dit.parameters()}
+    assert all(id(p) in dit for p in groups[1]["params"]) and not any(id(p) in dit for p in groups[0]["params"])
+    tr.fit(progress=False)
+    assert groups[1]["lr"] == pytest.approx(0.1 * groups[0]["lr"])
+    with pytest.raises(ConfigError, match="dit_lr_scale"):
+        TrainConfig(dit_lr_scale=0.0)
+    with pytest.raises(ConfigError, match="dit_lr_scale"):
+        TrainConfig(dit_lr_scale=float("inf"))
+
+
+@pytest.mark.unit
+def test_lora_head_stage_trains_the_head_and_the_text_routes_adapters_only(data, micro_cfg, micro_model, tmp_path):
+    from vam_model.networks.checkpoint import save_checkpoint
+
+    pre = save_checkpoint(tmp_path / "pretrained.safetensors", micro_model, micro_cfg)
+    tr = Trainer(_cfg(init_from=str(pre), lora_rank=2, joint_frac=0.5, steps=2, ema=0.0, head_text_path=True,
+                      feature_reuse=1), tmp_path / "r", data=data, model_cfg=micro_cfg)
+    tr.fit(progress=False)
+    assert tr.stage == "head"
+    k = micro_cfg.dit.feature_block
+    trainable = {n for n, p in tr.model.dit.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n and n.startswith(f"model.transformer_blocks.{k - 1}.attn2.")
+                             for n in trainable)
+    in_opt = {id(p) for g in tr.opt.param_groups for p in g["params"]}
+    assert {id(p) for p in tr.model.head.parameters()} <= in_opt
+    assert not any(id(p) in in_opt for n, p in tr.model.dit.named_parameters() if "lora_" not in n)

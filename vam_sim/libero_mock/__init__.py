@@ -11,8 +11,8 @@ from .config import LiberoMockConfig
 from .demos import Demo, record_expert, rollout_expert
 from .env import ACTION_DIM, PROPRIO_DIM, LiberoMockEnv, make_env, validate_action
 from .expert import PHASES, expert_action, expert_mode, expert_phase
-from .tasks import SUITES, TaskSpec, suite_tasks
+from .tasks import ALL_SUITES, PRETRAIN_SUITES, SUITES, TaskSpec, suite_tasks
 
-__all__ = ["ACTION_DIM", "PROPRIO_DIM", "PHASES", "SUITES", "Demo", "LiberoMockConfig", "LiberoMockEnv",
+__all__ = ["ACTION_DIM", "PROPRIO_DIM", "PHASES", "SUITES", "ALL_SUITES", "PRETRAIN_SUITES", "Demo", "LiberoMockConfig", "LiberoMockEnv",
            "TaskSpec", "expert_action", "expert_mode", "expert_phase", "make_env", "record_expert", "rollout_expert", "suite_tasks",
            "validate_action"]

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from vam_model.guidance import SCHEDULES as GUIDANCE
+from vam_model.guidance import GUIDANCE_LABELS, SCHEDULES as GUIDANCE
 from vam_stack.outputs import claim_out_dir, write_json_atomic
 from vam_stack.recording import Interrupted, stop_on_signals
 
@@ -220,7 +220,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suites", default="goal,goal_ood", help="comma-separated suites")
     p.add_argument("--episodes-per-task", type=int, default=1)
     p.add_argument("--seeds", default="0", help="comma-separated seed ids, e.g. 0,1,2")
-    p.add_argument("--guidance", default="none,flat,tr_adaptive", help="comma-separated schedules to compare")
+    p.add_argument("--guidance", default="none,flat,tr_adaptive",
+                   help="comma-separated schedules to compare; 'tr_adaptive+running_min' is the labelled TR_0 "
+                        "ablation of the paper study (docs/paper_study.md)")
     p.add_argument("--policy", default="vam", choices=("vam", "expert"))
     p.add_argument("--preset", help="model preset (default libero64 without --checkpoint, the checkpoint's own with one)")
     p.add_argument("--checkpoint")
@@ -248,7 +250,7 @@ def run_eval(args: argparse.Namespace) -> int:
         suites = [_suite(x) for x in _csv(args.suites, kind="suite")]
     except argparse.ArgumentTypeError as e:
         raise SystemExit(str(e)) from None
-    schedules = _csv(args.guidance, GUIDANCE, "guidance") if args.policy == "vam" else ["expert"]
+    schedules = _csv(args.guidance, GUIDANCE_LABELS, "guidance") if args.policy == "vam" else ["expert"]
     try:
         seeds = [int(s) for s in _csv(args.seeds, kind="seed")]
     except ValueError:
@@ -267,9 +269,11 @@ def run_eval(args: argparse.Namespace) -> int:
             for g in schedules for suite in suites for seed in seeds}   # every config checked up front
     out = claim_out_dir(args.out, getattr(args, "overwrite", False))
     by_schedule: dict[str, list[dict]] = {}          # schedule -> finished episodes, in run order
+    weights = _weights_of(args)
 
     def write(complete: bool, **extra) -> dict:
-        results = _eval_results(args, suites, seeds, schedules, mock, by_schedule) | {"complete": complete} | extra
+        results = _eval_results(args, suites, seeds, schedules, mock, by_schedule) | {"complete": complete,
+                                                                                      "weights": weights} | extra
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "results.json", results)
         return results
@@ -282,8 +286,10 @@ def run_eval(args: argparse.Namespace) -> int:
                 if policy is not None:           # one model for every schedule; only the schedule changes
                     from dataclasses import replace
 
-                    from vam_model.guidance import GuidanceConfig
-                    policy.cfg = replace(policy.cfg, guidance=GuidanceConfig(schedule=g))
+                    from vam_model.guidance import parse_guidance_label
+                    schedule, baseline = parse_guidance_label(g)
+                    policy.cfg = replace(policy.cfg, guidance=replace(policy.cfg.guidance, schedule=schedule,
+                                                                      tr_baseline=baseline))
                     policy.guidance.cfg = policy.cfg.guidance
                     policy.generator.manual_seed(seed)
                 _, runner = run_suite(cfg, run_out, policy=policy, overwrite=getattr(args, "overwrite", False),
@@ -313,6 +319,17 @@ def run_eval(args: argparse.Namespace) -> int:
               f"success rates measure a policy that never acted; first error: {first}", file=sys.stderr)
         return 1
     return 0
+
+
+def _weights_of(args) -> dict | None:
+    """The checkpoint an evaluation ran (path and tensor hash), so pooled results can be checked
+    to come from one model; None for the expert and for seeded random weights."""
+    if args.policy != "vam":
+        return None
+    from vam_model.networks.checkpoint import resolve_checkpoint, verify_checkpoint
+
+    ckpt, _ = resolve_checkpoint(args.checkpoint, args.preset, "libero64")
+    return None if ckpt is None else {"checkpoint": ckpt, "tensor_sha256": verify_checkpoint(ckpt)}
 
 
 def _eval_results(args, suites: list[str], seeds: list[int], schedules: list[str], mock,

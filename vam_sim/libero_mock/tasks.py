@@ -28,6 +28,11 @@ from .predicates import Goal, goal
 ID_LIMITS = {"spatial": 220, "object": 280, "goal": 300, "long": 520}
 SUITES = ("spatial", "object", "goal", "long", "spatial_ood", "object_ood", "goal_ood")
 OOD_OF = {"spatial_ood": "spatial", "object_ood": "object", "goal_ood": "goal"}
+# Video-pretraining suites (never evaluated as benchmarks, never in the action data): scripted
+# rollouts whose object -> destination pairings neither the ID nor the OOD suite uses.
+PRETRAIN_SUITES = ("goal_video",)
+PRETRAIN_OF = {"goal_video": "goal"}
+ALL_SUITES = SUITES + PRETRAIN_SUITES
 # LIBERO's own names for the four ID suites (libero_10 is `long` here); accepted everywhere.
 LIBERO_NAMES = {"spatial": "libero_spatial", "object": "libero_object", "goal": "libero_goal", "long": "libero_10"}
 ALIASES = {v: k for k, v in LIBERO_NAMES.items()} | {"10": "long", "libero_long": "long"}
@@ -36,15 +41,15 @@ ALIASES = {v: k for k, v in LIBERO_NAMES.items()} | {"10": "long", "libero_long"
 def canonical_suite(name: str) -> str:
     """The mock's suite name for `name` (accepts LIBERO's: libero_goal, libero_10, 10, ...)."""
     name = str(name)
-    if name in SUITES:
+    if name in ALL_SUITES:
         return name
     if name in ALIASES:
         return ALIASES[name]
     import difflib
 
-    close = difflib.get_close_matches(name, list(SUITES) + list(ALIASES), n=1)
+    close = difflib.get_close_matches(name, list(ALL_SUITES) + list(ALIASES), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(f"unknown suite {name!r}{hint}; expected one of {list(SUITES)} or LIBERO's "
+    raise ValueError(f"unknown suite {name!r}{hint}; expected one of {list(ALL_SUITES)} or LIBERO's "
                      f"{sorted(ALIASES)}")
 
 
@@ -52,8 +57,8 @@ def canonical_suite(name: str) -> str:
 class TaskSpec:
     """One task: language, goal predicate, step limit and the scene it starts from."""
 
-    suite: str  # suite name, one of SUITES
-    index: int  # 0..9 within the suite
+    suite: str  # suite name, one of ALL_SUITES
+    index: int  # 0..9 within the suite (0..N-1 for a pretraining suite)
     name: str  # snake_case task name, as LIBERO's BDDL file names
     instruction: str  # the language instruction given to the policy
     predicate: Goal  # success = this conjunction holds
@@ -210,6 +215,44 @@ def _goal(ood: bool) -> list[TaskSpec]:
             for i, (instr, atoms, pre) in enumerate(_GOAL_ID)]
 
 
+# ---- goal_video: the video-pretraining set of the paper study (issue "The paper's finding") ----
+# The goal_ood scene (so the four objects the ID data never shows move too), with every
+# graspable object paired with every destination, except the pairs any goal or goal_ood task
+# uses. Pairs are compared as (object, destination) whatever the relation word, so "in the
+# bowl" and "on the bowl" are one pair. Kept apart by construction here, and by a test that
+# also compares instructions and goal atoms with both suites.
+_VIDEO_OBJECTS = ("black_bowl_1", "wine_bottle_1", "cream_cheese_1", "orange_juice_1", "bbq_sauce_1",
+                  "tomato_sauce_1")
+_VIDEO_DESTS = (  # (destination, relation, instruction template, expert preconditions)
+    ("flat_stove_1", "on", "put the {} on the stove", []),
+    ("plate_1", "on", "put the {} on the plate", []),
+    ("black_bowl_1", "in", "put the {} in the bowl", []),
+    ("wooden_cabinet_1", "on", "put the {} on top of the cabinet", []),
+    ("wine_rack_1", "on", "put the {} on the rack", []),
+    ("basket_1", "in", "put the {} in the basket", []),
+    ("top_drawer_1", "in", "open the top drawer and put the {} inside", [("open", "top_drawer_1")]),
+)
+
+
+def goal_pairs(tasks: list[TaskSpec]) -> set[tuple[str, str]]:
+    """(object, destination) of every two-place goal atom of `tasks`."""
+    return {(a.obj, a.ref) for t in tasks for a in t.predicate.atoms if a.ref}
+
+
+def _goal_video() -> list[TaskSpec]:
+    used = goal_pairs(_goal(False)) | goal_pairs(_goal(True))
+    tasks = []
+    for obj in _VIDEO_OBJECTS:
+        name = "bowl" if obj == "black_bowl_1" else words(obj)     # the goal suites say "the bowl"
+        for dest, rel, template, pre in _VIDEO_DESTS:
+            if dest == obj or (obj, dest) in used:
+                continue
+            instr = template.format(name)
+            tasks.append(TaskSpec("goal_video", len(tasks), instr.replace(" ", "_"), instr,
+                                  goal((rel, obj, dest), pre=tuple(pre)), 0, GOAL_OOD_SCENE, "goal_ood"))
+    return tasks
+
+
 # ---- libero_10 (long) ----------------------------------------------------------------
 _LIVING2 = (_P("basket_1", "xy", 0.24, 0.14), _P("alphabet_soup_1", "free"), _P("cream_cheese_1", "free"),
             _P("tomato_sauce_1", "free"), _P("ketchup_1", "free"), _P("orange_juice_1", "free"),
@@ -260,7 +303,7 @@ def _long() -> list[TaskSpec]:
 
 
 def _with_limits(tasks: list[TaskSpec], suite: str, factor: float) -> list[TaskSpec]:
-    base = ID_LIMITS[OOD_OF.get(suite, suite)]
+    base = ID_LIMITS[PRETRAIN_OF.get(suite, OOD_OF.get(suite, suite))]
     limit = int(round(base * (factor if suite in OOD_OF else 1.0)))
     return [TaskSpec(t.suite, t.index, t.name, t.instruction, t.predicate, limit, t.scene,
                      t.layout_key, t.swap) for t in tasks]
@@ -268,10 +311,11 @@ def _with_limits(tasks: list[TaskSpec], suite: str, factor: float) -> list[TaskS
 
 _BUILDERS = {"spatial": _spatial, "object": lambda: _object(False), "goal": lambda: _goal(False),
              "long": _long, "spatial_ood": _spatial_ood, "object_ood": lambda: _object(True),
-             "goal_ood": lambda: _goal(True)}
+             "goal_ood": lambda: _goal(True), "goal_video": _goal_video}
 
 
 def suite_tasks(suite: str, ood_limit_factor: float = 1.5) -> list[TaskSpec]:
-    """The ten tasks of `suite` (one of SUITES or a LIBERO alias), with their episode limits."""
+    """The tasks of `suite` (one of ALL_SUITES or a LIBERO alias; ten for every benchmark suite),
+    with their episode limits."""
     suite = canonical_suite(suite)
     return _with_limits(_BUILDERS[suite](), suite, ood_limit_factor)

@@ -132,3 +132,25 @@ def test_layouts_hold_at_the_largest_allowed_jitter():
             env = make_env(suite, t, 0, 0, render=False, cfg=cfg)
             env.reset()
             assert not env.success()
+
+
+@pytest.mark.unit
+def test_the_video_pretraining_suite_keeps_every_goal_and_goal_ood_pairing_out():
+    from vam_sim.libero_mock.tasks import ALL_SUITES, PRETRAIN_SUITES, SUITES, canonical_suite, goal_pairs
+
+    video, ident, ood = suite_tasks("goal_video"), suite_tasks("goal"), suite_tasks("goal_ood")
+    assert PRETRAIN_SUITES == ("goal_video",) and "goal_video" not in SUITES and ALL_SUITES[-1] == "goal_video"
+    assert canonical_suite("goal_video") == "goal_video"
+    pairs = goal_pairs(video)
+    assert len(pairs) == len(video) == 24                              # one pairing per task, none repeated
+    assert not pairs & goal_pairs(ood) and not pairs & goal_pairs(ident)
+    instr = {t.instruction for t in video}
+    assert not instr & {t.instruction for t in ood + ident}
+    atoms = {a for t in video for a in t.predicate.atoms}
+    assert not atoms & {a for t in ood + ident for a in t.predicate.atoms}
+    # the goal_ood scene, so the objects only OOD tests name (basket, orange juice, sauces) move too
+    assert all(t.scene == ood[0].scene for t in video)
+    objs = {a.obj for a in atoms}
+    assert {"orange_juice_1", "bbq_sauce_1", "tomato_sauce_1"} <= objs
+    assert "basket_1" in {a.ref for a in atoms}
+    assert [t.index for t in video] == list(range(24)) and {t.limit for t in video} == {300}

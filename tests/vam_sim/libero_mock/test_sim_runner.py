@@ -98,3 +98,21 @@ def test_eval_expert_table(tmp_path, capsys):
     assert n == 10 and f"({k}/10)" in md
     assert res["by_guidance"]["expert"]["reach"]["goal_ood"]["grasped_named"] == 10
     assert "| goal_ood | 10/10 named, 0 other, 0.0 cm |" in md
+
+
+@pytest.mark.sim
+def test_eval_records_the_weights_and_runs_the_labelled_tr0_ablation(tmp_path):
+    from vam_model.networks.checkpoint import verify_checkpoint
+    from vam_stack.paths import models_dir
+
+    out = tmp_path / "eval"
+    assert main(["eval", "--suites", "goal", "--guidance", "tr_adaptive,tr_adaptive+running_min", "--seeds", "0",
+                 "--max-steps", "20", "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    shipped = models_dir() / "libero64.safetensors"
+    assert res["weights"] == {"checkpoint": str(shipped), "tensor_sha256": verify_checkpoint(shipped)}
+    assert res["guidance"] == ["tr_adaptive", "tr_adaptive+running_min"]
+    assert {e["guidance"] for e in res["episodes"]} == {"tr_adaptive", "tr_adaptive+running_min"}
+    assert (out / "tr_adaptive+running_min" / "goal_s0").is_dir()
+    with pytest.raises(SystemExit, match="unknown guidance 'flat\\+running_min'"):
+        main(["eval", "--suites", "goal", "--guidance", "flat+running_min", "--out", str(tmp_path / "bad")])

@@ -1,0 +1,548 @@
+"""The paper's finding at small scale: a video prior, LoRA vs full fine-tuning, TR-adaptive OOD.
+
+    vam-stack paper-study --config config/study/paper_study.yaml              # every stage
+    vam-stack paper-study --config config/study/paper_study.yaml --dry-run    # what would run
+    vam-stack paper-study --config config/study/paper_study.yaml --summary-only
+
+Stages, each skipped when its output is already there (so a stopped study resumes, and
+nothing finished is ever replaced):
+  1. the video-pretraining set (`collect --suites goal_video`) and the ID goal demonstrations;
+  2. the foundation checkpoint (`train`, mode video), shipped to its `ship` path;
+  3. one fine-tune per model with a `train` config, shipped to the model's checkpoint path (a
+     run directory without the study's done-marker is resumed with --resume; a checkpoint
+     already there without its run directory is taken as given);
+  4. evaluation cells, one `vam-stack eval` process per (model, suite, guidance label), run
+     `eval_workers` at a time; a cell is done when its results.json is complete and its
+     weights hash is the model's (a partial cell is moved aside, never deleted); episodes a
+     model's `reuse` list already holds (earlier evaluations of the same weights) count;
+  5. the TR study per model on goal and goal_ood expert states;
+  6. the summary: the ID/OOD table with 95 % Wilson intervals, how often s_i > 0, TR by
+     expert phase, TR against OOD success, and a verdict on each of the paper's four claims.
+
+Verdicts compare two success rates by Newcombe's hybrid-score interval of their difference
+(independent samples: conservative here, since every cell runs the same initial states):
+"confirmed" when the interval lies on the claimed side of 0, "refuted" when it lies on the
+other, else "not resolvable at this n".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vam_stack.config import ConfigError, check, from_dict, load_yaml
+
+ID_SUITE, OOD_SUITE = "goal", "goal_ood"
+PHASES = ("planning", "manipulation")
+DONE = "study_done.json"                   # written into a run directory when its stage finished
+
+
+@dataclass(frozen=True)
+class DataStage:
+    collect: tuple[str, ...]               # `vam-stack collect` arguments (without --out)
+    dataset: str                           # the dataset directory it writes
+
+
+@dataclass(frozen=True)
+class PretrainStage(DataStage):
+    config: str = ""                       # train YAML of the foundation run (mode video)
+    ship: str = ""                         # where the foundation checkpoint goes (the fine-tunes' init_from)
+
+
+@dataclass(frozen=True)
+class StudyModel:
+    name: str                              # short name: directories and JSON keys
+    label: str                             # the table's row label
+    checkpoint: str                        # the weights every cell of this row evaluates (a fine-tune ships them here)
+    train: str | None = None               # train YAML that makes `checkpoint` (None: given, e.g. the shipped model)
+    run: str | None = None                 # the fine-tune's run directory (with `train`)
+    reuse: tuple[str, ...] = ()            # earlier results.json of these same weights whose episodes count
+
+    def __post_init__(self):
+        check(self.name.isidentifier(), f"study model name must be an identifier, got {self.name!r}")
+        check((self.train is None) == (self.run is None),
+              f"study model {self.name!r}: train and run go together, got train={self.train!r}, run={self.run!r}")
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    root: str = "runs/study"               # run directories, evaluation cells and TR studies
+    summary_out: str = "docs/paper_study"  # the summary's JSON, markdown table and figure
+    seeds: tuple[int, ...] = (0, 1)        # reporting seeds of every cell (fixed before the study)
+    episodes_per_task: int = 5             # per task per seed
+    guidance: tuple[str, ...] = ("none", "flat", "tr_adaptive")  # labels (vam_model.guidance.GUIDANCE_LABELS)
+    eval_workers: int = 2                  # evaluation processes side by side (one thread each)
+    tr_study_episodes: int = 20            # expert episodes per suite of the TR study
+    pretrain: PretrainStage | None = None  # the pretraining set and the foundation run
+    id_demos: DataStage | None = None      # the ID demonstrations the fine-tunes train on
+    models: tuple[StudyModel, ...] = field(default_factory=tuple)  # the table's rows, in order
+
+    def __post_init__(self):
+        from vam_model.guidance import GUIDANCE_LABELS
+
+        for g in self.guidance:
+            check(g in GUIDANCE_LABELS, f"study.guidance: unknown label {g!r}; expected from {list(GUIDANCE_LABELS)}")
+        for need in ("none", "flat", "tr_adaptive"):
+            check(need in self.guidance, f"study.guidance must include {need!r} (the paper's claims need it), "
+                                         f"got {list(self.guidance)}")
+        check(len(self.seeds) >= 1 and all(s >= 0 for s in self.seeds), f"study.seeds: got {self.seeds!r}")
+        check(self.episodes_per_task >= 1, f"study.episodes_per_task must be >= 1, got {self.episodes_per_task!r}")
+        check(1 <= self.eval_workers <= 16, f"study.eval_workers must be in [1, 16], got {self.eval_workers!r}")
+        check(self.tr_study_episodes >= 1, f"study.tr_study_episodes must be >= 1, got {self.tr_study_episodes!r}")
+        names = [m.name for m in self.models]
+        check(len(names) == len(set(names)) and {"scratch", "lora", "full"} <= set(names),
+              f"study.models needs unique names including scratch, lora and full, got {names}")
+
+    @property
+    def cell_episodes(self) -> int:
+        """Episodes of one (model, suite, guidance) cell."""
+        return 10 * self.episodes_per_task * len(self.seeds)
+
+    def model(self, name: str) -> StudyModel:
+        return next(m for m in self.models if m.name == name)
+
+
+def load_study_config(path: str | Path) -> StudyConfig:
+    data = load_yaml(path)
+    if "study" not in data:
+        raise ConfigError(f"{path}: missing section 'study' (sections: {sorted(data)})")
+    return from_dict(StudyConfig, data["study"], f"{path} [study]")
+
+
+# ---- statistics -------------------------------------------------------------------------------
+def diff_interval(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float, float]:
+    """p1 - p2 and its 95 % interval (Newcombe's hybrid score method, from the Wilson intervals)."""
+    from vam_sim.episode import wilson_interval
+
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson_interval(k1, n1)
+    l2, u2 = wilson_interval(k2, n2)
+    d = p1 - p2
+    return d, d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+
+
+def verdict(lo: float, hi: float, sign: int) -> str:
+    """'confirmed' if [lo, hi] lies on the claimed side of 0 (sign +1: above, -1: below), 'refuted'
+    if it lies on the other side, else 'not resolvable at this n'."""
+    if (sign > 0 and lo > 0) or (sign < 0 and hi < 0):
+        return "confirmed"
+    if (sign > 0 and hi < 0) or (sign < 0 and lo > 0):
+        return "refuted"
+    return "not resolvable at this n"
+
+
+def pool(paths: list[Path]) -> dict[tuple[str, str], list[dict]]:
+    """(guidance, suite) -> episodes of every results.json in `paths`; an episode counted twice is an error."""
+    pooled: dict[tuple[str, str], list[dict]] = {}
+    seen: dict[tuple, Path] = {}
+    for path in paths:
+        for ep in json.loads(Path(path).read_text())["episodes"]:
+            key = (ep["guidance"], ep["suite"], ep["seed"], ep["task"], ep["episode"])
+            if key in seen:
+                raise ValueError(f"{path}: episode {key} is already counted from {seen[key]}")
+            seen[key] = Path(path)
+            pooled.setdefault(key[:2], []).append(ep)
+    return pooled
+
+
+def cell_stats(eps: list[dict]) -> dict:
+    """Success with its interval, how often s_i > 0, and the in-loop TR of one cell."""
+    from vam_sim.episode import wilson_interval
+
+    k, n = sum(bool(e["success"]) for e in eps), len(eps)
+    lo, hi = wilson_interval(k, n)
+    tr = [e["tr_summary"] for e in eps if e.get("tr_summary")]
+    replans = sum(t["replans"] for t in tr)
+    guided = sum(t["guided_replans"] for t in tr)
+
+    def mean(key):
+        vals = [t[key] for t in tr if t.get(key) is not None and math.isfinite(t[key])]
+        return sum(vals) / len(vals) if vals else None
+
+    return {"successes": k, "episodes": n, "rate": k / n, "ci95": [lo, hi], "replans": replans,
+            "replans_s_positive": guided, "s_positive_fraction": guided / replans if replans else None,
+            "episodes_s_positive": sum(t["guided_replans"] > 0 for t in tr),
+            "tr_mean": mean("tr_mean"), "tr_mean_planning": mean("tr_mean_planning"),
+            "tr_mean_manipulation": mean("tr_mean_manipulation")}
+
+
+def tr_stats(study_json: Path) -> dict:
+    """Mean TR (with its standard error) at the inference feature level, overall and by phase."""
+    data = json.loads(Path(study_json).read_text())
+    rows = [r for r in data["rows"] if r["index"] == data["default_index"]]
+
+    def stat(vals):
+        if not vals:
+            return None
+        m = sum(vals) / len(vals)
+        var = sum((v - m) ** 2 for v in vals) / (len(vals) - 1) if len(vals) > 1 else float("nan")
+        return {"mean": m, "se": math.sqrt(var / len(vals)), "n": len(vals)}
+
+    return {"all": stat([r["tr"] for r in rows]),
+            **{ph: stat([r["tr"] for r in rows if r["phase"] == ph]) for ph in PHASES}}
+
+
+# ---- the summary ------------------------------------------------------------------------------
+def summarise(cfg: StudyConfig, cells: dict, tr: dict) -> dict:
+    """cells[model][suite][label] = cell_stats; tr[model][suite] = tr_stats. Returns the summary
+    with the four claims' verdicts (on the paper's setting: pretrained + LoRA, no guidance for
+    the model comparison) and the guidance claims checked on every model."""
+    def rate_diff(m1, l1, m2, l2, suite):
+        a, b = cells[m1][suite][l1], cells[m2][suite][l2]
+        d, lo, hi = diff_interval(a["successes"], a["episodes"], b["successes"], b["episodes"])
+        return {"diff": d, "ci95": [lo, hi], "a": f"{m1}/{l1}", "b": f"{m2}/{l2}", "suite": suite}
+
+    claims = {}
+    c1 = rate_diff("lora", "none", "full", "none", OOD_SUITE)
+    claims["lora_beats_full_ood"] = {"claim": "LoRA beats full fine-tuning out of distribution (goal_ood, none)",
+                                     "evidence": c1, "verdict": verdict(*c1["ci95"], +1)}
+    ta, tf = _pooled_tr(tr["lora"]), _pooled_tr(tr["full"])
+    d = ta["mean"] - tf["mean"]
+    half = 1.96 * math.sqrt(ta["se"] ** 2 + tf["se"] ** 2)
+    claims["tr_higher_with_lora"] = {
+        "claim": "TR is higher with LoRA than with full fine-tuning (TR study, goal and goal_ood states)",
+        "evidence": {"diff": d, "ci95": [d - half, d + half], "lora": ta, "full": tf},
+        "verdict": verdict(d - half, d + half, +1)}
+    per_model = {}
+    for m in cells:
+        ood = rate_diff(m, "tr_adaptive", m, "none", OOD_SUITE)
+        idd = rate_diff(m, "tr_adaptive", m, "none", ID_SUITE)
+        if ood["ci95"][1] < 0 or idd["ci95"][1] < 0:
+            v3 = "refuted"
+        elif ood["ci95"][0] > 0:
+            v3 = "confirmed"
+        else:
+            v3 = "not resolvable at this n"
+        flat = rate_diff(m, "flat", m, "none", ID_SUITE)
+        per_model[m] = {"tr_adaptive_vs_none_ood": ood, "tr_adaptive_vs_none_id": idd, "tr_adaptive_verdict": v3,
+                        "flat_vs_none_id": flat, "flat_verdict": verdict(*flat["ci95"], -1)}
+    claims["tr_adaptive_helps_ood_keeps_id"] = {
+        "claim": "tr_adaptive >= none on OOD with ID kept (pretrained + LoRA)",
+        "evidence": {k: per_model["lora"][k] for k in ("tr_adaptive_vs_none_ood", "tr_adaptive_vs_none_id")},
+        "verdict": per_model["lora"]["tr_adaptive_verdict"]}
+    claims["flat_costs_id"] = {"claim": "flat guidance costs ID success (pretrained + LoRA)",
+                               "evidence": per_model["lora"]["flat_vs_none_id"],
+                               "verdict": per_model["lora"]["flat_verdict"]}
+    return {"config": {"seeds": list(cfg.seeds), "episodes_per_cell": cfg.cell_episodes,
+                       "guidance": list(cfg.guidance)},
+            "models": {m.name: {"label": m.label, "checkpoint": m.checkpoint} for m in cfg.models if m.name in cells},
+            "cells": cells, "tr": tr, "claims": claims, "guidance_by_model": per_model}
+
+
+def _pooled_tr(by_suite: dict) -> dict:
+    """Mean TR over both suites' states with its standard error (the two suites' states pooled)."""
+    parts = [by_suite[s]["all"] for s in (ID_SUITE, OOD_SUITE) if by_suite.get(s) and by_suite[s]["all"]]
+    n = sum(p["n"] for p in parts)
+    m = sum(p["mean"] * p["n"] for p in parts) / n
+    se = math.sqrt(sum((p["se"] * p["n"] / n) ** 2 for p in parts))
+    return {"mean": m, "se": se, "n": n}
+
+
+def _pct(c: dict) -> str:
+    lo, hi = c["ci95"]
+    return f"{100 * c['rate']:.0f} % ({c['successes']}/{c['episodes']}) [{100 * lo:.0f}-{100 * hi:.0f}]"
+
+
+def markdown(summary: dict) -> str:
+    """The study's tables: success per model x schedule (ID | OOD), s_i > 0, TR, the four verdicts."""
+    cells, labels = summary["cells"], summary["config"]["guidance"]
+    head = "| model | " + " | ".join(f"{g} ID | {g} OOD" for g in labels) + " |"
+    out = [f"Success, {summary['config']['episodes_per_cell']} episodes per cell (seeds "
+           f"{', '.join(map(str, summary['config']['seeds']))}), [95 % Wilson interval]:", "",
+           head, "|" + "---|" * (1 + 2 * len(labels))]
+    for m, info in summary["models"].items():
+        row = [info["label"]]
+        for g in labels:
+            for s in (ID_SUITE, OOD_SUITE):
+                c = cells[m].get(s, {}).get(g)
+                row.append(_pct(c) if c else "-")
+        out.append("| " + " | ".join(row) + " |")
+    out += ["", "Replans with s_i > 0 (ID | OOD), and episodes with any:", "",
+            "| model | " + " | ".join(f"{g} ID | {g} OOD" for g in labels if g.startswith("tr_adaptive")) + " |",
+            "|" + "---|" * (1 + 2 * sum(g.startswith("tr_adaptive") for g in labels))]
+    for m, info in summary["models"].items():
+        row = [info["label"]]
+        for g in (g for g in labels if g.startswith("tr_adaptive")):
+            for s in (ID_SUITE, OOD_SUITE):
+                c = cells[m].get(s, {}).get(g)
+                row.append("-" if not c or c["s_positive_fraction"] is None else
+                           f"{100 * c['s_positive_fraction']:.0f} % of {c['replans']} ({c['episodes_s_positive']}"
+                           f"/{c['episodes']} eps)")
+        out.append("| " + " | ".join(row) + " |")
+    out += ["", "TR at the inference feature level (TR study: expert states, unguided; mean +- standard error; "
+                "states within an episode are correlated, so read the errors as optimistic):", "",
+            "| model | goal: all | planning | manipulation | goal_ood: all | planning | manipulation |",
+            "|---|---|---|---|---|---|---|"]
+    for m, info in summary["models"].items():
+        row = [info["label"]]
+        for s in (ID_SUITE, OOD_SUITE):
+            t = summary["tr"].get(m, {}).get(s)
+            for ph in ("all",) + PHASES:
+                row.append(f"{t[ph]['mean']:.2f} +- {t[ph]['se']:.2f} (n {t[ph]['n']})" if t and t.get(ph) else "-")
+        out.append("| " + " | ".join(row) + " |")
+    out += ["", "The paper's claims:", "", "| claim | evidence | verdict |", "|---|---|---|"]
+    for c in summary["claims"].values():
+        e = c["evidence"]
+        if "diff" in e:
+            lo, hi = e["ci95"]
+            unit = " TR" if "lora" in e else " points"
+            scale = 1 if "lora" in e else 100
+            ev = f"{scale * e['diff']:+.2f}{unit} [{scale * lo:+.2f}, {scale * hi:+.2f}]" if scale == 1 else \
+                f"{e['a']} - {e['b']} on {e['suite']}: {scale * e['diff']:+.0f}{unit} [{scale * lo:+.0f}, {scale * hi:+.0f}]"
+        else:
+            ev = "; ".join(f"{x['suite']}: {100 * x['diff']:+.0f} points [{100 * x['ci95'][0]:+.0f}, "
+                           f"{100 * x['ci95'][1]:+.0f}]" for x in e.values())
+        out.append(f"| {c['claim']} | {ev} | **{c['verdict']}** |")
+    out += ["", "The guidance claims on every model:", "",
+            "| model | tr_adaptive - none, OOD | tr_adaptive - none, ID | verdict | flat - none, ID | verdict |",
+            "|---|---|---|---|---|---|"]
+    for m, g in summary["guidance_by_model"].items():
+        def d(x):
+            return f"{100 * x['diff']:+.0f} [{100 * x['ci95'][0]:+.0f}, {100 * x['ci95'][1]:+.0f}]"
+        out.append(f"| {summary['models'][m]['label']} | {d(g['tr_adaptive_vs_none_ood'])} | "
+                   f"{d(g['tr_adaptive_vs_none_id'])} | {g['tr_adaptive_verdict']} | {d(g['flat_vs_none_id'])} | "
+                   f"{g['flat_verdict']} |")
+    return "\n".join(out) + "\n"
+
+
+def plot(summary: dict, path: Path) -> Path:
+    """Success per model and schedule (ID and OOD), TR by phase per model, TR against OOD success."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    models, labels = list(summary["models"]), summary["config"]["guidance"]
+    fig, ax = plt.subplots(1, 4, figsize=(20, 4.5))
+    width = 0.8 / len(labels)
+    for a, suite in zip(ax[:2], (ID_SUITE, OOD_SUITE)):
+        for j, g in enumerate(labels):
+            cs = [summary["cells"][m].get(suite, {}).get(g) for m in models]
+            x = np.arange(len(models)) + (j - (len(labels) - 1) / 2) * width
+            y = [100 * c["rate"] if c else np.nan for c in cs]
+            err = np.array([[100 * (c["rate"] - c["ci95"][0]), 100 * (c["ci95"][1] - c["rate"])] if c else [0, 0]
+                            for c in cs]).T
+            a.bar(x, y, width, yerr=err, capsize=3, label=g)
+        a.set_xticks(range(len(models)), [summary["models"][m]["label"] for m in models], fontsize=8)
+        a.set_ylim(0, 100)
+        a.set_ylabel("success [%] (95 % interval)")
+        a.set_title(f"{suite} ({summary['config']['episodes_per_cell']} episodes per bar)")
+    ax[0].legend(fontsize=7)
+    for j, ph in enumerate(PHASES):
+        for k, suite in enumerate((ID_SUITE, OOD_SUITE)):
+            ts = [summary["tr"].get(m, {}).get(suite) for m in models]
+            y = [t[ph]["mean"] if t and t.get(ph) else np.nan for t in ts]
+            e = [1.96 * t[ph]["se"] if t and t.get(ph) else 0 for t in ts]
+            x = np.arange(len(models)) + (2 * j + k - 1.5) * 0.2
+            ax[2].bar(x, y, 0.2, yerr=e, capsize=3, label=f"{suite} {ph}")
+    ax[2].set_xticks(range(len(models)), [summary["models"][m]["label"] for m in models], fontsize=8)
+    ax[2].set_ylabel("TR at sigma_v 0.883")
+    ax[2].set_title("TR by expert phase")
+    ax[2].legend(fontsize=7)
+    for m in models:
+        t = summary["tr"].get(m)
+        c = summary["cells"][m].get(OOD_SUITE, {}).get("none")
+        if not t or not c:
+            continue
+        p = _pooled_tr(t)
+        ax[3].errorbar(p["mean"], 100 * c["rate"], xerr=1.96 * p["se"],
+                       yerr=[[100 * (c["rate"] - c["ci95"][0])], [100 * (c["ci95"][1] - c["rate"])]],
+                       marker="o", capsize=3, label=summary["models"][m]["label"])
+    ax[3].set_xlabel("mean TR (goal + goal_ood expert states)")
+    ax[3].set_ylabel("goal_ood success, none [%]")
+    ax[3].set_title("TR against OOD success across the models")
+    ax[3].legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+# ---- the stages -------------------------------------------------------------------------------
+class Study:
+    def __init__(self, cfg: StudyConfig, dry_run: bool = False, log=print):
+        self.cfg, self.dry_run, self.log = cfg, dry_run, log
+        self.root = Path(cfg.root)
+        self.ran: list[str] = []                 # stage names run (or, dry, that would run)
+
+    # subprocesses of the `vam-stack` command, logged into ROOT/logs/
+    def _vam(self, name: str, args: list[str], threads: int | None = None) -> None:
+        exe = Path(sys.executable).with_name("vam-stack")
+        cmd = [str(exe)] if exe.is_file() else [sys.executable, "-c", "from vam_cli.main import entry; entry()"]
+        self.ran.append(name)
+        if self.dry_run:
+            self.log(f"[dry run] {name}: vam-stack {' '.join(args)}")
+            return
+        logs = self.root / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ) | ({"OMP_NUM_THREADS": str(threads)} if threads else {})
+        t0 = time.monotonic()
+        self.log(f"{name}: vam-stack {' '.join(args)}  (log {logs / (name + '.log')})")
+        with open(logs / f"{name}.log", "a") as f:
+            rc = subprocess.run(cmd + args, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+        if rc != 0:
+            raise RuntimeError(f"paper study stage {name!r} failed (exit {rc}); see {logs / (name + '.log')}")
+        self.log(f"{name}: done in {(time.monotonic() - t0) / 60:.1f} min")
+
+    def data(self, name: str, stage: DataStage) -> None:
+        if (Path(stage.dataset) / "meta" / "info.json").is_file():
+            return
+        self._vam(name, ["collect", *stage.collect, "--out", stage.dataset])
+
+    def train(self, name: str, config: str, out: Path, ship: str | None = None) -> None:
+        if (out / DONE).is_file() or (ship and Path(ship).is_file() and not (out / "train_state.pt").is_file()):
+            return                              # finished, or shipped weights given without their run
+        args = ["train", "--config", config, "--out", str(out)]
+        if (out / "train_state.pt").is_file():
+            args.append("--resume")             # a stopped run continues where it was
+        if ship:
+            args += ["--ship", ship]
+        self._vam(name, args)
+        if not self.dry_run:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / DONE).write_text(json.dumps({"config": config, "finished": time.time()}) + "\n")
+
+    def cell_dir(self, model: str, suite: str, label: str) -> Path:
+        return self.root / "eval" / model / suite / label
+
+    def _reused(self, m: StudyModel) -> dict[tuple[str, str], list[dict]]:
+        return pool([Path(p) for p in m.reuse if Path(p).is_file()])
+
+    def pending_cells(self) -> list[tuple[StudyModel, str, str]]:
+        """(model, suite, label) cells that still need their evaluation process."""
+        todo = []
+        for m in self.cfg.models:
+            reused = self._reused(m)
+            for suite in (ID_SUITE, OOD_SUITE):
+                for g in self.cfg.guidance:
+                    if len(reused.get((g, suite), [])) >= self.cfg.cell_episodes:
+                        continue
+                    res = self.cell_dir(m.name, suite, g) / "results.json"
+                    if res.is_file() and json.loads(res.read_text()).get("complete"):
+                        continue
+                    todo.append((m, suite, g))
+        return todo
+
+    def evaluate(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        todo = self.pending_cells()
+        if not todo:
+            return
+
+        def one(job):
+            m, suite, g = job
+            out = self.cell_dir(m.name, suite, g)
+            if out.exists() and any(out.iterdir()) and not self.dry_run:   # a stopped cell: keep it aside
+                aside = out.with_name(f"{out.name}.partial-{int(time.time())}")
+                out.rename(aside)
+                self.log(f"moved the unfinished cell {out} to {aside}")
+            self._vam(f"eval_{m.name}_{suite}_{g}",
+                      ["eval", "--checkpoint", m.checkpoint, "--suites", suite, "--guidance", g,
+                       "--episodes-per-task", str(self.cfg.episodes_per_task),
+                       "--seeds", ",".join(map(str, self.cfg.seeds)), "--out", str(out)], threads=1)
+
+        with ThreadPoolExecutor(1 if self.dry_run else self.cfg.eval_workers) as pool_:
+            list(pool_.map(one, todo))
+
+    def tr_studies(self) -> None:
+        for m in self.cfg.models:
+            for suite in (ID_SUITE, OOD_SUITE):
+                out = self.root / "tr_study" / m.name / suite
+                if (out / "tr_study.json").is_file():
+                    continue
+                self._vam(f"tr_study_{m.name}_{suite}",
+                          ["tr-study", "--checkpoint", m.checkpoint, "--suite", suite,
+                           "--episodes", str(self.cfg.tr_study_episodes), "--every", "5", "--out", str(out)])
+
+    def run(self) -> None:
+        c = self.cfg
+        if c.pretrain:
+            self.data("collect_pretrain", c.pretrain)
+        if c.id_demos:
+            self.data("collect_id", c.id_demos)
+        if c.pretrain:
+            self.train("pretrain", c.pretrain.config, self.root / "foundation", c.pretrain.ship)
+        for m in c.models:
+            if m.train:
+                self.train(f"train_{m.name}", m.train, Path(m.run), m.checkpoint)
+        self.evaluate()
+        self.tr_studies()
+
+    # ---- reading the finished cells -------------------------------------------------------
+    def gather(self) -> tuple[dict, dict]:
+        """cells[model][suite][label] and tr[model][suite] of whatever has finished."""
+        from vam_model.networks.checkpoint import verify_checkpoint
+
+        cells, tr = {}, {}
+        for m in self.cfg.models:
+            paths = [Path(p) for p in m.reuse if Path(p).is_file()]
+            digest = verify_checkpoint(m.checkpoint) if Path(m.checkpoint).is_file() else None
+            for suite in (ID_SUITE, OOD_SUITE):
+                for g in self.cfg.guidance:
+                    res = self.cell_dir(m.name, suite, g) / "results.json"
+                    if not res.is_file():
+                        continue
+                    data = json.loads(res.read_text())
+                    got = (data.get("weights") or {}).get("tensor_sha256")
+                    if got != digest:
+                        raise ValueError(f"{res} was measured on weights {got} but {m.checkpoint} has {digest}: "
+                                         f"the model changed after its evaluation; move that cell aside to redo it")
+                    paths.append(res)
+            pooled = pool(paths)
+            cells[m.name] = {s: {g: cell_stats(pooled[(g, s)]) for g in self.cfg.guidance if (g, s) in pooled}
+                             for s in (ID_SUITE, OOD_SUITE)}
+            tr[m.name] = {s: tr_stats(p) for s in (ID_SUITE, OOD_SUITE)
+                          if (p := self.root / "tr_study" / m.name / s / "tr_study.json").is_file()}
+        return cells, tr
+
+    def write_summary(self) -> dict | None:
+        cells, tr = self.gather()
+        missing = [f"{m}/{s}/{g}" for m in cells for s in (ID_SUITE, OOD_SUITE) for g in self.cfg.guidance
+                   if cells[m][s].get(g, {}).get("episodes", 0) < self.cfg.cell_episodes]
+        missing += [f"tr_study {m}/{s}" for m in tr for s in (ID_SUITE, OOD_SUITE) if s not in tr[m]]
+        if missing:
+            self.log(f"summary not written: {len(missing)} cells unfinished ({', '.join(missing[:6])}"
+                     f"{', ...' if len(missing) > 6 else ''})")
+            return None
+        summary = summarise(self.cfg, cells, tr)
+        out = Path(self.cfg.summary_out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "paper_study.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (out / "paper_study_table.md").write_text(markdown(summary))
+        plot(summary, out / "paper_study.png")
+        self.log(markdown(summary))
+        self.log(f"wrote {out / 'paper_study.json'}, {out / 'paper_study_table.md'}, {out / 'paper_study.png'}")
+        return summary
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from vam_stack.paths import config_dir
+
+    p.add_argument("--config", default=str(config_dir() / "study" / "paper_study.yaml"), help="YAML with a `study:` section")
+    p.add_argument("--dry-run", action="store_true", help="print the stages that would run, run nothing")
+    p.add_argument("--summary-only", action="store_true", help="only summarise the cells that have finished")
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load_study_config(args.config)
+    study = Study(cfg, dry_run=args.dry_run)
+    if not args.summary_only:
+        study.run()
+    if args.dry_run:
+        print(f"{len(study.ran)} stages would run")
+        return 0
+    return 0 if study.write_summary() is not None else 1
+
+
+__all__ = ["StudyConfig", "Study", "load_study_config", "diff_interval", "verdict", "pool", "cell_stats",
+           "summarise", "markdown", "add_arguments", "run"]
