@@ -31,6 +31,7 @@ import torch
 
 from vam_model.backends import BackendConfig, make_backend, parity, within_bounds
 from vam_bench.backends import dit_call_flops, summarize
+from vam_bench.policy import sync_device
 from vam_stack.outputs import jsonable, write_json_atomic
 
 # Dense bf16 tensor-core peak (FLOP/s, no sparsity) by GPU name fragment, from vendor data sheets.
@@ -192,23 +193,18 @@ def episode_cost(model, backend_cfg: BackendConfig, device: str, replans: int, s
         p.reset("hand the block to the other arm")
         p.infer({"frames": frames[0], "proprio": proprio})                         # warm-up
         p.reset("hand the block to the other arm")                                # TR_0 from the episode's first replan
-        _sync(p.device)
+        sync_device(p.device)
         t0, s_pos, guided = time.perf_counter(), 0, 0
         for f in frames:
             o = p.infer({"frames": f, "proprio": proprio})
             s_pos += o["s"] > 0
             guided += len(o["branches_computed"]) > 1
-        _sync(p.device)
+        sync_device(p.device)
         out[schedule] = {"total_ms": round((time.perf_counter() - t0) * 1e3, 1), "replans_with_s_gt_0": int(s_pos),
                          "replans_with_guidance_branches": int(guided)}
     out["tr_adaptive_over_none"] = round(out["tr_adaptive"]["total_ms"] / out["none"]["total_ms"], 4)
     out["target"] = "<= 1.5"
     return out
-
-
-def _sync(device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _compose_replan(model, mcfg, lat: dict, repeats: int, f: dict) -> dict:

@@ -51,7 +51,8 @@ def _p95_ms(xs):
     return round(float(np.percentile(xs, 95)) * 1e3, 3)
 
 
-def _sync(device: torch.device):
+def sync_device(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA); a no-op on the CPU. Timers call it around a measure."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -95,10 +96,10 @@ def bench_replan(preset: str, repeats: int, threads: int, device: str = "auto", 
     for rep in range(repeats + 1):                                      # first round is warm-up
         for key, p in variants.items():
             p.guidance.tr0 = MODES[key[1]][1]
-            _sync(dev)
+            sync_device(dev)
             t0 = time.perf_counter()
             out = p.infer(obs)
-            _sync(dev)
+            sync_device(dev)
             if rep:
                 times[key].append(time.perf_counter() - t0)
             out_of[key] = out

@@ -30,7 +30,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -230,10 +229,16 @@ def summarise(cfg: StudyConfig, cells: dict, tr: dict) -> dict:
     claims["flat_costs_id"] = {"claim": "flat guidance costs ID success (pretrained + LoRA)",
                                "evidence": per_model["lora"]["flat_vs_none_id"],
                                "verdict": per_model["lora"]["flat_verdict"]}
+    lora_id = cells["lora"][ID_SUITE]["none"]
+    gain = rate_diff("lora", "none", "scratch", "none", OOD_SUITE)
+    ship = {"rule": "ship pretrained + LoRA as the default if its ID success (none) is >= 80 % and its OOD "
+                    "success (none) is above the scratch model's (difference interval above 0)",
+            "id_rate": lora_id["rate"], "ood_gain_over_scratch": gain,
+            "ship": lora_id["rate"] >= 0.8 and gain["ci95"][0] > 0}
     return {"config": {"seeds": list(cfg.seeds), "episodes_per_cell": cfg.cell_episodes,
                        "guidance": list(cfg.guidance)},
             "models": {m.name: {"label": m.label, "checkpoint": m.checkpoint} for m in cfg.models if m.name in cells},
-            "cells": cells, "tr": tr, "claims": claims, "guidance_by_model": per_model}
+            "cells": cells, "tr": tr, "claims": claims, "guidance_by_model": per_model, "ship_lora": ship}
 
 
 def _pooled_tr(by_suite: dict) -> dict:
@@ -309,6 +314,11 @@ def markdown(summary: dict) -> str:
         out.append(f"| {summary['models'][m]['label']} | {d(g['tr_adaptive_vs_none_ood'])} | "
                    f"{d(g['tr_adaptive_vs_none_id'])} | {g['tr_adaptive_verdict']} | {d(g['flat_vs_none_id'])} | "
                    f"{g['flat_verdict']} |")
+    sh = summary["ship_lora"]
+    g = sh["ood_gain_over_scratch"]
+    out += ["", f"Default weights: {sh['rule']}. Pretrained + LoRA: ID {100 * sh['id_rate']:.0f} %, OOD gain over "
+                f"scratch {100 * g['diff']:+.0f} points [{100 * g['ci95'][0]:+.0f}, {100 * g['ci95'][1]:+.0f}]: "
+                f"**{'ship it' if sh['ship'] else 'keep the scratch model'}**."]
     return "\n".join(out) + "\n"
 
 

@@ -287,7 +287,6 @@ class _Replan:
         self._joint: dict[tuple, HeadCache] = {}      # branches -> their caches stacked for one batched call
         self.sigma_v: float | None = None             # the cond branch's feature time
         self.tr_dev: list[torch.Tensor] = []          # per Euler step: the cond branch's TR [1], on the device
-        self.tr_read: dict[int, float] = {}           # steps whose TR was read mid-replan (tr_adaptive)
         self.s_steps: list[float] = []
         self.attention: torch.Tensor | None = None    # [1, A, Tv] at step 0, on the device
         self.fixed = policy.guidance.fixed_weights()  # (s, w_lang, w_plan) when TR cannot change them, else None
@@ -366,7 +365,6 @@ class _Replan:
             tr_t = rows["cond"].tr()                                         # [1]
             with self.timer("tr"):
                 tr = devices.read_scalar(tr_t)                               # the host read that decides the branches
-            self.tr_read[step] = tr
             with self.timer("guidance"):
                 self.s, self.w_lang, self.w_plan = p.guidance.update(tr)
             extra = self.needed_branches()[1:]
@@ -392,7 +390,7 @@ class _Replan:
             tensors = [actions_n[0], torch.cat(self.tr_dev)] + ([self.attention[0]] if self.attention is not None else [])
             host = devices.to_host(*tensors)
         actions_n, tr_steps = host[0], [float(v) for v in host[1]]
-        tr_steps = [self.tr_read.get(i, v) for i, v in enumerate(tr_steps)]  # the value the weights were set from
+        # (a step read mid-replan under tr_adaptive is this same device value: nothing to reconcile)
         if self.fixed is not None:                                           # weights fixed: TR_0 bookkeeping only
             with self.timer("guidance"):
                 p.guidance.update(tr_steps[0])

@@ -97,12 +97,14 @@ def test_the_summary_gives_the_table_the_s_fraction_tr_and_the_four_verdicts(tmp
     assert c["flat_costs_id"]["verdict"] == "confirmed"                 # 70 vs 90
     assert c["tr_adaptive_helps_ood_keeps_id"]["verdict"] == "not resolvable at this n"   # +12 points at n 100
     assert summary["guidance_by_model"]["full"]["flat_verdict"] == "not resolvable at this n"
+    assert summary["ship_lora"]["ship"] is True                          # ID 90 %, OOD 50 vs 20
     cell = summary["cells"]["lora"]["goal_ood"]["tr_adaptive"]
     assert cell["successes"] == 62 and cell["episodes"] == 100 and cell["s_positive_fraction"] == pytest.approx(0.6)
     assert cell["episodes_s_positive"] == 100
     out = Path(cfg.summary_out)
     table = (out / "paper_study_table.md").read_text()
     assert "62 % (62/100)" in table and "tr_adaptive+running_min OOD" in table and "**confirmed**" in table
+    assert "**ship it**" in table
     assert (out / "paper_study.png").stat().st_size > 10_000
     assert json.loads((out / "paper_study.json").read_text())["config"]["episodes_per_cell"] == 100
 
