@@ -72,7 +72,9 @@ class StudyModel:
 
 @dataclass(frozen=True)
 class StudyConfig:
-    root: str = "runs/study"               # run directories, evaluation cells and TR studies
+    root: str = "runs/study"               # run directories and logs (large, not committed)
+    data_root: str = "docs/data/paper_study"  # evaluation cells and TR studies (small: committed, so a study
+                                           # resumes on a fresh clone without re-running what finished)
     summary_out: str = "docs/paper_study"  # the summary's JSON, markdown table and figure
     seeds: tuple[int, ...] = (0, 1)        # reporting seeds of every cell (fixed before the study)
     episodes_per_task: int = 5             # per task per seed
@@ -382,6 +384,7 @@ class Study:
     def __init__(self, cfg: StudyConfig, dry_run: bool = False, log=print):
         self.cfg, self.dry_run, self.log = cfg, dry_run, log
         self.root = Path(cfg.root)
+        self.data_root = Path(cfg.data_root)
         self.ran: list[str] = []                 # stage names run (or, dry, that would run)
 
     # subprocesses of the `vam-stack` command, logged into ROOT/logs/
@@ -422,7 +425,7 @@ class Study:
             (out / DONE).write_text(json.dumps({"config": config, "finished": time.time()}) + "\n")
 
     def cell_dir(self, model: str, suite: str, label: str) -> Path:
-        return self.root / "eval" / model / suite / label
+        return self.data_root / "eval" / model / suite / label
 
     def _reused(self, m: StudyModel) -> dict[tuple[str, str], list[dict]]:
         return pool([Path(p) for p in m.reuse if Path(p).is_file()])
@@ -467,7 +470,7 @@ class Study:
     def tr_studies(self) -> None:
         for m in self.cfg.models:
             for suite in (ID_SUITE, OOD_SUITE):
-                out = self.root / "tr_study" / m.name / suite
+                out = self.data_root / "tr_study" / m.name / suite
                 if (out / "tr_study.json").is_file():
                     continue
                 self._vam(f"tr_study_{m.name}_{suite}",
@@ -512,7 +515,7 @@ class Study:
             cells[m.name] = {s: {g: cell_stats(pooled[(g, s)]) for g in self.cfg.guidance if (g, s) in pooled}
                              for s in (ID_SUITE, OOD_SUITE)}
             tr[m.name] = {s: tr_stats(p) for s in (ID_SUITE, OOD_SUITE)
-                          if (p := self.root / "tr_study" / m.name / s / "tr_study.json").is_file()}
+                          if (p := self.data_root / "tr_study" / m.name / s / "tr_study.json").is_file()}
         return cells, tr
 
     def write_summary(self) -> dict | None:

@@ -62,7 +62,8 @@ def ckpts(tmp_path, micro_cfg, micro_model):
 
 def _study(tmp_path, ckpts, **kw) -> StudyConfig:
     models = tuple(StudyModel(n, f"row {n}", ckpts[n][0]) for n in ("scratch", "lora", "full"))
-    return StudyConfig(root=str(tmp_path / "study"), summary_out=str(tmp_path / "docs"), guidance=LABELS,
+    return StudyConfig(root=str(tmp_path / "study"), data_root=str(tmp_path / "study"),
+                       summary_out=str(tmp_path / "docs"), guidance=LABELS,
                        models=models, **kw)
 
 
@@ -83,7 +84,7 @@ def _fill(cfg: StudyConfig, ckpts, skip=()):
                 _write_results(study.cell_dir(m.name, suite, g) / "results.json",
                                _episodes(g, suite, k, 100, guided), ckpts[m.name][1])
         for suite, mean in (("goal", 0.8), ("goal_ood", 0.9)):
-            _write_tr(Path(cfg.root) / "tr_study" / m.name / suite, mean + (0.4 if m.name == "lora" else 0.0))
+            _write_tr(Path(cfg.data_root) / "tr_study" / m.name / suite, mean + (0.4 if m.name == "lora" else 0.0))
     return study
 
 
@@ -142,7 +143,7 @@ def test_finished_stages_are_skipped_stopped_ones_resumed_and_partial_cells_kept
               StudyModel("lora", "l", str(tmp_path / "models" / "new_lora.safetensors"), train="lora.yaml",
                          run=str(run_dir)),
               StudyModel("full", "f", ckpts["full"][0]))
-    cfg = StudyConfig(root=str(root), guidance=LABELS, models=models,
+    cfg = StudyConfig(root=str(root), data_root=str(tmp_path / "cells"), guidance=LABELS, models=models,
                       pretrain=PretrainStage(collect=("--suites", "goal_video"), dataset=str(tmp_path / "video"),
                                              config="pre.yaml", ship=str(tmp_path / "foundation.safetensors")),
                       id_demos=DataStage(collect=("--suites", "goal"), dataset=str(ds)))
