@@ -469,6 +469,8 @@ class Trainer:
                               "recovery_episodes": sum(e.meta.get("source") == "recovery" for e in self.data.episodes),
                               "suites": sorted({e.meta["suite"] for e in self.data.episodes}),
                               "batch": self.cfg.batch, "seed": self.cfg.seed, "ema": self.cfg.ema,
+                              "init_from": self.cfg.init_from, "lora_rank": self.cfg.lora_rank,
+                              "dit_lr_scale": self.cfg.dit_lr_scale,
                               "mock_conventions": self.data.info.get("mock_conventions"),
                               "mock": self.data.info.get("mock")}}
         return save_checkpoint(path, model, self.mcfg, extra)

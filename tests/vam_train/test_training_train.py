@@ -104,6 +104,10 @@ def test_lora_wraps_the_dit_projections_and_merges_back(data, micro_cfg, micro_m
     trainable = {n for n, p in tr.model.dit.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
     tr.fit(progress=False)
+    from vam_model.networks.checkpoint import read_metadata
+
+    _, extra = read_metadata(tr.export(tmp_path / "lora.safetensors"))   # the checkpoint says how it was made
+    assert extra["training"]["lora_rank"] == 4 and extra["training"]["init_from"] == str(pre)
     merged = merge_lora(tr.model)
     assert set(merged.state_dict()) == set(micro_model.state_dict())
     x = torch.randn(1, 16, 5, 8, 16)
