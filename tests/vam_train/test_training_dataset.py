@@ -128,3 +128,17 @@ def test_collect_small(tmp_path):
     (tmp_path / "other" / "file.txt").write_text("x")
     with pytest.raises(FileExistsError, match="not a dataset"):
         collect(CollectConfig(episodes_per_task=1), tmp_path / "other")
+
+
+@pytest.mark.sim
+def test_collect_records_every_pairing_of_the_video_pretraining_suite(tmp_path):
+    (tmp_path / "m.yaml").write_text("libero_mock:\n  image_size: 64\n")     # small renders: a fast test
+    cfg = CollectConfig(suites=("goal_video",), episodes_per_task=1, seed=3, noise=0.0,
+                        mock_config=str(tmp_path / "m.yaml"))
+    assert cfg.total_episodes == 24
+    info = collect(cfg, tmp_path / "v")
+    assert info["total_episodes"] == 24 and info["expert_success_rate"] == 1.0
+    data = Dataset(tmp_path / "v")
+    assert len(set(data.instructions)) == 24 and {e.meta["suite"] for e in data.episodes} == {"goal_video"}
+    with pytest.raises(ConfigError, match="'goal_vid'"):
+        CollectConfig(suites=("goal_vid",))
