@@ -380,9 +380,19 @@ def plot(summary: dict, path: Path) -> Path:
 
 
 # ---- the stages -------------------------------------------------------------------------------
+STAGES = ("data", "train", "eval", "tr_study")
+
+
 class Study:
-    def __init__(self, cfg: StudyConfig, dry_run: bool = False, log=print):
+    def __init__(self, cfg: StudyConfig, dry_run: bool = False, log=print, stages: tuple[str, ...] = STAGES,
+                 models: tuple[str, ...] | None = None):
+        """`stages` and `models` restrict what `run` does (default: every stage, every model)."""
+        bad = [x for x in stages if x not in STAGES] + [m for m in models or () if m not in [x.name for x in cfg.models]]
+        if bad:
+            raise ConfigError(f"paper-study: unknown stage or model {bad[0]!r}; stages {list(STAGES)}, "
+                              f"models {[m.name for m in cfg.models]}")
         self.cfg, self.dry_run, self.log = cfg, dry_run, log
+        self.stages, self.only = tuple(stages), set(models or [m.name for m in cfg.models])
         self.root = Path(cfg.root)
         self.data_root = Path(cfg.data_root)
         self.ran: list[str] = []                 # stage names run (or, dry, that would run)
@@ -430,10 +440,13 @@ class Study:
     def _reused(self, m: StudyModel) -> dict[tuple[str, str], list[dict]]:
         return pool([Path(p) for p in m.reuse if Path(p).is_file()])
 
+    def _models(self) -> list[StudyModel]:
+        return [m for m in self.cfg.models if m.name in self.only]
+
     def pending_cells(self) -> list[tuple[StudyModel, str, str]]:
         """(model, suite, label) cells that still need their evaluation process."""
         todo = []
-        for m in self.cfg.models:
+        for m in self._models():
             reused = self._reused(m)
             for suite in (ID_SUITE, OOD_SUITE):
                 for g in self.cfg.guidance:
@@ -468,7 +481,7 @@ class Study:
             list(pool_.map(one, todo))
 
     def tr_studies(self) -> None:
-        for m in self.cfg.models:
+        for m in self._models():
             for suite in (ID_SUITE, OOD_SUITE):
                 out = self.data_root / "tr_study" / m.name / suite
                 if (out / "tr_study.json").is_file():
@@ -479,17 +492,21 @@ class Study:
 
     def run(self) -> None:
         c = self.cfg
-        if c.pretrain:
-            self.data("collect_pretrain", c.pretrain)
-        if c.id_demos:
-            self.data("collect_id", c.id_demos)
-        if c.pretrain:
-            self.train("pretrain", c.pretrain.config, self.root / "foundation", c.pretrain.ship)
-        for m in c.models:
-            if m.train:
-                self.train(f"train_{m.name}", m.train, Path(m.run), m.checkpoint)
-        self.evaluate()
-        self.tr_studies()
+        if "data" in self.stages:
+            if c.pretrain:
+                self.data("collect_pretrain", c.pretrain)
+            if c.id_demos:
+                self.data("collect_id", c.id_demos)
+        if "train" in self.stages:
+            if c.pretrain:
+                self.train("pretrain", c.pretrain.config, self.root / "foundation", c.pretrain.ship)
+            for m in self._models():
+                if m.train:
+                    self.train(f"train_{m.name}", m.train, Path(m.run), m.checkpoint)
+        if "eval" in self.stages:
+            self.evaluate()
+        if "tr_study" in self.stages:
+            self.tr_studies()
 
     # ---- reading the finished cells -------------------------------------------------------
     def gather(self) -> tuple[dict, dict]:
@@ -544,11 +561,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=str(config_dir() / "study" / "paper_study.yaml"), help="YAML with a `study:` section")
     p.add_argument("--dry-run", action="store_true", help="print the stages that would run, run nothing")
     p.add_argument("--summary-only", action="store_true", help="only summarise the cells that have finished")
+    p.add_argument("--stages", default=",".join(STAGES),
+                   help=f"comma-separated stages to run (default all: {','.join(STAGES)}); the summary always follows")
+    p.add_argument("--models", help="comma-separated model names to train / evaluate / study (default: all)")
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_study_config(args.config)
-    study = Study(cfg, dry_run=args.dry_run)
+    study = Study(cfg, dry_run=args.dry_run, stages=_names(args.stages),
+                  models=_names(args.models) if args.models else None)
     if not args.summary_only:
         study.run()
     if args.dry_run:

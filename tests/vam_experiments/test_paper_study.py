@@ -180,6 +180,15 @@ def test_finished_stages_are_skipped_stopped_ones_resumed_and_partial_cells_kept
     calls.clear()
     Study(cfg, log=lambda *a: None).run()
     assert not any(n.startswith(("collect_", "pretrain", "train_")) for n, _ in calls)   # done-markers hold
+    calls.clear()
+    for p in study.cell_dir("lora", "goal", "none").parent.parent.rglob("results.json"):
+        p.unlink()
+    Study(cfg, log=lambda *a: None, stages=("eval",), models=("lora",)).run()
+    assert calls and all(n.startswith("eval_lora_") for n, _ in calls)      # one stage, one model
+    with pytest.raises(ConfigError, match="'evaluate'"):
+        Study(cfg, stages=("evaluate",))
+    with pytest.raises(ConfigError, match="'dora'"):
+        Study(cfg, models=("dora",))
 
 
 @pytest.mark.unit
