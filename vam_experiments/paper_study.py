@@ -191,31 +191,49 @@ def tr_stats(study_json: Path) -> dict:
 
 
 # ---- the summary ------------------------------------------------------------------------------
+PENDING = "pending (cells unfinished)"
+
+
 def summarise(cfg: StudyConfig, cells: dict, tr: dict) -> dict:
     """cells[model][suite][label] = cell_stats; tr[model][suite] = tr_stats. Returns the summary
     with the four claims' verdicts (on the paper's setting: pretrained + LoRA, no guidance for
-    the model comparison) and the guidance claims checked on every model."""
+    the model comparison) and the guidance claims checked on every model. A claim whose cells
+    have not all finished (fewer than the cell's episodes) is 'pending', never judged."""
+    def full(m, suite, label):
+        c = cells.get(m, {}).get(suite, {}).get(label)
+        return c if c and c["episodes"] >= cfg.cell_episodes else None
+
     def rate_diff(m1, l1, m2, l2, suite):
-        a, b = cells[m1][suite][l1], cells[m2][suite][l2]
+        a, b = full(m1, suite, l1), full(m2, suite, l2)
+        if a is None or b is None:
+            return None
         d, lo, hi = diff_interval(a["successes"], a["episodes"], b["successes"], b["episodes"])
         return {"diff": d, "ci95": [lo, hi], "a": f"{m1}/{l1}", "b": f"{m2}/{l2}", "suite": suite}
+
+    def judged(evidence, sign):
+        return PENDING if evidence is None else verdict(*evidence["ci95"], sign)
 
     claims = {}
     c1 = rate_diff("lora", "none", "full", "none", OOD_SUITE)
     claims["lora_beats_full_ood"] = {"claim": "LoRA beats full fine-tuning out of distribution (goal_ood, none)",
-                                     "evidence": c1, "verdict": verdict(*c1["ci95"], +1)}
-    ta, tf = _pooled_tr(tr["lora"]), _pooled_tr(tr["full"])
-    d = ta["mean"] - tf["mean"]
-    half = 1.96 * math.sqrt(ta["se"] ** 2 + tf["se"] ** 2)
+                                     "evidence": c1, "verdict": judged(c1, +1)}
+    both = all(len(tr.get(m, {})) == 2 for m in ("lora", "full"))
+    c2 = None
+    if both:
+        ta, tf = _pooled_tr(tr["lora"]), _pooled_tr(tr["full"])
+        d = ta["mean"] - tf["mean"]
+        half = 1.96 * math.sqrt(ta["se"] ** 2 + tf["se"] ** 2)
+        c2 = {"diff": d, "ci95": [d - half, d + half], "lora": ta, "full": tf}
     claims["tr_higher_with_lora"] = {
         "claim": "TR is higher with LoRA than with full fine-tuning (TR study, goal and goal_ood states)",
-        "evidence": {"diff": d, "ci95": [d - half, d + half], "lora": ta, "full": tf},
-        "verdict": verdict(d - half, d + half, +1)}
+        "evidence": c2, "verdict": judged(c2, +1)}
     per_model = {}
     for m in cells:
         ood = rate_diff(m, "tr_adaptive", m, "none", OOD_SUITE)
         idd = rate_diff(m, "tr_adaptive", m, "none", ID_SUITE)
-        if ood["ci95"][1] < 0 or idd["ci95"][1] < 0:
+        if ood is None or idd is None:
+            v3 = PENDING
+        elif ood["ci95"][1] < 0 or idd["ci95"][1] < 0:
             v3 = "refuted"
         elif ood["ci95"][0] > 0:
             v3 = "confirmed"
@@ -223,21 +241,24 @@ def summarise(cfg: StudyConfig, cells: dict, tr: dict) -> dict:
             v3 = "not resolvable at this n"
         flat = rate_diff(m, "flat", m, "none", ID_SUITE)
         per_model[m] = {"tr_adaptive_vs_none_ood": ood, "tr_adaptive_vs_none_id": idd, "tr_adaptive_verdict": v3,
-                        "flat_vs_none_id": flat, "flat_verdict": verdict(*flat["ci95"], -1)}
+                        "flat_vs_none_id": flat, "flat_verdict": judged(flat, -1)}
+    lora = per_model.get("lora", {})
     claims["tr_adaptive_helps_ood_keeps_id"] = {
         "claim": "tr_adaptive >= none on OOD with ID kept (pretrained + LoRA)",
-        "evidence": {k: per_model["lora"][k] for k in ("tr_adaptive_vs_none_ood", "tr_adaptive_vs_none_id")},
-        "verdict": per_model["lora"]["tr_adaptive_verdict"]}
+        "evidence": {k: lora.get(k) for k in ("tr_adaptive_vs_none_ood", "tr_adaptive_vs_none_id")},
+        "verdict": lora.get("tr_adaptive_verdict", PENDING)}
     claims["flat_costs_id"] = {"claim": "flat guidance costs ID success (pretrained + LoRA)",
-                               "evidence": per_model["lora"]["flat_vs_none_id"],
-                               "verdict": per_model["lora"]["flat_verdict"]}
-    lora_id = cells["lora"][ID_SUITE]["none"]
+                               "evidence": lora.get("flat_vs_none_id"), "verdict": lora.get("flat_verdict", PENDING)}
+    lora_id = full("lora", ID_SUITE, "none")
     gain = rate_diff("lora", "none", "scratch", "none", OOD_SUITE)
     ship = {"rule": "ship pretrained + LoRA as the default if its ID success (none) is >= 80 % and its OOD "
                     "success (none) is above the scratch model's (difference interval above 0)",
-            "id_rate": lora_id["rate"], "ood_gain_over_scratch": gain,
-            "ship": lora_id["rate"] >= 0.8 and gain["ci95"][0] > 0}
-    return {"config": {"seeds": list(cfg.seeds), "episodes_per_cell": cfg.cell_episodes,
+            "id_rate": lora_id["rate"] if lora_id else None, "ood_gain_over_scratch": gain,
+            "ship": None if lora_id is None or gain is None else lora_id["rate"] >= 0.8 and gain["ci95"][0] > 0}
+    complete = all(full(m.name, s, g) for m in cfg.models for s in (ID_SUITE, OOD_SUITE) for g in cfg.guidance) \
+        and all(len(tr.get(m.name, {})) == 2 for m in cfg.models)
+    return {"complete": complete,
+            "config": {"seeds": list(cfg.seeds), "episodes_per_cell": cfg.cell_episodes,
                        "guidance": list(cfg.guidance)},
             "models": {m.name: {"label": m.label, "checkpoint": m.checkpoint} for m in cfg.models if m.name in cells},
             "cells": cells, "tr": tr, "claims": claims, "guidance_by_model": per_model, "ship_lora": ship}
@@ -295,32 +316,41 @@ def markdown(summary: dict) -> str:
                 row.append(f"{t[ph]['mean']:.2f} +- {t[ph]['se']:.2f} (n {t[ph]['n']})" if t and t.get(ph) else "-")
         out.append("| " + " | ".join(row) + " |")
     out += ["", "The paper's claims:", "", "| claim | evidence | verdict |", "|---|---|---|"]
-    for c in summary["claims"].values():
+
+    def pts(x):
+        return "-" if x is None else (f"{x['a']} - {x['b']} on {x['suite']}: {100 * x['diff']:+.0f} points "
+                                      f"[{100 * x['ci95'][0]:+.0f}, {100 * x['ci95'][1]:+.0f}]")
+
+    for key, c in summary["claims"].items():
         e = c["evidence"]
-        if "diff" in e:
-            lo, hi = e["ci95"]
-            unit = " TR" if "lora" in e else " points"
-            scale = 1 if "lora" in e else 100
-            ev = f"{scale * e['diff']:+.2f}{unit} [{scale * lo:+.2f}, {scale * hi:+.2f}]" if scale == 1 else \
-                f"{e['a']} - {e['b']} on {e['suite']}: {scale * e['diff']:+.0f}{unit} [{scale * lo:+.0f}, {scale * hi:+.0f}]"
+        if key == "tr_higher_with_lora":
+            ev = "-" if e is None else f"{e['diff']:+.2f} TR [{e['ci95'][0]:+.2f}, {e['ci95'][1]:+.2f}]"
+        elif key == "tr_adaptive_helps_ood_keeps_id":
+            ev = "; ".join(pts(x) for x in e.values())
         else:
-            ev = "; ".join(f"{x['suite']}: {100 * x['diff']:+.0f} points [{100 * x['ci95'][0]:+.0f}, "
-                           f"{100 * x['ci95'][1]:+.0f}]" for x in e.values())
+            ev = pts(e)
         out.append(f"| {c['claim']} | {ev} | **{c['verdict']}** |")
     out += ["", "The guidance claims on every model:", "",
             "| model | tr_adaptive - none, OOD | tr_adaptive - none, ID | verdict | flat - none, ID | verdict |",
             "|---|---|---|---|---|---|"]
+
+    def d(x):
+        return "-" if x is None else f"{100 * x['diff']:+.0f} [{100 * x['ci95'][0]:+.0f}, {100 * x['ci95'][1]:+.0f}]"
+
     for m, g in summary["guidance_by_model"].items():
-        def d(x):
-            return f"{100 * x['diff']:+.0f} [{100 * x['ci95'][0]:+.0f}, {100 * x['ci95'][1]:+.0f}]"
         out.append(f"| {summary['models'][m]['label']} | {d(g['tr_adaptive_vs_none_ood'])} | "
                    f"{d(g['tr_adaptive_vs_none_id'])} | {g['tr_adaptive_verdict']} | {d(g['flat_vs_none_id'])} | "
                    f"{g['flat_verdict']} |")
     sh = summary["ship_lora"]
-    g = sh["ood_gain_over_scratch"]
-    out += ["", f"Default weights: {sh['rule']}. Pretrained + LoRA: ID {100 * sh['id_rate']:.0f} %, OOD gain over "
-                f"scratch {100 * g['diff']:+.0f} points [{100 * g['ci95'][0]:+.0f}, {100 * g['ci95'][1]:+.0f}]: "
-                f"**{'ship it' if sh['ship'] else 'keep the scratch model'}**."]
+    if sh["ship"] is None:
+        out += ["", f"Default weights: {sh['rule']}: **{PENDING}**."]
+    else:
+        g = sh["ood_gain_over_scratch"]
+        out += ["", f"Default weights: {sh['rule']}. Pretrained + LoRA: ID {100 * sh['id_rate']:.0f} %, OOD gain "
+                    f"over scratch {100 * g['diff']:+.0f} points [{100 * g['ci95'][0]:+.0f}, {100 * g['ci95'][1]:+.0f}]: "
+                    f"**{'ship it' if sh['ship'] else 'keep the scratch model'}**."]
+    if not summary.get("complete", True):
+        out = ["**Partial:** some cells have not finished; their claims are pending.", ""] + out
     return "\n".join(out) + "\n"
 
 
@@ -535,15 +565,18 @@ class Study:
                           if (p := self.data_root / "tr_study" / m.name / s / "tr_study.json").is_file()}
         return cells, tr
 
-    def write_summary(self) -> dict | None:
+    def write_summary(self, partial: bool = False) -> dict | None:
+        """Write the summary when every cell has finished (with `partial`, also before: the
+        finished cells, and 'pending' for every claim that lacks one)."""
         cells, tr = self.gather()
         missing = [f"{m}/{s}/{g}" for m in cells for s in (ID_SUITE, OOD_SUITE) for g in self.cfg.guidance
                    if cells[m][s].get(g, {}).get("episodes", 0) < self.cfg.cell_episodes]
         missing += [f"tr_study {m}/{s}" for m in tr for s in (ID_SUITE, OOD_SUITE) if s not in tr[m]]
         if missing:
-            self.log(f"summary not written: {len(missing)} cells unfinished ({', '.join(missing[:6])}"
-                     f"{', ...' if len(missing) > 6 else ''})")
-            return None
+            self.log(f"{len(missing)} cells unfinished ({', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''})"
+                     + ("" if partial else ": summary not written (--partial writes what has finished)"))
+            if not partial:
+                return None
         summary = summarise(self.cfg, cells, tr)
         out = Path(self.cfg.summary_out)
         out.mkdir(parents=True, exist_ok=True)
@@ -561,6 +594,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=str(config_dir() / "study" / "paper_study.yaml"), help="YAML with a `study:` section")
     p.add_argument("--dry-run", action="store_true", help="print the stages that would run, run nothing")
     p.add_argument("--summary-only", action="store_true", help="only summarise the cells that have finished")
+    p.add_argument("--partial", action="store_true",
+                   help="write the summary before every cell has finished (unfinished claims: pending)")
     p.add_argument("--stages", default=",".join(STAGES),
                    help=f"comma-separated stages to run (default all: {','.join(STAGES)}); the summary always follows")
     p.add_argument("--models", help="comma-separated model names to train / evaluate / study (default: all)")
@@ -579,7 +614,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(f"{len(study.ran)} stages would run")
         return 0
-    return 0 if study.write_summary() is not None else 1
+    return 0 if study.write_summary(partial=args.partial) is not None else 1
 
 
 __all__ = ["StudyConfig", "Study", "load_study_config", "diff_interval", "verdict", "pool", "cell_stats",

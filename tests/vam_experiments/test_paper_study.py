@@ -117,6 +117,10 @@ def test_cells_from_other_weights_or_counted_twice_are_refused_and_gaps_are_name
     logs = []
     study.log = logs.append
     assert study.write_summary() is None and "full/goal/flat" in logs[-1]
+    part = study.write_summary(partial=True)                              # what finished, the rest pending
+    assert part["complete"] is False and part["guidance_by_model"]["full"]["flat_verdict"].startswith("pending")
+    assert part["claims"]["lora_beats_full_ood"]["verdict"] == "confirmed"
+    assert (Path(cfg.summary_out) / "paper_study_table.md").read_text().startswith("**Partial:**")
     stale = study.cell_dir("full", "goal", "flat") / "results.json"
     _write_results(stale, _episodes("flat", "goal", 90, 100), "0" * 64)
     with pytest.raises(ValueError, match="the model changed"):
