@@ -32,6 +32,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,9 +106,6 @@ class StudyConfig:
     def cell_episodes(self) -> int:
         """Episodes of one (model, suite, guidance) cell."""
         return 10 * self.episodes_per_task * len(self.seeds)
-
-    def model(self, name: str) -> StudyModel:
-        return next(m for m in self.models if m.name == name)
 
 
 def load_study_config(path: str | Path) -> StudyConfig:
@@ -249,14 +247,16 @@ def summarise(cfg: StudyConfig, cells: dict, tr: dict) -> dict:
         "verdict": lora.get("tr_adaptive_verdict", PENDING)}
     claims["flat_costs_id"] = {"claim": "flat guidance costs ID success (pretrained + LoRA)",
                                "evidence": lora.get("flat_vs_none_id"), "verdict": lora.get("flat_verdict", PENDING)}
+    complete = all(full(m.name, s, g) for m in cfg.models for s in (ID_SUITE, OOD_SUITE) for g in cfg.guidance) \
+        and all(len(tr.get(m.name, {})) == 2 for m in cfg.models)
     lora_id = full("lora", ID_SUITE, "none")
     gain = rate_diff("lora", "none", "scratch", "none", OOD_SUITE)
+    met = None if lora_id is None or gain is None else lora_id["rate"] >= 0.8 and gain["ci95"][0] > 0
     ship = {"rule": "ship pretrained + LoRA as the default if its ID success (none) is >= 80 % and its OOD "
                     "success (none) is above the scratch model's (difference interval above 0)",
             "id_rate": lora_id["rate"] if lora_id else None, "ood_gain_over_scratch": gain,
-            "ship": None if lora_id is None or gain is None else lora_id["rate"] >= 0.8 and gain["ci95"][0] > 0}
-    complete = all(full(m.name, s, g) for m in cfg.models for s in (ID_SUITE, OOD_SUITE) for g in cfg.guidance) \
-        and all(len(tr.get(m.name, {})) == 2 for m in cfg.models)
+            "met_by_finished_cells": met,
+            "ship": met if complete else None}     # decided only on the complete study, never on a partial table
     return {"complete": complete,
             "config": {"seeds": list(cfg.seeds), "episodes_per_cell": cfg.cell_episodes,
                        "guidance": list(cfg.guidance)},
@@ -343,7 +343,9 @@ def markdown(summary: dict) -> str:
                    f"{g['flat_verdict']} |")
     sh = summary["ship_lora"]
     if sh["ship"] is None:
-        out += ["", f"Default weights: {sh['rule']}: **{PENDING}**."]
+        so_far = {None: "", True: " (the cells finished so far meet it)",
+                  False: " (the cells finished so far do not meet it)"}[sh.get("met_by_finished_cells")]
+        out += ["", f"Default weights: {sh['rule']}: **pending** until the study is complete{so_far}."]
     else:
         g = sh["ood_gain_over_scratch"]
         out += ["", f"Default weights: {sh['rule']}. Pretrained + LoRA: ID {100 * sh['id_rate']:.0f} %, OOD gain "
@@ -388,7 +390,8 @@ def plot(summary: dict, path: Path) -> Path:
     ax[2].set_xticks(range(len(models)), [summary["models"][m]["label"] for m in models], fontsize=8)
     ax[2].set_ylabel("TR at sigma_v 0.883")
     ax[2].set_title("TR by expert phase")
-    ax[2].legend(fontsize=7)
+    if ax[2].get_legend_handles_labels()[0]:
+        ax[2].legend(fontsize=7)
     for m in models:
         t = summary["tr"].get(m)
         c = summary["cells"][m].get(OOD_SUITE, {}).get("none")
@@ -398,10 +401,11 @@ def plot(summary: dict, path: Path) -> Path:
         ax[3].errorbar(p["mean"], 100 * c["rate"], xerr=1.96 * p["se"],
                        yerr=[[100 * (c["rate"] - c["ci95"][0])], [100 * (c["ci95"][1] - c["rate"])]],
                        marker="o", capsize=3, label=summary["models"][m]["label"])
+    if ax[3].get_legend_handles_labels()[0]:    # no TR study yet: nothing to label
+        ax[3].legend(fontsize=7)
     ax[3].set_xlabel("mean TR (goal + goal_ood expert states)")
     ax[3].set_ylabel("goal_ood success, none [%]")
     ax[3].set_title("TR against OOD success across the models")
-    ax[3].legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
@@ -413,24 +417,45 @@ def plot(summary: dict, path: Path) -> Path:
 STAGES = ("data", "train", "eval", "tr_study")
 
 
+def _stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """Terminate a child still running, then kill it if it has not exited after `grace_s`."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class Study:
     def __init__(self, cfg: StudyConfig, dry_run: bool = False, log=print, stages: tuple[str, ...] = STAGES,
-                 models: tuple[str, ...] | None = None):
-        """`stages` and `models` restrict what `run` does (default: every stage, every model)."""
-        bad = [x for x in stages if x not in STAGES] + [m for m in models or () if m not in [x.name for x in cfg.models]]
+                 models: tuple[str, ...] | None = None, labels: tuple[str, ...] | None = None):
+        """`stages`, `models` and `labels` (guidance labels of the evaluation cells) restrict what
+        `run` does (default: every stage, every model, every label of the config)."""
+        bad = ([x for x in stages if x not in STAGES] + [m for m in models or () if m not in [x.name for x in cfg.models]]
+               + [g for g in labels or () if g not in cfg.guidance])
         if bad:
-            raise ConfigError(f"paper-study: unknown stage or model {bad[0]!r}; stages {list(STAGES)}, "
-                              f"models {[m.name for m in cfg.models]}")
+            raise ConfigError(f"paper-study: unknown stage, model or label {bad[0]!r}; stages {list(STAGES)}, "
+                              f"models {[m.name for m in cfg.models]}, labels {list(cfg.guidance)}")
         self.cfg, self.dry_run, self.log = cfg, dry_run, log
         self.stages, self.only = tuple(stages), set(models or [m.name for m in cfg.models])
+        self.labels = tuple(labels or cfg.guidance)
+        self._children: set[subprocess.Popen] = set()   # running `vam-stack` processes (stopped with the driver)
+        self._stopping = False                  # set when interrupted: no new process starts
+        self._lock = threading.Lock()           # guards the two above between evaluation workers
         self.root = Path(cfg.root)
         self.data_root = Path(cfg.data_root)
         self.ran: list[str] = []                 # stage names run (or, dry, that would run)
 
     # subprocesses of the `vam-stack` command, logged into ROOT/logs/
-    def _vam(self, name: str, args: list[str], threads: int | None = None) -> None:
+    def _command(self) -> list[str]:
         exe = Path(sys.executable).with_name("vam-stack")
-        cmd = [str(exe)] if exe.is_file() else [sys.executable, "-c", "from vam_cli.main import entry; entry()"]
+        return [str(exe)] if exe.is_file() else [sys.executable, "-c", "from vam_cli.main import entry; entry()"]
+
+    def _vam(self, name: str, args: list[str], threads: int | None = None) -> None:
+        cmd = self._command()
         self.ran.append(name)
         if self.dry_run:
             self.log(f"[dry run] {name}: vam-stack {' '.join(args)}")
@@ -441,7 +466,16 @@ class Study:
         t0 = time.monotonic()
         self.log(f"{name}: vam-stack {' '.join(args)}  (log {logs / (name + '.log')})")
         with open(logs / f"{name}.log", "a") as f:
-            rc = subprocess.run(cmd + args, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+            with self._lock:
+                if self._stopping:
+                    raise RuntimeError(f"paper study stopping: {name!r} not started")
+                proc = subprocess.Popen(cmd + args, stdout=f, stderr=subprocess.STDOUT, env=env)
+                self._children.add(proc)
+            try:
+                rc = proc.wait()
+            finally:
+                self._children.discard(proc)
+                _stop(proc)                     # interrupted here: the child stops too (no-op when it exited)
         if rc != 0:
             raise RuntimeError(f"paper study stage {name!r} failed (exit {rc}); see {logs / (name + '.log')}")
         self.log(f"{name}: done in {(time.monotonic() - t0) / 60:.1f} min")
@@ -473,20 +507,29 @@ class Study:
     def _models(self) -> list[StudyModel]:
         return [m for m in self.cfg.models if m.name in self.only]
 
+    def stop_children(self) -> None:
+        """Stop every running `vam-stack` child (a signal to the driver alone must not orphan them)."""
+        with self._lock:
+            self._stopping = True
+            running = list(self._children)
+        for proc in running:
+            _stop(proc)
+
     def pending_cells(self) -> list[tuple[StudyModel, str, str]]:
-        """(model, suite, label) cells that still need their evaluation process."""
+        """(model, suite, label) cells that still need their evaluation process: the paper's
+        schedules of every model first, then the labelled ablations."""
         todo = []
         for m in self._models():
             reused = self._reused(m)
             for suite in (ID_SUITE, OOD_SUITE):
-                for g in self.cfg.guidance:
+                for g in self.labels:
                     if len(reused.get((g, suite), [])) >= self.cfg.cell_episodes:
                         continue
                     res = self.cell_dir(m.name, suite, g) / "results.json"
                     if res.is_file() and json.loads(res.read_text()).get("complete"):
                         continue
                     todo.append((m, suite, g))
-        return todo
+        return sorted(todo, key=lambda job: "+" in job[2])   # stable: ablation labels after the paper's
 
     def evaluate(self) -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -508,7 +551,12 @@ class Study:
                        "--seeds", ",".join(map(str, self.cfg.seeds)), "--out", str(out)], threads=1)
 
         with ThreadPoolExecutor(1 if self.dry_run else self.cfg.eval_workers) as pool_:
-            list(pool_.map(one, todo))
+            try:
+                list(pool_.map(one, todo))
+            except KeyboardInterrupt:           # Ctrl-C or SIGTERM: no queued cell starts, the running ones stop
+                self.stop_children()            # (a cell that fails lets the others finish, then raises)
+                pool_.shutdown(wait=False, cancel_futures=True)
+                raise
 
     def tr_studies(self) -> None:
         for m in self._models():
@@ -521,6 +569,13 @@ class Study:
                            "--episodes", str(self.cfg.tr_study_episodes), "--every", "5", "--out", str(out)])
 
     def run(self) -> None:
+        try:
+            self._run()
+        except KeyboardInterrupt:
+            self.stop_children()                # Ctrl-C or SIGTERM: no child outlives the driver
+            raise
+
+    def _run(self) -> None:
         c = self.cfg
         if "data" in self.stages:
             if c.pretrain:
@@ -599,16 +654,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stages", default=",".join(STAGES),
                    help=f"comma-separated stages to run (default all: {','.join(STAGES)}); the summary always follows")
     p.add_argument("--models", help="comma-separated model names to train / evaluate / study (default: all)")
+    p.add_argument("--labels", help="comma-separated guidance labels of the evaluation cells to run (default: the "
+                                    "config's)")
 
 
 def _names(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def run(args: argparse.Namespace) -> int:
+    import signal
+
     cfg = load_study_config(args.config)
     study = Study(cfg, dry_run=args.dry_run, stages=_names(args.stages),
-                  models=_names(args.models) if args.models else None)
+                  models=_names(args.models) if args.models else None,
+                  labels=_names(args.labels) if args.labels else None)
+    signal.signal(signal.SIGTERM, _interrupt)   # SIGTERM stops the driver and its children like Ctrl-C
     if not args.summary_only:
         study.run()
     if args.dry_run:

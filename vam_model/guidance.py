@@ -11,8 +11,8 @@ TR-gated compute: a branch whose weight is 0 contributes nothing, so it is not c
 
 The baseline is the paper's by default (`tr_baseline: first`). `running_min` (TR_0 = the
 lowest TR read so far this episode, the current reading included) is an ablation of the paper
-study, always reported under its own label `tr_adaptive+running_min` (`guidance_label`),
-never in place of the paper's schedule.
+study, always reported under its own label `tr_adaptive+running_min` (`guidance_label`, which
+every replan's telemetry carries), never in place of the paper's schedule.
 """
 from __future__ import annotations
 

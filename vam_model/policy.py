@@ -45,7 +45,7 @@ from vam_stack.config import check
 from . import device as devices
 from .backends import BackendConfig, make_backend
 from .backends.head import HeadCache, HeadOutput
-from .guidance import GuidanceConfig, GuidanceSchedule, combine_velocities, parse_guidance_label
+from .guidance import GuidanceConfig, GuidanceSchedule, combine_velocities, guidance_label, parse_guidance_label
 from .networks.action_sampler import euler_integrate
 from .networks.checkpoint import check_preset, load_checkpoint, read_metadata
 from .networks.config import ModelConfig, load_config
@@ -403,6 +403,7 @@ class _Replan:
             "tr": tr_steps[0],
             "tr_steps": tr_steps,
             "tr0": p.guidance.tr0 if p.guidance.tr0 is not None else float("nan"),
+            "guidance": guidance_label(p.guidance.cfg),   # the schedule, with its TR_0 ablation if any
             "s": self.s_steps[0],
             "s_steps": self.s_steps,
             "w_lang": self.w_lang,

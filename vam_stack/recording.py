@@ -375,7 +375,7 @@ class McapRecorder:
 
 TELEMETRY_SCALARS = ("tr", "tr0", "s", "w_lang", "w_plan", "latency_ms")  # Float32 topics
 TELEMETRY_JSON_KEYS = ("step", "replan", "tr", "tr_steps", "tr0", "s", "s_steps", "w_lang",
-                       "w_plan", "branches_computed", "latency_ms", "timing_ms", "sigma_v")
+                       "w_plan", "branches_computed", "latency_ms", "timing_ms", "sigma_v", "guidance")
 
 
 def _unknown(v: Any) -> bool:

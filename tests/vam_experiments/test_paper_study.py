@@ -120,7 +120,11 @@ def test_cells_from_other_weights_or_counted_twice_are_refused_and_gaps_are_name
     part = study.write_summary(partial=True)                              # what finished, the rest pending
     assert part["complete"] is False and part["guidance_by_model"]["full"]["flat_verdict"].startswith("pending")
     assert part["claims"]["lora_beats_full_ood"]["verdict"] == "confirmed"
-    assert (Path(cfg.summary_out) / "paper_study_table.md").read_text().startswith("**Partial:**")
+    table = (Path(cfg.summary_out) / "paper_study_table.md").read_text()
+    assert table.startswith("**Partial:**")
+    assert part["ship_lora"]["ship"] is None and part["ship_lora"]["met_by_finished_cells"] is True
+    assert "**pending** until the study is complete (the cells finished so far meet it)" in table
+    assert "ship it" not in table                                         # no default chosen from a partial table
     stale = study.cell_dir("full", "goal", "flat") / "results.json"
     _write_results(stale, _episodes("flat", "goal", 90, 100), "0" * 64)
     with pytest.raises(ValueError, match="the model changed"):
@@ -193,6 +197,59 @@ def test_finished_stages_are_skipped_stopped_ones_resumed_and_partial_cells_kept
         Study(cfg, stages=("evaluate",))
     with pytest.raises(ConfigError, match="'dora'"):
         Study(cfg, models=("dora",))
+    with pytest.raises(ConfigError, match="'cfg'"):
+        Study(cfg, labels=("cfg",))
+
+
+@pytest.mark.unit
+def test_labels_select_cells_and_ablations_run_after_the_papers_schedules(tmp_path, ckpts):
+    cfg = _study(tmp_path, ckpts)
+    todo = [(m.name, s, g) for m, s, g in Study(cfg).pending_cells()]
+    assert len(todo) == 3 * 2 * 4
+    first_ablation = next(i for i, job in enumerate(todo) if job[2] == "tr_adaptive+running_min")
+    assert first_ablation == 3 * 2 * 3 and all(j[2] == "tr_adaptive+running_min" for j in todo[first_ablation:])
+    assert todo[:3] == [("scratch", "goal", "none"), ("scratch", "goal", "flat"), ("scratch", "goal", "tr_adaptive")]
+    only = Study(cfg, models=("full",), labels=("none", "flat")).pending_cells()
+    assert [(m.name, s, g) for m, s, g in only] == [("full", s, g) for s in ("goal", "goal_ood") for g in ("none", "flat")]
+
+
+@pytest.mark.unit
+def test_a_sigterm_to_the_driver_stops_its_running_evaluations_and_starts_no_more(tmp_path, ckpts, monkeypatch):
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+
+    from vam_experiments.paper_study import _interrupt
+
+    cfg = _study(tmp_path, ckpts, eval_workers=2)
+    study = Study(cfg, log=lambda *a: None, stages=("eval",), models=("lora",))   # 8 cells, 2 at a time
+    child = ("import os, pathlib, sys, time; d = pathlib.Path(sys.argv[-1]); d.mkdir(parents=True); "
+             "(d / 'started').write_text(str(os.getpid())); time.sleep(120)")       # argv[-1]: the cell's --out
+    monkeypatch.setattr(Study, "_command", lambda self: [sys.executable, "-c", child])
+    seen = []
+
+    def stop_when_both_run():
+        deadline = time.monotonic() + 60
+        while len(list(Path(cfg.data_root).rglob("started"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)                                            # both children up and running
+        seen.extend(study._children)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    old = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        threading.Thread(target=stop_when_both_run, daemon=True).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            study.run()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert len(seen) == 2 and all(p.poll() is not None for p in seen)   # both stopped, not left running
+    assert time.monotonic() - t0 < 60
+    time.sleep(0.5)
+    started = list(Path(cfg.data_root).rglob("started"))
+    assert len(started) == 2                                             # no queued cell started after the signal
 
 
 @pytest.mark.unit

@@ -58,6 +58,7 @@ def test_sim_default_policy_writes_summary_png_and_mcap(tmp_path, capsys):
     for r in ep["replans"]:
         assert set(r) >= {"step", "tr", "tr0", "s", "w_lang", "w_plan", "branches_computed", "latency_ms"}
         assert r["branches_computed"][0] == "cond" and r["tr0"] == ep["replans"][0]["tr"]
+        assert r["guidance"] == "tr_adaptive"
     assert ep["replans"][0]["s"] == 0.0 and ep["replans"][0]["branches_computed"] == ["cond"]
     png = out / ep["tr_trace"]
     assert png.is_file() and png.stat().st_size > 10_000
