@@ -190,6 +190,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise-every", type=int, default=2, help="perturb every n-th episode")
     p.add_argument("--joint-noise", type=float, default=0.0,
                    help="yam-mujoco: std [rad] of the expert's arm-joint target perturbation (labels stay clean)")
+    p.add_argument("--noise-where", choices=("everywhere", "free-space"), default="everywhere",
+                   help="yam-mujoco: where the joint noise acts (free-space: faded out near a tracked object)")
     p.add_argument("--keep-failures", action="store_true")
     p.add_argument("--workers", type=int, default=1, help="processes (the dataset is identical for any number)")
     p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
@@ -214,7 +216,8 @@ def run(args: argparse.Namespace) -> int:
         cfg = YamCollectConfig(tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
                                episodes_per_task=args.episodes_per_task, seed=args.seed, view_width=w, view_height=h,
                                keep_failures=args.keep_failures, workers=args.workers, sim_config=args.sim_config,
-                               joint_noise=args.joint_noise, noise_every=args.noise_every)
+                               joint_noise=args.joint_noise, noise_every=args.noise_every,
+                               noise_where=args.noise_where.replace("-", "_"))
         bar = progress_bar(total=len(cfg.tasks) * cfg.episodes_per_task, unit="ep", desc="collect", file=sys.stdout)
         info = collect_yam(cfg, args.out, progress=lambda t, k: (bar.set_postfix_str(t), bar.update(1)),
                            overwrite=args.overwrite)

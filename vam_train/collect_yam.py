@@ -12,7 +12,9 @@ Episode `e` of a task starts from the state hashed from (task, e, seed): evaluat
 and the collection seed 100, so their initial states differ. `--joint-noise RAD` perturbs the
 expert's executed arm-joint targets on every `--noise-every`-th attempt (a smooth random walk,
 `YamRunConfig.expert_noise`) while the recorded target stays the expert's clean one, so the
-data holds states off the expert's path labelled with the way back. Failed expert episodes are
+data holds states off the expert's path labelled with the way back; `--noise-where free-space`
+fades the perturbation out while a gripper is near a tracked object, so perturbed grasps
+still close. Failed expert episodes are
 skipped unless `--keep-failures`. The format is `dataset.py`'s (suite "yam_mujoco", `task` the
 task's name); `meta/info.json` says `action_type: absolute_joint`, so the trainer pads a chunk
 past the episode end with the last target, not with zeros.
@@ -52,6 +54,7 @@ class YamCollectConfig:
     joint_noise: float = 0.0                # std [rad] of the smooth perturbation of the expert's arm-joint targets
                                             # (the label stays the clean target: the data shows the way back), 0 = none
     noise_every: int = 2                    # perturb every n-th attempt of a task (1 = all), the rest are clean
+    noise_where: str = "everywhere"         # everywhere | free_space: faded out near a tracked object (grasps kept)
 
     def __post_init__(self):
         from vam_sim.yam_mujoco.tasks import TASKS
@@ -68,6 +71,9 @@ class YamCollectConfig:
         check(self.workers >= 1, f"collect: workers must be >= 1, got {self.workers!r}")
         check(0.0 <= self.joint_noise <= 0.2, f"collect: joint_noise must be in [0, 0.2] rad, got {self.joint_noise!r}")
         check(self.noise_every >= 1, f"collect: noise_every must be >= 1, got {self.noise_every!r}")
+        from vam_sim.yam_mujoco.runner import NOISE_WHERE
+        check(self.noise_where in NOISE_WHERE,
+              f"collect: noise_where must be one of {NOISE_WHERE}, got {self.noise_where!r}")
 
     def noise_of(self, episode: int) -> float:
         """Joint noise of attempt `episode` of a task."""
@@ -94,13 +100,13 @@ class _Demo:
 
 
 def yam_expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
-    """(task, episode, seed, view (w, h), keep, sim_config, joint noise) -> (success, stored form or None)."""
+    """(task, episode, seed, view (w, h), keep, sim_config, joint noise, where) -> (success, stored form or None)."""
     import tempfile
 
     from camera_bridge.preprocess import fit_views
     from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner
 
-    task, episode, seed, (vw, vh), keep, sim_config, noise = job
+    task, episode, seed, (vw, vh), keep, sim_config, noise, where = job
     frames, proprio, actions, phases = [], [], [], []
 
     def capture(step, stacked, prop, action, phase):
@@ -110,7 +116,7 @@ def yam_expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
         phases.append(phase)
 
     cfg = YamRunConfig(task=task, episodes=episode + 1, seed=seed, policy="expert", record=False, plots=False,
-                       sim_config=sim_config, expert_noise=noise)
+                       sim_config=sim_config, expert_noise=noise, expert_noise_where=where)
     with tempfile.TemporaryDirectory(prefix="yam_collect_") as tmp:
         with YamSimRunner(cfg, tmp, capture=capture) as runner:
             result = runner.run_episode(episode)
@@ -141,7 +147,7 @@ def collect_yam(cfg: YamCollectConfig, out: str | Path, progress=None, overwrite
             while kept < cfg.episodes_per_task and tried < limit:
                 wave = range(tried, min(limit, tried + cfg.episodes_per_task - kept))
                 jobs = [(task, e, cfg.seed, (cfg.view_width, cfg.view_height), cfg.keep_failures, cfg.sim_config,
-                         cfg.noise_of(e)) for e in wave]
+                         cfg.noise_of(e), cfg.noise_where) for e in wave]
                 for success, enc in run(jobs):
                     tried += 1
                     fails += not success
@@ -162,6 +168,7 @@ def collect_yam(cfg: YamCollectConfig, out: str | Path, progress=None, overwrite
     info = YAM_INFO | {
         "frame_shape": [cfg.view_height, 3 * cfg.view_width, 3], "tasks": list(cfg.tasks), "seed": cfg.seed,
         "episodes_per_task": cfg.episodes_per_task, "joint_noise": cfg.joint_noise, "noise_every": cfg.noise_every,
+        "noise_where": cfg.noise_where,
         "expert_attempts": attempts, "expert_failures": failures,
         "expert_success": {t: {"successes": k, "episodes": n} for t, (k, n) in per_task.items()},
         "expert_success_rate": round(1.0 - failures / max(attempts, 1), 4), "collect_s": round(time.perf_counter() - t0, 1)}

@@ -62,7 +62,8 @@ def test_the_trainer_refuses_a_dataset_its_preset_cannot_learn(yam_dataset):
                                        ({"episodes_per_task": 0}, "episodes_per_task"),
                                        ({"joint_noise": 0.3}, "joint_noise must be in"),
                                        ({"joint_noise": -0.01}, "joint_noise must be in"),
-                                       ({"noise_every": 0}, "noise_every")])
+                                       ({"noise_every": 0}, "noise_every"),
+                                       ({"noise_where": "grasp"}, "noise_where must be one of")])
 def test_collect_config_names_the_bad_value(kw, match):
     with pytest.raises(ConfigError, match=match):
         YamCollectConfig(**kw)

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 POLICIES = ("vam", "expert")
 EXECUTORS = ("lockstep", "realtime")
+NOISE_WHERE = ("everywhere", "free_space")  # where the expert's joint-noise perturbation acts
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,10 @@ class YamRunConfig:
     expert_noise: float = 0.0  # expert only: std [rad] of a smooth perturbation of its joint targets (not the
                                # grippers) before the safety filter; `capture` still sees the clean target
     expert_noise_tau_s: float = 0.5  # correlation time of that perturbation (Ornstein-Uhlenbeck) [s]
+    expert_noise_where: str = "everywhere"  # everywhere | free_space: the perturbation fades out (time constant
+                                            # expert_noise_fade_s) while the expert's phase is manipulation (a
+                                            # gripper near a tracked object) and back in once it is planning again
+    expert_noise_fade_s: float = 0.2  # fade time constant of free_space [s]
 
     def __post_init__(self):
         check(self.task in TASKS, f"task must be one of {sorted(TASKS)}, got {self.task!r}")
@@ -74,22 +79,32 @@ class YamRunConfig:
               f"expert_noise perturbs the scripted expert only, got policy {self.policy!r}")
         check(math.isfinite(self.expert_noise_tau_s) and 0.01 <= self.expert_noise_tau_s <= 10.0,
               f"expert_noise_tau_s must be in [0.01, 10] s, got {self.expert_noise_tau_s!r}")
+        check(self.expert_noise_where in NOISE_WHERE,
+              f"expert_noise_where must be one of {NOISE_WHERE}, got {self.expert_noise_where!r}")
+        check(math.isfinite(self.expert_noise_fade_s) and 0.01 <= self.expert_noise_fade_s <= 5.0,
+              f"expert_noise_fade_s must be in [0.01, 5] s, got {self.expert_noise_fade_s!r}")
 
 
 class JointNoise:
     """Smooth perturbation of the 12 arm-joint targets (Ornstein-Uhlenbeck, stationary std
-    `std`, correlation time `tau_s`); the two gripper targets are left alone."""
+    `std`, correlation time `tau_s`); the two gripper targets are left alone.
 
-    def __init__(self, std: float, tau_s: float, dt: float, seed: int):
+    `__call__(target, on)` scales the perturbation by a gain that follows `on` with time constant
+    `fade_s` (1 while on, decaying to 0 while off), so gating it by phase never jumps the target."""
+
+    def __init__(self, std: float, tau_s: float, dt: float, seed: int, fade_s: float = 0.2):
         self.std, self.a = std, math.exp(-dt / tau_s)
+        self.fade = 1.0 - math.exp(-dt / fade_s)
         self.rng = np.random.default_rng(seed)
         self.joints = np.array([i for i in range(14) if i % 7 != 6])      # 2 x 6 arm joints
         self.x = self.rng.normal(0.0, std, self.joints.size)
+        self.gain = 1.0                                                    # episodes start in free space
 
-    def __call__(self, target: np.ndarray) -> np.ndarray:
+    def __call__(self, target: np.ndarray, on: bool = True) -> np.ndarray:
         self.x = self.a * self.x + math.sqrt(1 - self.a ** 2) * self.rng.normal(0.0, self.std, self.x.size)
+        self.gain += self.fade * (float(on) - self.gain)
         out = np.array(target, dtype=np.float64)
-        out[self.joints] += self.x
+        out[self.joints] += self.gain * self.x
         return out
 
 
@@ -264,14 +279,15 @@ class YamSimRunner(EpisodeRunner):
             else:
                 expert = make_expert(sim, sim.cfg.control_hz)
                 noise = (JointNoise(c.expert_noise, c.expert_noise_tau_s, 1.0 / sim.cfg.control_hz,
-                                    ep_seed ^ 0x5EED) if c.expert_noise > 0 else None)
+                                    ep_seed ^ 0x5EED, c.expert_noise_fade_s) if c.expert_noise > 0 else None)
                 while True:
                     frame()
                     phase = task.phase(sim)
                     t0 = time.perf_counter()
                     action = expert.act()
                     times["act"].append(time.perf_counter() - t0)
-                    if apply(action if noise is None else noise(action), None, phase, label=action):
+                    on = c.expert_noise_where == "everywhere" or phase == "planning"
+                    if apply(action if noise is None else noise(action, on), None, phase, label=action):
                         break
         finally:
             driver.shutdown()

@@ -106,11 +106,32 @@ def test_joint_noise_is_smooth_seeded_and_leaves_the_grippers():
 
 
 @pytest.mark.unit
+def test_gated_joint_noise_fades_out_and_back_in_without_a_jump():
+    from vam_sim.yam_mujoco.runner import JointNoise
+
+    n, free = JointNoise(0.05, 0.5, 1 / 30, seed=3, fade_s=0.2), JointNoise(0.05, 0.5, 1 / 30, seed=3, fade_s=0.2)
+    target = np.zeros(14)
+    on = [True] * 30 + [False] * 60 + [True] * 60                          # free space, near the block, free again
+    xs = np.stack([n(target, o) for o in on])                             # [ticks, 14]
+    ref = np.stack([free(target) for _ in on])                            # the same noise, never gated
+    arm = [i for i in range(14) if i % 7 != 6]
+    np.testing.assert_array_equal(xs[:30], ref[:30])                      # on: the plain perturbation
+    assert np.abs(xs[80:90, arm]).max() < 0.05 * np.abs(ref[80:90, arm]).max()   # ~1.5 s off: faded out
+    assert np.abs(xs[-10:, arm]).max() > 0.5 * np.abs(ref[-10:, arm]).max()      # back on: back in
+    for t in (30, 90):                                                     # the gate flips: no jump
+        step = np.abs(xs[t, arm] - xs[t - 1, arm]).max()
+        hard = np.abs(ref[t, arm]).max()                                   # what a hard on/off switch would step
+        assert step < 0.5 * hard, (t, step, hard)
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("kw, match", [({"expert_noise": -0.01, "policy": "expert"}, "expert_noise"),
                                        ({"expert_noise": 0.5, "policy": "expert"}, "expert_noise"),
                                        ({"expert_noise": float("nan"), "policy": "expert"}, "expert_noise"),
                                        ({"expert_noise": 0.05, "policy": "vam"}, "scripted expert only"),
-                                       ({"expert_noise_tau_s": 0.0, "policy": "expert"}, "tau_s")])
+                                       ({"expert_noise_tau_s": 0.0, "policy": "expert"}, "tau_s"),
+                                       ({"expert_noise_where": "near_block"}, "'near_block'"),
+                                       ({"expert_noise_fade_s": float("inf")}, "fade_s")])
 def test_expert_noise_settings_are_checked(kw, match):
     with pytest.raises(ConfigError, match=match):
         YamRunConfig(**kw)
@@ -121,18 +142,19 @@ def test_noisy_expert_is_driven_off_its_path_but_labelled_with_the_clean_target(
     """Under expert_noise the arm follows perturbed targets, and the captured label is the expert's
     own target: equal to the clean run's while the plan is time-indexed (the hold and ready move)."""
     runs = {}
-    for noise in (0.0, 0.05):
+    for noise, where in ((0.0, "everywhere"), (0.05, "everywhere"), (0.05, "free_space")):
         got = {"label": [], "proprio": []}
 
         def capture(step, stacked, proprio, action, phase, got=got):
             got["label"].append(np.array(action))
             got["proprio"].append(np.array(proprio))
         cfg = YamRunConfig(task="tray_lift", policy="expert", record=False, plots=False, max_steps=40,
-                           expert_noise=noise)
-        with YamSimRunner(cfg, tmp_path / f"n{noise}", capture=capture) as runner:
+                           expert_noise=noise, expert_noise_where=where)
+        with YamSimRunner(cfg, tmp_path / f"n{noise}{where}", capture=capture) as runner:
             runner.run_episode(0)
-        runs[noise] = {k: np.stack(v) for k, v in got.items()}
-    clean, noisy = runs[0.0], runs[0.05]
+        runs[noise, where] = {k: np.stack(v) for k, v in got.items()}
+    clean, noisy = runs[0.0, "everywhere"], runs[0.05, "everywhere"]
+    np.testing.assert_allclose(runs[0.05, "free_space"]["proprio"], noisy["proprio"])  # far from the tray: same
     np.testing.assert_allclose(noisy["label"], clean["label"], atol=1e-9)   # labels: the clean plan
     arm = [i for i in range(14) if i % 7 != 6]
     off = np.abs(noisy["proprio"][10:, arm] - clean["proprio"][10:, arm]).mean()
