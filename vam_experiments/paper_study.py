@@ -675,7 +675,13 @@ def run(args: argparse.Namespace) -> int:
                   labels=_names(args.labels) if args.labels else None)
     signal.signal(signal.SIGTERM, _interrupt)   # SIGTERM stops the driver and its children like Ctrl-C
     if not args.summary_only:
-        study.run()
+        try:
+            study.run()
+        except KeyboardInterrupt as e:
+            print(f"paper-study: interrupted ({e or 'Ctrl-C'}); its running processes were stopped. Finished "
+                  f"stages and cells are kept; an unfinished cell is moved aside when the study resumes",
+                  file=sys.stderr)
+            return 130
     if args.dry_run:
         print(f"{len(study.ran)} stages would run")
         return 0

@@ -214,42 +214,57 @@ def test_labels_select_cells_and_ablations_run_after_the_papers_schedules(tmp_pa
 
 
 @pytest.mark.unit
-def test_a_sigterm_to_the_driver_stops_its_running_evaluations_and_starts_no_more(tmp_path, ckpts, monkeypatch):
+def test_a_sigterm_to_the_driver_stops_its_running_evaluations_and_starts_no_more(tmp_path, ckpts, monkeypatch,
+                                                                                   capsys):
+    import argparse
     import os
     import signal
     import sys
     import threading
     import time
 
-    from vam_experiments.paper_study import _interrupt
+    import yaml
 
-    cfg = _study(tmp_path, ckpts, eval_workers=2)
-    study = Study(cfg, log=lambda *a: None, stages=("eval",), models=("lora",))   # 8 cells, 2 at a time
+    from vam_experiments.paper_study import run
+
+    cells = tmp_path / "cells"
+    study_yaml = tmp_path / "study.yaml"
+    study_yaml.write_text(yaml.safe_dump({"study": {
+        "root": str(tmp_path / "study"), "data_root": str(cells), "summary_out": str(tmp_path / "docs"),
+        "guidance": list(LABELS), "eval_workers": 2,
+        "models": [{"name": n, "label": n, "checkpoint": ckpts[n][0]} for n in ("scratch", "lora", "full")]}}))
     child = ("import os, pathlib, sys, time; d = pathlib.Path(sys.argv[-1]); d.mkdir(parents=True); "
              "(d / 'started').write_text(str(os.getpid())); time.sleep(120)")       # argv[-1]: the cell's --out
-    monkeypatch.setattr(Study, "_command", lambda self: [sys.executable, "-c", child])
     seen = []
+
+    def command(self):
+        seen.append(self)
+        return [sys.executable, "-c", child]
+
+    monkeypatch.setattr(Study, "_command", command)
+    children = []
 
     def stop_when_both_run():
         deadline = time.monotonic() + 60
-        while len(list(Path(cfg.data_root).rglob("started"))) < 2 and time.monotonic() < deadline:
+        while len(list(cells.rglob("started"))) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)                                            # both children up and running
-        seen.extend(study._children)
+        children.extend(seen[0]._children)
         os.kill(os.getpid(), signal.SIGTERM)
 
-    old = signal.signal(signal.SIGTERM, _interrupt)
+    args = argparse.Namespace(config=str(study_yaml), dry_run=False, summary_only=False, partial=False,
+                              stages="eval", models="lora", labels=None)   # 8 cells, 2 at a time
+    old = signal.getsignal(signal.SIGTERM)
     try:
         threading.Thread(target=stop_when_both_run, daemon=True).start()
         t0 = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
-            study.run()
+        assert run(args) == 130
     finally:
         signal.signal(signal.SIGTERM, old)
-    assert len(seen) == 2 and all(p.poll() is not None for p in seen)   # both stopped, not left running
+    assert "interrupted (signal 15)" in capsys.readouterr().err
+    assert len(children) == 2 and all(p.poll() is not None for p in children)   # both stopped, not left running
     assert time.monotonic() - t0 < 60
     time.sleep(0.5)
-    started = list(Path(cfg.data_root).rglob("started"))
-    assert len(started) == 2                                             # no queued cell started after the signal
+    assert len(list(cells.rglob("started"))) == 2                        # no queued cell started after the signal
 
 
 @pytest.mark.unit
