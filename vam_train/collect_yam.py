@@ -14,8 +14,7 @@ expert's executed arm-joint targets on every `--noise-every`-th attempt (a smoot
 `YamRunConfig.expert_noise`) while the recorded target stays the expert's clean one, so the
 data holds states off the expert's path labelled with the way back; `--noise-where free-space`
 fades the perturbation out while a gripper is near a tracked object, so perturbed grasps
-still close. Failed expert episodes are
-skipped unless `--keep-failures`. The format is `dataset.py`'s (suite "yam_mujoco", `task` the
+still close. Failed expert episodes are skipped unless `--keep-failures`. The format is `dataset.py`'s (suite "yam_mujoco", `task` the
 task's name); `meta/info.json` says `action_type: absolute_joint`, so the trainer pads a chunk
 past the episode end with the last target, not with zeros.
 """
