@@ -273,9 +273,11 @@ def _pooled_tr(by_suite: dict) -> dict:
     return {"mean": m, "se": se, "n": n}
 
 
-def _pct(c: dict) -> str:
+def _pct(c: dict, of: int | None = None) -> str:
+    """`rate (k/n) [interval]`; a cell with fewer than `of` episodes (still running, or stopped) says so."""
     lo, hi = c["ci95"]
-    return f"{100 * c['rate']:.0f} % ({c['successes']}/{c['episodes']}) [{100 * lo:.0f}-{100 * hi:.0f}]"
+    text = f"{100 * c['rate']:.0f} % ({c['successes']}/{c['episodes']}) [{100 * lo:.0f}-{100 * hi:.0f}]"
+    return text + (f" (unfinished: {c['episodes']} of {of})" if of is not None and c["episodes"] < of else "")
 
 
 def markdown(summary: dict) -> str:
@@ -290,7 +292,7 @@ def markdown(summary: dict) -> str:
         for g in labels:
             for s in (ID_SUITE, OOD_SUITE):
                 c = cells[m].get(s, {}).get(g)
-                row.append(_pct(c) if c else "-")
+                row.append(_pct(c, summary["config"]["episodes_per_cell"]) if c else "-")
         out.append("| " + " | ".join(row) + " |")
     out += ["", "Replans with s_i > 0 (ID | OOD), and episodes with any:", "",
             "| model | " + " | ".join(f"{g} ID | {g} OOD" for g in labels if g.startswith("tr_adaptive")) + " |",
@@ -379,7 +381,7 @@ def plot(summary: dict, path: Path) -> Path:
         a.set_ylim(0, 100)
         a.set_ylabel("success [%] (95 % interval)")
         a.set_title(f"{suite} ({summary['config']['episodes_per_cell']} episodes per bar)")
-    ax[0].legend(fontsize=7)
+    ax[1].legend(fontsize=7, loc="upper right", title="guidance")   # the OOD bars leave that corner free
     for j, ph in enumerate(PHASES):
         for k, suite in enumerate((ID_SUITE, OOD_SUITE)):
             ts = [summary["tr"].get(m, {}).get(suite) for m in models]
@@ -554,7 +556,8 @@ class Study:
             try:
                 list(pool_.map(one, todo))
             except KeyboardInterrupt:           # Ctrl-C or SIGTERM: no queued cell starts, the running ones stop
-                self.stop_children()            # (a cell that fails lets the others finish, then raises)
+                self.stop_children()            # (a cell that fails lets the others finish, then raises;
+                                                # run() stops children again on the way out: idempotent)
                 pool_.shutdown(wait=False, cancel_futures=True)
                 raise
 

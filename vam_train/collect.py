@@ -190,6 +190,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise-every", type=int, default=2, help="perturb every n-th episode")
     p.add_argument("--joint-noise", type=float, default=0.0,
                    help="yam-mujoco: std [rad] of the expert's arm-joint target perturbation (labels stay clean)")
+    # NOISE_WHERE (vam_sim.yam_mujoco.runner) spelled with dashes; importing it here would load MuJoCo on
+    # every `vam-stack` call, so a test holds the two equal.
     p.add_argument("--noise-where", choices=("everywhere", "free-space"), default="everywhere",
                    help="yam-mujoco: where the joint noise acts (free-space: faded out near a tracked object)")
     p.add_argument("--keep-failures", action="store_true")

@@ -80,3 +80,18 @@ def test_joint_noise_hits_every_nth_attempt():
 def test_a_bad_view_size_is_refused_with_its_text(tmp_path):
     with pytest.raises(ValueError, match="--view-size must be WxH"):
         main(["collect", "--robot", "yam-mujoco", "--view-size", "64", "--out", str(tmp_path / "d")])
+
+
+@pytest.mark.unit
+def test_the_noise_where_choices_are_the_runners():
+    """`--noise-where` lists its choices literally (importing the runner would load MuJoCo on every
+    CLI call): they must stay the runner's NOISE_WHERE, spelled with dashes."""
+    import argparse
+
+    from vam_sim.yam_mujoco.runner import NOISE_WHERE
+    from vam_train.collect import add_arguments
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    action = next(a for a in p._actions if a.dest == "noise_where")
+    assert [c.replace("-", "_") for c in action.choices] == list(NOISE_WHERE)

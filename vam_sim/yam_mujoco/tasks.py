@@ -46,9 +46,14 @@ class Task(abc.ABC):
     def success(self, sim: "YamSim") -> bool:
         """The goal holds in the current state."""
 
+    def grasp_points(self, sim: "YamSim") -> list[np.ndarray]:
+        """World points a gripper closes on: the tracked bodies' origins (a task whose grasps sit
+        away from its body's origin, like the tray's end handles, names its own)."""
+        return [sim.body_pos(o) for o in self.tracked]
+
     def phase(self, sim: "YamSim") -> str:
         grips = [sim.site_pos(f"{a}_grasp") for a in ("left", "right")]
-        near = any(np.linalg.norm(g - sim.body_pos(o)) < NEAR_M for g in grips for o in self.tracked)
+        near = any(np.linalg.norm(g - p) < NEAR_M for g in grips for p in self.grasp_points(sim))
         return "manipulation" if near else "planning"
 
 
@@ -133,8 +138,13 @@ class TrayLiftTask(Task):
         sim.place_free_body("tray", self.start, yaw=rng.uniform(-0.1, 0.1))
 
     def handle_pos(self, sim: "YamSim", side: str) -> np.ndarray:
-        """World position of the top of a handle ('l' or 'r')."""
+        """World position of the centre of a handle ('l' or 'r')."""
         return sim.data.geom(f"tray_handle_{side}").xpos.copy()
+
+    def grasp_points(self, sim: "YamSim") -> list[np.ndarray]:
+        # The grippers close on the handles, 0.14 m either side of the tray's origin: measured from
+        # the origin, no step of a tray lift would ever count as manipulation.
+        return [self.handle_pos(sim, s) for s in ("l", "r")]
 
     def success(self, sim: "YamSim") -> bool:
         p = sim.body_pos("tray")

@@ -23,10 +23,13 @@ def test_run_config_errors_and_seeds():
 @pytest.mark.sim
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_expert_solves_each_task_through_safety_and_driver(tmp_path, task):
+    phases = []
     cfg = YamRunConfig(task=task, policy="expert", episodes=1, record=False, plots=False)
-    with YamSimRunner(cfg, tmp_path) as runner:
+    with YamSimRunner(cfg, tmp_path, capture=lambda *a: phases.append(a[-1])) as runner:
         ep = runner.run_episode(0)
     assert ep["success"] and ep["termination"] == "success", ep
+    # The phase labels see the reach in free space and the grasp (the tray's handles, not its middle).
+    assert phases[0] == "planning" and phases.count("manipulation") > 30, (task, phases.count("manipulation"))
     assert ep["steps"] < TASKS[task].max_steps and not ep["driver_faults"]
     assert ep["safety"]["sent"] == ep["steps"] and "position" not in ep["safety"]  # the expert stays in range
 
@@ -159,3 +162,34 @@ def test_noisy_expert_is_driven_off_its_path_but_labelled_with_the_clean_target(
     arm = [i for i in range(14) if i % 7 != 6]
     off = np.abs(noisy["proprio"][10:, arm] - clean["proprio"][10:, arm]).mean()
     assert off > 0.01, off                                                 # the arm itself was pushed off
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_free_space_noise_leaves_the_grasp_unperturbed(tmp_path, mujoco_renders):
+    """End to end: once a gripper is at a handle (phase manipulation) and the fade has run out,
+    the arm under free_space noise tracks the expert's clean target as closely as the clean run's
+    arm does, while under everywhere noise it stays pushed off it."""
+    err = {}
+    for noise, where in ((0.0, "everywhere"), (0.05, "everywhere"), (0.05, "free_space")):
+        got = {"label": [], "proprio": [], "phase": []}
+
+        def capture(step, stacked, proprio, action, phase, got=got):
+            got["label"].append(np.array(action))
+            got["proprio"].append(np.array(proprio))
+            got["phase"].append(phase)
+        cfg = YamRunConfig(task="tray_lift", policy="expert", record=False, plots=False, max_steps=260,
+                           expert_noise=noise, expert_noise_where=where)
+        with YamSimRunner(cfg, tmp_path / f"e{noise}{where}", capture=capture) as runner:
+            runner.run_episode(0)
+        manip = np.array(got["phase"]) == "manipulation"
+        run = np.zeros(manip.size, int)                                    # steps in manipulation so far, in a row
+        for i in np.flatnonzero(manip):
+            run[i] = run[i - 1] + 1 if i else 1
+        settled = run >= 45                                                # 1.5 s at the handles: 7.5 fade times
+        assert settled.sum() > 20, f"{where}: only {settled.sum()} settled manipulation steps in 260"
+        arm = [i for i in range(14) if i % 7 != 6]
+        lab, prop = np.stack(got["label"]), np.stack(got["proprio"])
+        err[noise, where] = float(np.abs(prop[settled][:, arm] - lab[settled][:, arm]).mean())
+    clean, everywhere, free = err[0.0, "everywhere"], err[0.05, "everywhere"], err[0.05, "free_space"]
+    assert free < 0.5 * everywhere and free < clean + 0.01, err
