@@ -1,4 +1,5 @@
-"""The shipped weights (models/libero64.safetensors): they load, replan, follow the instruction,
+"""The shipped weights (models/libero64.safetensors, the paper study's pretrained + LoRA model,
+docs/paper_study.md): they load, replan, follow the instruction,
 and a seeded evaluation of several episodes stays above a floor set well below the measured rate
 (no test pins the outcome of one rollout: that breaks on a BLAS or thread-count change)."""
 import numpy as np
@@ -36,6 +37,20 @@ def _fit(stacked):
     from camera_bridge.preprocess import fit_views
 
     return fit_views(stacked, 2, 64, 64)
+
+
+@pytest.mark.unit
+def test_the_default_is_the_study_lora_model_and_the_scratch_model_is_kept():
+    """The paper study's rule chose the default (docs/paper_study.md): it must be the study's
+    LoRA weights, and the from-scratch row's weights must stay where the study reads them."""
+    from vam_experiments.paper_study import load_study_config
+    from vam_model.networks.checkpoint import verify_checkpoint
+    from vam_stack.paths import share_dir
+
+    cfg = load_study_config(share_dir() / "config" / "study" / "paper_study.yaml")
+    study = {m.name: share_dir() / m.checkpoint for m in cfg.models}
+    assert verify_checkpoint(SHIPPED) == verify_checkpoint(study["lora"])
+    assert study["scratch"].is_file() and verify_checkpoint(study["scratch"]) != verify_checkpoint(SHIPPED)
 
 
 @pytest.mark.unit
@@ -111,10 +126,11 @@ def test_shipped_model_solves_seeded_goal_episodes_above_a_floor(policy, tmp_pat
     assert solved >= FLOOR, f"the shipped model solved {solved}/10 seeded goal episodes (floor {FLOOR}, measured {MEASURED})"
 
 
-# Measured on the shipped model (this file's own computations, 2 threads): right-instruction error
-# 0.015 (normalised units), wrong 0.86, ratio 0.018; the seeded ten episodes: 10/10 (the reporting
-# seeds: 91/100, docs/training.md). The limits sit far from both: a model at 91 % fails the floor
-# of 6/10 with probability < 0.2 %, a broken one always.
-RIGHT_MEASURED, RATIO_MEASURED = 0.015, 0.018
+# Measured on the shipped model (this file's own computations, 1 thread): right-instruction error
+# 0.026 (normalised units), wrong 0.88, ratio 0.030; the seeded ten episodes: 9/10 (the reporting
+# seeds: 83/100, docs/paper_study.md). The limits sit far from both: a model at 83 % fails the
+# floor of 5/10 with probability 0.3 %, a broken one always. (The from-scratch weights shipped
+# before measured 0.015 / 0.018 and 10/10.)
+RIGHT_MEASURED, RATIO_MEASURED = 0.026, 0.030
 RIGHT_MAX, RATIO_MAX = 0.1, 0.3
-MEASURED, FLOOR = "10/10", 6
+MEASURED, FLOOR = "9/10", 5
