@@ -193,7 +193,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # NOISE_WHERE (vam_sim.yam_mujoco.runner) spelled with dashes; importing it here would load MuJoCo on
     # every `vam-stack` call, so a test holds the two equal.
     p.add_argument("--noise-where", choices=("everywhere", "free-space"), default="everywhere",
-                   help="yam-mujoco: where the joint noise acts (free-space: faded out near a tracked object)")
+                   help="yam-mujoco: where the joint noise acts (free-space: faded out while a gripper is at an object)")
     p.add_argument("--keep-failures", action="store_true")
     p.add_argument("--workers", type=int, default=1, help="processes (the dataset is identical for any number)")
     p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
