@@ -32,7 +32,7 @@ class Task(abc.ABC):
     name: str = ""
     instruction: str = ""
     max_steps: int = 600  # 30 Hz ticks (20 s) before an episode times out
-    tracked: tuple[str, ...] = ()  # free bodies that count for the phase label
+    tracked: tuple[str, ...] = ()  # free bodies whose origins count for the phase label (see grasp_points)
 
     @abc.abstractmethod
     def objects(self) -> tuple[ObjectSpec, ...]:
@@ -120,7 +120,6 @@ class TrayLiftTask(Task):
     name = "tray_lift"
     instruction = "lift the tray with both arms and keep it level"
     max_steps = 450  # 15 s
-    tracked = ("tray",)
     lift_m = 0.08  # m the tray must rise
     max_tilt_deg = 12.0  # degrees between the tray's normal and vertical
     half = (0.05, 0.15, 0.006)  # m, tray plate half extents (x, y, z)
