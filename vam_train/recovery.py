@@ -12,6 +12,13 @@ correcting it. A recovery round fixes the data, not the model:
     and that expert segment is one recovery episode: its first frames are the policy's own
     off-course states, labelled with the expert's correcting actions.
 
+On the simulated bimanual YAM (`collect_yam_round`, for a yam_mujoco dataset) the MuJoCo world is
+not branched: each takeover is a rollout of its own from the episode's initial state, run through
+the real robot path in lockstep. The YAM expert's timeline cannot resume a half-done grasp, so it
+takes over only while no gripper is near an object yet (the phase labeller's "planning"); it then
+restarts its plans from where the arms and objects are. A rollout already manipulating at the
+takeover tick yields nothing. Rollouts run in `workers` processes.
+
 Segments the expert fails to finish are dropped; a policy that ends the episode before a
 takeover step (solved or timed out) yields fewer segments. The trainer runs a round at each
 progress fraction in `at`, writes it as an ordinary dataset under OUT/recovery/round_<r>/
@@ -38,12 +45,14 @@ from vam_model.guidance import SCHEDULES
 class RecoveryConfig:
     at: tuple[float, ...] = ()       # training progress fractions (0, 1) at which a round runs (empty = off)
     episodes_per_task: int = 4       # policy rollouts per task of each dataset suite, per round
-    takeovers: int = 2               # expert takeovers branched from each rollout (distinct replan steps)
+    takeovers: int = 2               # expert takeovers branched from each rollout (distinct replan steps; on the
+                                     # simulated YAM each takeover is its own rollout from the same initial state)
     first_takeover: int = 10         # earliest takeover step (a multiple of the executed chunk length)
     last_takeover: int = 60          # latest takeover step
     seed: int = 200                  # seed id of the rollouts' initial states (collect uses 100, eval 0)
     weight: float = 2.0              # sampling weight of a recovery step relative to a demonstration step
     guidance: str = "none"           # guidance of the rollout policy (none is the cheapest)
+    workers: int = 1                 # simulated YAM only: rollout processes (the trainer waits, so its cores are free)
 
     def __post_init__(self):
         at = tuple(self.at)
@@ -57,6 +66,7 @@ class RecoveryConfig:
         check(self.seed >= 0, f"train.recovery.seed must be >= 0, got {self.seed!r}")
         check(self.weight > 0 and math.isfinite(self.weight), f"train.recovery.weight must be > 0, got {self.weight!r}")
         check(self.guidance in SCHEDULES, f"train.recovery.guidance must be one of {SCHEDULES}, got {self.guidance!r}")
+        check(1 <= self.workers <= 64, f"train.recovery.workers must be in [1, 64], got {self.workers!r}")
 
 
 def takeover_steps(cfg: RecoveryConfig, execute: int, rng: np.random.Generator) -> list[int]:
@@ -150,4 +160,114 @@ def collect_round(policy, cfg: RecoveryConfig, suites: list[str], round_index: i
     return summary
 
 
-__all__ = ["RecoveryConfig", "collect_round", "recovery_segments", "takeover_steps"]
+# ---- the simulated bimanual YAM ----------------------------------------------------------------
+_WORKER_POLICY = None  # the rollout policy of a round's worker process (built once per process)
+
+
+def _init_yam_worker(checkpoint: str, guidance: str, seed: int, threads: int) -> None:
+    global _WORKER_POLICY
+    import torch
+
+    from vam_model.policy import build_policy
+
+    torch.set_num_threads(threads)
+    _WORKER_POLICY = build_policy(checkpoint=checkpoint, guidance=guidance, seed=seed)
+
+
+def yam_takeover_episode(job: tuple) -> tuple[dict, object]:
+    """(task, episode, seed, takeover tick, view (w, h), sim_config) -> (outcome, stored segment or None).
+
+    The worker's policy drives the simulated YAM (lockstep, the real robot path) from the
+    episode's initial state; at the takeover tick the scripted expert takes over (if no gripper
+    is near an object yet) and finishes. The segment is the expert's part: the policy's own
+    off-course state first, labelled with the expert's targets."""
+    import tempfile
+
+    from camera_bridge.preprocess import fit_views
+    from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner
+
+    from .collect_yam import _Demo
+    from .dataset import encode_demo
+
+    task, episode, seed, k, (vw, vh), sim_config = job
+    frames, proprio, actions, phases = [], [], [], []
+
+    def capture(step, stacked, prop, action, phase):
+        if step >= k:                                   # the expert's ticks only
+            frames.append(fit_views(stacked, 3, vw, vh))
+            proprio.append(np.asarray(prop, np.float32))
+            actions.append(np.asarray(action, np.float32))
+            phases.append(phase)
+
+    cfg = YamRunConfig(task=task, episodes=episode + 1, seed=seed, guidance="none", record=False, plots=False,
+                       sim_config=sim_config, takeover_step=k)
+    with tempfile.TemporaryDirectory(prefix="yam_recovery_") as tmp:
+        with YamSimRunner(cfg, tmp, policy=_WORKER_POLICY, capture=capture) as runner:
+            result = runner.run_episode(episode)
+    outcome = {"task": task, "episode": episode, "takeover_step": k, "taken": result["takeover"]["taken"],
+               "termination": result["termination"], "success": bool(result["success"])}
+    if not (outcome["taken"] and outcome["success"]):
+        return outcome, None
+    demo = _Demo("yam_mujoco", task, episode, seed, result["instruction"], True, np.stack(frames),
+                 np.stack(proprio), np.stack(actions), phases)
+    return outcome, encode_demo(demo)
+
+
+def collect_yam_round(checkpoint: str | Path, cfg: RecoveryConfig, tasks: list[str], round_index: int,
+                      out: str | Path, view: tuple[int, int], execute: int, sim_config: str | None = None,
+                      progress: Callable[[int, int], None] | None = None, policy_seed: int = 0) -> dict:
+    """One recovery round on the simulated YAM with the weights at `checkpoint`, written as a
+    dataset at `out` at the data's view size `view` = (w, h); returns its summary.
+
+    Task t's episode e of round r starts from initial state r * episodes_per_task + e (seed id
+    `cfg.seed`); its `takeovers` ticks are drawn from a generator seeded with (seed, round, task
+    index, e), and each is a rollout of its own (the MuJoCo world is not branched). A takeover is
+    kept only when the expert took over before any grasp and finished the task."""
+    import multiprocessing as mp
+
+    from .collect_yam import YAM_INFO
+    from .dataset import DatasetWriter
+
+    jobs = []
+    for ti, task in enumerate(tasks):
+        for e in range(cfg.episodes_per_task):
+            rng = np.random.default_rng([cfg.seed, round_index, ti, e])
+            episode = round_index * cfg.episodes_per_task + e
+            jobs += [(task, episode, cfg.seed, k, tuple(view), sim_config) for k in takeover_steps(cfg, execute, rng)]
+    writer = DatasetWriter(out)
+    t0 = time.perf_counter()
+    counts = {"rollouts": 0, "taken": 0, "no_takeover": 0, "policy_ended_first": 0, "expert_failures": 0}
+    init = (str(checkpoint), cfg.guidance, policy_seed, 1 if cfg.workers > 1 else 2)
+    pool = mp.get_context("spawn").Pool(cfg.workers, _init_yam_worker, init) if cfg.workers > 1 else None
+    try:
+        if pool is None:
+            _init_yam_worker(*init)
+        results = pool.imap(yam_takeover_episode, jobs) if pool else map(yam_takeover_episode, jobs)
+        for outcome, enc in results:                # in job order for any number of workers
+            counts["rollouts"] += 1
+            if outcome["taken"]:
+                counts["taken"] += 1
+                counts["expert_failures"] += not outcome["success"]
+            elif outcome["termination"] == "no_takeover":
+                counts["no_takeover"] += 1
+            else:
+                counts["policy_ended_first"] += 1
+            if enc is not None:
+                writer.add(enc, source="recovery", takeover_step=outcome["takeover_step"], round=round_index)
+            if progress is not None:
+                progress(counts["rollouts"], len(jobs))
+    finally:
+        if pool is not None:
+            pool.terminate()
+    if not writer.metas:
+        raise RuntimeError(f"recovery round {round_index}: no expert takeover finished its task in {len(jobs)} "
+                           f"rollouts ({counts}); nothing to learn from")
+    summary = {"round": round_index, **counts, "episodes": len(writer.metas), "frames": writer.frames,
+               "seconds": round(time.perf_counter() - t0, 1)}
+    writer.close(YAM_INFO | {"frame_shape": [view[1], 3 * view[0], 3], "tasks": list(tasks), "seed": cfg.seed,
+                             "source": "recovery"} | summary)
+    return summary
+
+
+__all__ = ["RecoveryConfig", "collect_round", "collect_yam_round", "recovery_segments", "takeover_steps",
+           "yam_takeover_episode"]

@@ -14,9 +14,10 @@ and MLP projections with LoRA adapters (peft) and freezes the rest of the DiT; t
 merges the adapters into plain weights.
 
 Recovery rounds (`recovery.at`, see recovery.py): at those fractions of the run the current
-EMA weights drive the policy in the mocked LIBERO bridge, the scripted expert takes over at
-replan boundaries, and its segments join the training data (OUT/recovery/round_<r>/; their
-minutes count against the time budget; a resumed run reloads the rounds it already collected).
+EMA weights drive the policy in the mocked LIBERO bridge (the simulated YAM for a yam_mujoco
+dataset), the scripted expert takes over at replan boundaries, and its segments join the
+training data (OUT/recovery/round_<r>/; their minutes count against the time budget; a resumed
+run reloads the rounds it already collected).
 
 The run stops at `steps` or at `time_budget_min` minutes of training (whichever comes first;
 the learning-rate schedule follows the same progress), writes OUT/train_state.pt (weights,
@@ -507,8 +508,13 @@ class Trainer:
             shutil.rmtree(root)
         root.mkdir(parents=True)
         ckpt = self.export(root / "policy.safetensors")  # the weights that drove the rollouts
-        policy = build_policy(checkpoint=ckpt, guidance=rc.guidance, seed=self.cfg.seed + r)
         suites = sorted({e.meta["suite"] for e in self.data.episodes})
+        if suites == ["yam_mujoco"]:
+            summary = self._yam_recovery_round(ckpt, r, root, progress)
+            self._merge_recovery(r)
+            (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+            return summary
+        policy = build_policy(checkpoint=ckpt, guidance=rc.guidance, seed=self.cfg.seed + r)
         bar = progress_bar(total=len(suites) * 10 * rc.episodes_per_task, unit="rollout", desc=f"recovery round {r}",
                    disable=not progress, file=sys.stdout, leave=False)
         try:
@@ -524,6 +530,24 @@ class Trainer:
         self._merge_recovery(r)
         (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
+
+    def _yam_recovery_round(self, ckpt: Path, r: int, root: Path, progress: bool) -> dict:
+        """A round on the simulated YAM (recovery.collect_yam_round) for the data's tasks, at its view size."""
+        from vam_stack.progress import progress_bar
+        from .recovery import collect_yam_round, takeover_steps
+
+        rc, robot = self.cfg.recovery, self.mcfg.robot
+        tasks = list(self.data.info.get("tasks") or sorted({e.meta["task"] for e in self.data.episodes}))
+        h, w, _ = self.data.info["frame_shape"]
+        per = len(takeover_steps(rc, robot.execute, np.random.default_rng(0)))   # takeovers per rollout
+        bar = progress_bar(total=len(tasks) * rc.episodes_per_task * per, unit="rollout",
+                           desc=f"recovery round {r}", disable=not progress, file=sys.stdout, leave=False)
+        try:
+            return collect_yam_round(ckpt, rc, tasks, r, root / "data", (w // len(robot.cameras), h), robot.execute,
+                                     progress=lambda k, n: bar.update(1), policy_seed=self.cfg.seed + r)
+        finally:
+            bar.close()
+            torch.set_num_threads(self.cfg.threads)
 
     # ---- steps ------------------------------------------------------------------------------
     def _update_ema(self) -> None:

@@ -136,3 +136,45 @@ def test_train_command_checks_recovery_at_before_loading_data(tmp_path):
         main(["train", "--recovery-at", "0.3,x", "--dataset", "no/such/dir", "--out", out])
     with pytest.raises(ConfigError, match="increasing"):
         main(["train", "--recovery-at", "0.5,0.3", "--dataset", "no/such/dir", "--out", out])
+
+
+@pytest.mark.sim
+def test_trainer_runs_a_recovery_round_on_the_simulated_yam(tmp_path, mujoco_renders, monkeypatch):
+    """A yam_mujoco dataset's round rolls weights out on the simulated YAM, hands over to the expert
+    at the takeover tick, and merges the expert's part at the data's view size. The rollouts use
+    the shipped weights: a 2-step model drives the arms into poses the scripted expert does not
+    recover from (measured: tray_lift takeovers at 30 and 60 both timed out)."""
+    import shutil
+
+    from vam_model.networks.config import load_config
+    from vam_stack.paths import models_dir
+    from vam_train.collect_yam import YamCollectConfig, collect_yam
+
+    export = Trainer.export
+
+    def shipped_for_rollouts(self, path):
+        if path.name != "policy.safetensors":
+            return export(self, path)
+        shutil.copyfile(models_dir() / "yam64.safetensors", path)
+        return path
+
+    monkeypatch.setattr(Trainer, "export", shipped_for_rollouts)
+    root = tmp_path / "demos"
+    collect_yam(YamCollectConfig(tasks=("handover",), episodes_per_task=1, seed=100), root)
+    rec = dict(at=(0.5,), episodes_per_task=1, takeovers=2, first_takeover=30, last_takeover=60, workers=2)
+    tr = Trainer(_cfg(steps=2, recovery=rec, planning_weight=2.0), tmp_path / "run", data=Dataset(root),
+                 model_cfg=load_config("yam64"))
+    tr.fit(progress=False)
+    summary = json.loads((tmp_path / "run" / "recovery" / "round_0" / "summary.json").read_text())
+    assert summary["rollouts"] == 2 and summary["taken"] == 2 and summary["episodes"] == 2, summary
+    added = [e for e in tr.data.episodes if e.meta.get("source") == "recovery"]
+    assert [e.meta["takeover_step"] for e in added] == [30, 60]     # two worker processes, kept in job order
+    for e in added:
+        assert e.meta["task"] == "handover" and e.meta["success"] and e.meta["episode"] == 0
+        assert e.frame(0).shape == (48, 192, 3) and set(np.unique(e.phase)) == {0, 1}
+        assert len(e) < 750                                          # the expert's ticks only
+    assert sum(len(e) for e in added) == summary["frames"]
+    # the later takeover starts from further along the policy's rollout: a different state
+    assert not np.allclose(added[0].proprio[0], added[1].proprio[0], atol=1e-3)
+    round_data = Dataset(tmp_path / "run" / "recovery" / "round_0" / "data")
+    assert round_data.absolute_actions and round_data.info["source"] == "recovery"

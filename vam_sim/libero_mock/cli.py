@@ -114,7 +114,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", help="safetensors checkpoint (default: models/<preset>.safetensors if shipped)")
     p.add_argument("--first-task", type=int, default=0, help="task index of the first episode")
     p.add_argument("--max-steps", type=int, help="cap episode length (quick smoke runs)")
-    p.add_argument("--execute", type=int, help="replan every N steps instead of the preset's (LIBERO presets: 10)")
+    p.add_argument("--execute", type=int,
+                   help="replan every N steps instead of the preset's (LIBERO presets: 10, yam64: 30)")
     p.add_argument("--executor", default="lockstep", choices=("lockstep", "realtime"),
                    help="lockstep: the simulation waits for each replan (deterministic, how results are "
                         "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
@@ -228,7 +229,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint")
     p.add_argument("--plots", action="store_true", help="also write per-episode TR trace PNGs")
     p.add_argument("--max-steps", type=int, help="cap episode length below the suite's limit (budgeted runs)")
-    p.add_argument("--execute", type=int, help="replan every N steps instead of the preset's (LIBERO presets: 10)")
+    p.add_argument("--execute", type=int,
+                   help="replan every N steps instead of the preset's (LIBERO presets: 10, yam64: 30)")
     p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
     p.add_argument("--out", required=True, help="output directory (must be empty or new unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",

@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
                        guidance=args.guidance, policy=args.policy, preset=args.preset,
                        checkpoint=args.checkpoint, record=not args.no_record,
                        record_image_every=args.record_image_every, max_steps=args.max_steps,
+                       execute=getattr(args, "execute", None),
                        sim_config=getattr(args, "sim_config", None), executor=getattr(args, "executor", "lockstep"))
     overwrite = getattr(args, "overwrite", False)
     out = claim_out_dir(args.out, overwrite)

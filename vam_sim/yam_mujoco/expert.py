@@ -25,6 +25,7 @@ IK_MARGIN = 0.17  # rad kept inside each joint range (the safety filter keeps 0.
 OPEN, CLOSED = 1.0, 0.0  # gripper opening fraction
 HOLD_S = 0.1  # s holding the measured pose first: the driver's start-up ramp completes at once
 READY_S = 1.5  # s to turn the grippers down (joint space) before the Cartesian plans start
+TAKEOVER_READY_S = 0.8  # s of the ready move when the expert takes over from a running policy (no hold)
 GRIP_S = 1.2  # s per close/open: the driver slews the gripper at 1.0 opening fraction per second
 
 
@@ -117,16 +118,18 @@ class Segment:
 class ScriptedExpert:
     """Runs one segment list per arm on a shared clock; `act(sim)` -> (14,) driver-unit targets."""
 
-    def __init__(self, sim: YamSim, plans: dict[str, list[Segment]], rate_hz: float = 30.0):
+    def __init__(self, sim: YamSim, plans: dict[str, list[Segment]], rate_hz: float = 30.0,
+                 hold_s: float = HOLD_S, ready_s: float = READY_S):
         self.sim, self.plans, self.dt = sim, plans, 1.0 / rate_hz
+        self.hold_s, self.ready_s = hold_s, ready_s
         self.iks = {a: ArmIK(sim, a) for a in ARMS}
         self.reset()
 
     def reset(self) -> None:
-        """Start from the measured joints: hold them for `HOLD_S`, then turn the grippers down in
-        joint space over `READY_S` (the ready pose need not point down), then run the plans."""
+        """Start from the measured joints: hold them for `hold_s`, then turn the grippers down in
+        joint space over `ready_s` (the ready pose need not point down), then run the plans."""
         pos, _, _ = self.sim.state()
-        self.t = -(HOLD_S + READY_S)
+        self.t = -(self.hold_s + self.ready_s)
         self.q0 = {a: pos[7 * k:7 * k + 6].copy() for k, a in enumerate(ARMS)}
         self.q = dict(self.q0)
         self.grip = {a: OPEN for a in ARMS}
@@ -152,7 +155,7 @@ class ScriptedExpert:
     def act(self) -> np.ndarray:
         out = np.empty(14)
         if self.t < 0.0:  # hold, then move to the gripper-down ready pose in joint space
-            u = np.clip((self.t + READY_S) / READY_S, 0.0, 1.0)
+            u = np.clip((self.t + self.ready_s) / self.ready_s, 0.0, 1.0)
             s = u * u * (3 - 2 * u)
             for k, a in enumerate(ARMS):
                 self.q[a] = (1 - s) * self.q0[a] + s * self.q_ready[a]
@@ -269,8 +272,11 @@ def tray_plans(sim: YamSim, task: TrayLiftTask) -> dict[str, list[Segment]]:
     return plans
 
 
-def make_expert(sim: YamSim, rate_hz: float = 30.0) -> ScriptedExpert:
-    """The scripted expert for the simulator's task (call after `sim.reset`)."""
+def make_expert(sim: YamSim, rate_hz: float = 30.0, takeover: bool = False) -> ScriptedExpert:
+    """The scripted expert for the simulator's task (call after `sim.reset`). `takeover`: it starts
+    mid-episode from wherever a policy left the arms (a recovery round): no hold, since the driver
+    is already running, and a shorter ready move; its plans start afresh from the objects' poses
+    at that moment, so it takes over only before any grasp (the runner checks the phase)."""
     task = sim.task
     if isinstance(task, HandoverTask):
         plans = handover_plans(sim, task)
@@ -280,4 +286,6 @@ def make_expert(sim: YamSim, rate_hz: float = 30.0) -> ScriptedExpert:
         plans = tray_plans(sim, task)
     else:
         raise ValueError(f"no scripted expert for task {task.name!r}")
+    if takeover:
+        return ScriptedExpert(sim, plans, rate_hz, hold_s=0.0, ready_s=TAKEOVER_READY_S)
     return ScriptedExpert(sim, plans, rate_hz)

@@ -62,6 +62,11 @@ class YamRunConfig:
                                             # expert_noise_fade_s) while the expert's phase is manipulation (a
                                             # gripper near a tracked object) and back in once it is planning again
     expert_noise_fade_s: float = 0.2  # fade time constant of free_space [s]
+    execute: int | None = None  # actions run from each chunk before the next replan (1..chunk); None = the preset's
+    takeover_step: int | None = None  # vam, lockstep: at this tick the scripted expert takes over from the policy
+                                      # and finishes the episode (recovery rounds); it only restarts its plans
+                                      # before a grasp, so a policy already in the manipulation phase there ends
+                                      # the episode ("no_takeover"). The episode limit grows by the takeover tick.
 
     def __post_init__(self):
         check(self.task in TASKS, f"task must be one of {sorted(TASKS)}, got {self.task!r}")
@@ -83,6 +88,16 @@ class YamRunConfig:
               f"expert_noise_where must be one of {NOISE_WHERE}, got {self.expert_noise_where!r}")
         check(math.isfinite(self.expert_noise_fade_s) and 0.01 <= self.expert_noise_fade_s <= 5.0,
               f"expert_noise_fade_s must be in [0.01, 5] s, got {self.expert_noise_fade_s!r}")
+        check(self.execute is None or (isinstance(self.execute, int) and self.execute >= 1),
+              f"execute must be an int >= 1, got {self.execute!r}")
+        check(self.execute is None or self.policy == "vam", f"execute applies to the vam policy, got {self.policy!r}")
+        if self.takeover_step is not None:
+            limit = TASKS[self.task].max_steps
+            check(isinstance(self.takeover_step, int) and 1 <= self.takeover_step < limit,
+                  f"takeover_step must be an int tick in [1, {limit}) for {self.task}, got {self.takeover_step!r}")
+            check(self.policy == "vam" and self.executor == "lockstep",
+                  f"takeover_step hands a lockstep vam rollout to the expert, got policy {self.policy!r} and "
+                  f"executor {self.executor!r}")
 
 
 class JointNoise:
@@ -146,6 +161,8 @@ class YamSimRunner(EpisodeRunner):
             self.policy = self.build_policy(c.checkpoint, c.preset, "yam64", c.guidance, c.seed)
         if self.policy is not None:
             spec = self.policy.spec
+            if c.execute is not None and c.execute > spec.chunk:
+                raise ValueError(f"execute {c.execute} exceeds the policy's chunk of {spec.chunk} actions")
             if spec.action_type != "absolute_joint" or spec.action_dim != 14 or spec.proprio_dim != 14:
                 raise ValueError(f"the simulated YAM needs a 14-dim absolute_joint policy with 14-dim proprio, got "
                                  f"{spec.action_dim}-dim {spec.action_type!r} (preset {self.policy.mcfg.name!r})")
@@ -176,11 +193,15 @@ class YamSimRunner(EpisodeRunner):
         sim.reset(ep_seed)
         name = f"yam_{c.task}_e{index:03d}_s{c.seed}"
         max_steps = task.max_steps if c.max_steps is None else min(task.max_steps, c.max_steps)
+        if c.takeover_step is not None:                 # the expert gets a whole episode after the takeover
+            max_steps += c.takeover_step
         dt = 1.0 / sim.cfg.control_hz
         result = {"name": name, "suite": "yam_mujoco", "task": c.task, "instruction": task.instruction,
                   "seed": c.seed, "episode": index, "episode_seed": ep_seed, "policy": c.policy,
                   "guidance": c.guidance if c.policy == "vam" else None, "success": False, "steps": 0,
                   "termination": None, "replans": []}
+        if c.takeover_step is not None:
+            result["takeover"] = {"step": c.takeover_step, "phase": None, "taken": False}
         use_cameras = c.policy == "vam" or self.recorder is not None or self.capture is not None
         driver, bridge = robot.driver(), robot.bridge() if use_cameras else None
         safety = SafetyFilter(load_safety_config(), clock=sim.clock)
@@ -227,6 +248,21 @@ class YamSimRunner(EpisodeRunner):
                 return st["step"] >= max_steps
             return True
 
+        def run_expert(expert, noise: JointNoise | None, fresh: bool = True) -> None:
+            """The scripted expert to the end of the episode; `fresh` = render before its first tick
+            (False when it takes over from the policy loop, which rendered that tick's frame)."""
+            while True:
+                if fresh:
+                    frame()
+                fresh = True
+                phase = task.phase(sim)
+                t0 = time.perf_counter()
+                action = expert.act()
+                times["act"].append(time.perf_counter() - t0)
+                on = c.expert_noise_where == "everywhere" or phase == "planning"
+                if apply(action if noise is None else noise(action, on), None, phase, label=action):
+                    return
+
         realtime = None
         try:
             if bridge is not None:
@@ -259,7 +295,8 @@ class YamSimRunner(EpisodeRunner):
                 loop = RealtimeLoop(rt_step, name)
                 kw = dict(obs_fn=observation, sink=loop.sink) if rt else {}
                 executor = ChunkExecutor(self.policy, robot_config(
-                    mode=c.executor, rt_priority=0, chunk=spec.chunk, execute=spec.execute, rate_hz=spec.rate_hz),
+                    mode=c.executor, rt_priority=0, chunk=spec.chunk, execute=c.execute or spec.execute,
+                    rate_hz=spec.rate_hz),
                     initial_target=present, **kw)
                 executor.reset(instruction=task.instruction, **({"initial_target": present} if rt else {}))
                 frame()
@@ -270,25 +307,24 @@ class YamSimRunner(EpisodeRunner):
                 else:
                     while True:
                         phase = task.phase(sim)
+                        if st["step"] == c.takeover_step:
+                            result["takeover"]["phase"] = phase
+                            break
                         t0 = time.perf_counter()
                         action, info = executor.next_action(observation())
                         times["act"].append(time.perf_counter() - t0)
                         if apply(action, info, phase):
                             break
                         frame()
+                    if result.get("takeover", {}).get("phase") == "planning":
+                        result["takeover"]["taken"] = True
+                        run_expert(make_expert(sim, sim.cfg.control_hz, takeover=True), None, fresh=False)
+                    elif result.get("takeover", {}).get("phase") is not None:
+                        st["termination"] = "no_takeover"
             else:
-                expert = make_expert(sim, sim.cfg.control_hz)
                 noise = (JointNoise(c.expert_noise, c.expert_noise_tau_s, 1.0 / sim.cfg.control_hz,
                                     ep_seed ^ 0x5EED, c.expert_noise_fade_s) if c.expert_noise > 0 else None)
-                while True:
-                    frame()
-                    phase = task.phase(sim)
-                    t0 = time.perf_counter()
-                    action = expert.act()
-                    times["act"].append(time.perf_counter() - t0)
-                    on = c.expert_noise_where == "everywhere" or phase == "planning"
-                    if apply(action if noise is None else noise(action, on), None, phase, label=action):
-                        break
+                run_expert(make_expert(sim, sim.cfg.control_hz), noise)
         finally:
             driver.shutdown()
             if bridge is not None:

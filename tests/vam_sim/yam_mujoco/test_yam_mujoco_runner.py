@@ -193,3 +193,75 @@ def test_free_space_noise_leaves_the_grasp_unperturbed(tmp_path, mujoco_renders)
         err[noise, where] = float(np.abs(prop[settled][:, arm] - lab[settled][:, arm]).mean())
     clean, everywhere, free = err[0.0, "everywhere"], err[0.05, "everywhere"], err[0.05, "free_space"]
     assert free < 0.5 * everywhere and free < clean + 0.01, err
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("kw, match", [
+    ({"takeover_step": 0}, r"takeover_step must be an int tick in \[1, 750\) for handover, got 0"),
+    ({"takeover_step": 750}, r"\[1, 750\) for handover, got 750"),
+    ({"takeover_step": 30.0}, "got 30.0"),
+    ({"takeover_step": 30, "policy": "expert"}, "hands a lockstep vam rollout to the expert, got policy 'expert'"),
+    ({"takeover_step": 30, "executor": "realtime"}, "executor 'realtime'")])
+def test_takeover_settings_are_checked(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        YamRunConfig(**kw)
+
+
+@pytest.mark.sim
+def test_the_expert_takes_over_from_the_policy_and_finishes(tmp_path, mujoco_renders):
+    """A recovery rollout: the shipped policy drives 60 ticks, then the expert starts its plans from
+    that state (no hold) and solves the task; what is captured from the takeover on is its own."""
+    from vam_sim.yam_mujoco.expert import TAKEOVER_READY_S
+
+    got = []
+    cfg = YamRunConfig(task="handover", seed=200, guidance="none", record=False, plots=False, takeover_step=60)
+    with YamSimRunner(cfg, tmp_path, capture=lambda *a: got.append(a)) as runner:
+        ep = runner.run_episode(0)
+    assert ep["takeover"] == {"step": 60, "phase": "planning", "taken": True}, ep["takeover"]
+    assert ep["success"] and ep["termination"] == "success" and 60 < ep["steps"] < 60 + TASKS["handover"].max_steps
+    assert [r["step"] for r in ep["replans"]] == [0, 30]          # the policy replanned only before the takeover
+    steps = [a[0] for a in got]
+    assert steps == list(range(ep["steps"]))
+    arm = [i for i in range(14) if i % 7 != 6]
+    expert = np.stack([a[3] for a in got[60:]])[:, arm]
+    # no hold and no jump: the expert's ready move starts at rest from where the policy left the arms
+    np.testing.assert_allclose(expert[0], got[60][2][arm], atol=0.02)
+    assert np.abs(expert[1] - expert[0]).max() < 0.01
+    ready = round(30 * TAKEOVER_READY_S)                    # the ready move is smooth: no tick jumps
+    assert np.abs(np.diff(expert[:ready + 1], axis=0)).max() < 0.05
+
+
+@pytest.mark.sim
+def test_no_takeover_once_a_gripper_is_at_an_object(tmp_path, mujoco_renders, monkeypatch):
+    """The expert's timeline cannot resume a half-done grasp: a rollout whose phase is manipulation at
+    the takeover tick ends there, with nothing handed over."""
+    from vam_sim.yam_mujoco import tasks
+
+    monkeypatch.setattr(tasks.Task, "phase", lambda self, sim: "manipulation")
+    cfg = YamRunConfig(task="tray_lift", seed=200, guidance="none", record=False, plots=False, takeover_step=30)
+    with YamSimRunner(cfg, tmp_path) as runner:
+        ep = runner.run_episode(0)
+    assert ep["takeover"] == {"step": 30, "phase": "manipulation", "taken": False}
+    assert ep["termination"] == "no_takeover" and ep["steps"] == 30 and not ep["success"]
+
+
+@pytest.mark.sim
+def test_execute_is_checked_and_reaches_the_executor(tmp_path):
+    with pytest.raises(ConfigError, match="execute must be an int >= 1, got 0"):
+        YamRunConfig(execute=0)
+    with pytest.raises(ConfigError, match="execute applies to the vam policy, got 'expert'"):
+        YamRunConfig(execute=10, policy="expert")
+    with pytest.raises(ValueError, match="execute 51 exceeds the policy's chunk of 50 actions"):
+        with YamSimRunner(YamRunConfig(preset="tiny_real", execute=51, record=False), tmp_path / "a"):
+            pass
+    assert not (tmp_path / "a").exists()                    # refused before any output
+
+
+@pytest.mark.sim
+def test_sim_execute_sets_the_replan_interval(tmp_path, render_ok):
+    out = tmp_path / "run"
+    assert main(["sim", "--robot", "yam-mujoco", "--task", "tray_lift", "--episodes", "1", "--guidance", "none",
+                 "--preset", "tiny_real", "--max-steps", "31", "--execute", "15", "--no-record",
+                 "--out", str(out)]) == 0
+    (ep,) = json.loads((out / "summary.json").read_text())["episodes"]
+    assert [r["step"] for r in ep["replans"]] == [0, 15, 30]
