@@ -66,7 +66,8 @@ class RecoveryConfig:
         check(self.seed >= 0, f"train.recovery.seed must be >= 0, got {self.seed!r}")
         check(self.weight > 0 and math.isfinite(self.weight), f"train.recovery.weight must be > 0, got {self.weight!r}")
         check(self.guidance in SCHEDULES, f"train.recovery.guidance must be one of {SCHEDULES}, got {self.guidance!r}")
-        check(1 <= self.workers <= 64, f"train.recovery.workers must be in [1, 64], got {self.workers!r}")
+        check(isinstance(self.workers, int) and 1 <= self.workers <= 64,
+              f"train.recovery.workers must be an int in [1, 64], got {self.workers!r}")
 
 
 def takeover_steps(cfg: RecoveryConfig, execute: int, rng: np.random.Generator) -> list[int]:

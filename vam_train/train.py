@@ -534,17 +534,21 @@ class Trainer:
     def _yam_recovery_round(self, ckpt: Path, r: int, root: Path, progress: bool) -> dict:
         """A round on the simulated YAM (recovery.collect_yam_round) for the data's tasks, at its view size."""
         from vam_stack.progress import progress_bar
-        from .recovery import collect_yam_round, takeover_steps
+        from .recovery import collect_yam_round
 
         rc, robot = self.cfg.recovery, self.mcfg.robot
         tasks = list(self.data.info.get("tasks") or sorted({e.meta["task"] for e in self.data.episodes}))
         h, w, _ = self.data.info["frame_shape"]
-        per = len(takeover_steps(rc, robot.execute, np.random.default_rng(0)))   # takeovers per rollout
-        bar = progress_bar(total=len(tasks) * rc.episodes_per_task * per, unit="rollout",
-                           desc=f"recovery round {r}", disable=not progress, file=sys.stdout, leave=False)
+        bar = progress_bar(unit="rollout", desc=f"recovery round {r}", disable=not progress, file=sys.stdout,
+                           leave=False)
+
+        def tick(done: int, total: int) -> None:          # the round knows its rollout count
+            bar.total = total
+            bar.update(done - bar.n)
+
         try:
             return collect_yam_round(ckpt, rc, tasks, r, root / "data", (w // len(robot.cameras), h), robot.execute,
-                                     progress=lambda k, n: bar.update(1), policy_seed=self.cfg.seed + r)
+                                     progress=tick, policy_seed=self.cfg.seed + r)
         finally:
             bar.close()
             torch.set_num_threads(self.cfg.threads)

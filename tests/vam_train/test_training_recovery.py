@@ -44,7 +44,8 @@ def test_takeover_steps_are_distinct_replan_boundaries_in_range():
 @pytest.mark.parametrize("kw,match", [({"at": (0.5, 0.3)}, "increasing"), ({"at": (1.0,)}, r"\(0, 1\)"),
                                       ({"weight": 0.0}, "weight"), ({"takeovers": 0}, "takeovers"),
                                       ({"first_takeover": 30, "last_takeover": 20}, "first_takeover"),
-                                      ({"guidance": "cfg"}, "'cfg'")])
+                                      ({"guidance": "cfg"}, "'cfg'"), ({"workers": 0}, "workers.*got 0"),
+                                      ({"workers": 2.5}, "workers must be an int.*got 2.5")])
 def test_recovery_config_rejects_bad_values(kw, match):
     with pytest.raises(ConfigError, match=match):
         RecoveryConfig(**kw)
