@@ -41,6 +41,15 @@ from vam_stack.config import check
 from vam_model.guidance import SCHEDULES
 
 
+class NothingKept(RuntimeError):
+    """A recovery round in which no expert takeover finished its task: nothing to learn from.
+    `summary` holds the round's counts; the trainer logs it and trains on without the round."""
+
+    def __init__(self, message: str, summary: dict):
+        super().__init__(message)
+        self.summary = summary
+
+
 @dataclass(frozen=True)
 class RecoveryConfig:
     at: tuple[float, ...] = ()       # training progress fractions (0, 1) at which a round runs (empty = off)
@@ -151,12 +160,12 @@ def collect_round(policy, cfg: RecoveryConfig, suites: list[str], round_index: i
                     writer.add(demo, source="recovery", takeover_step=k, round=round_index)
                 if progress is not None:
                     progress(rollouts, total)
-    if not writer.metas:
-        raise RuntimeError(f"recovery round {round_index}: no expert takeover finished its task in {rollouts} "
-                           f"rollouts ({expert_failures} expert failures); nothing to learn from")
     summary = {"round": round_index, "rollouts": rollouts, "episodes": len(writer.metas), "frames": writer.frames,
                "policy_success_before_takeover": policy_success, "expert_failures": expert_failures,
                "seconds": round(time.perf_counter() - t0, 1)}
+    if not writer.metas:
+        raise NothingKept(f"recovery round {round_index}: no expert takeover finished its task in {rollouts} "
+                          f"rollouts ({expert_failures} expert failures); nothing to learn from", summary)
     writer.close(bridge_info(mock) | {"suites": list(suites), "seed": cfg.seed, "source": "recovery"} | summary)
     return summary
 
@@ -260,15 +269,15 @@ def collect_yam_round(checkpoint: str | Path, cfg: RecoveryConfig, tasks: list[s
     finally:
         if pool is not None:
             pool.terminate()
-    if not writer.metas:
-        raise RuntimeError(f"recovery round {round_index}: no expert takeover finished its task in {len(jobs)} "
-                           f"rollouts ({counts}); nothing to learn from")
     summary = {"round": round_index, **counts, "episodes": len(writer.metas), "frames": writer.frames,
                "seconds": round(time.perf_counter() - t0, 1)}
+    if not writer.metas:
+        raise NothingKept(f"recovery round {round_index}: no expert takeover finished its task in {len(jobs)} "
+                          f"rollouts ({counts}); nothing to learn from", summary)
     writer.close(YAM_INFO | {"frame_shape": [view[1], 3 * view[0], 3], "tasks": list(tasks), "seed": cfg.seed,
                              "source": "recovery"} | summary)
     return summary
 
 
-__all__ = ["RecoveryConfig", "collect_round", "collect_yam_round", "recovery_segments", "takeover_steps",
+__all__ = ["NothingKept", "RecoveryConfig", "collect_round", "collect_yam_round", "recovery_segments", "takeover_steps",
            "yam_takeover_episode"]

@@ -17,7 +17,8 @@ Recovery rounds (`recovery.at`, see recovery.py): at those fractions of the run 
 EMA weights drive the policy in the mocked LIBERO bridge (the simulated YAM for a yam_mujoco
 dataset), the scripted expert takes over at replan boundaries, and its segments join the
 training data (OUT/recovery/round_<r>/; their minutes count against the time budget; a resumed
-run reloads the rounds it already collected).
+run reloads the rounds it already collected). A round in which no takeover finished is
+recorded (its summary.json says why) and the run trains on without it.
 
 The run stops at `steps` or at `time_budget_min` minutes of training (whichever comes first;
 the learning-rate schedule follows the same progress), writes OUT/train_state.pt (weights,
@@ -311,6 +312,7 @@ class Trainer:
         self.batches = self._make_batches()
         self.step, self.elapsed, self.calibration = 0, 0.0, None
         self.recovery_rounds = 0                                         # recovery rounds merged into self.data
+        self._data_private = False                                       # self.data copied before the first merge
         if cfg.init_from:
             load_checkpoint(cfg.init_from, self.model)
         self.model.to(self.device)
@@ -481,7 +483,12 @@ class Trainer:
         return self.out / "recovery" / f"round_{r}"
 
     def _merge_recovery(self, r: int) -> None:
-        if r == 0:                                       # extend a private copy, never the caller's dataset
+        summary = self._round_dir(r) / "summary.json"
+        if summary.is_file() and json.loads(summary.read_text()).get("episodes") == 0:
+            self.recovery_rounds = r + 1                 # a round that kept nothing: done, no data to merge
+            return
+        if not self._data_private:                       # extend a private copy, never the caller's dataset
+            self._data_private = True
             self.data = copy.copy(self.data)
             self.data.episodes = list(self.data.episodes)
         self.data.extend(Dataset(self._round_dir(r) / "data"))
@@ -500,7 +507,7 @@ class Trainer:
 
         from vam_stack.progress import progress_bar
         from vam_model.policy import build_policy
-        from .recovery import collect_round
+        from .recovery import NothingKept, collect_round
 
         r, rc = self.recovery_rounds, self.cfg.recovery
         root = self._round_dir(r)
@@ -510,7 +517,10 @@ class Trainer:
         ckpt = self.export(root / "policy.safetensors")  # the weights that drove the rollouts
         suites = sorted({e.meta["suite"] for e in self.data.episodes})
         if suites == ["yam_mujoco"]:
-            summary = self._yam_recovery_round(ckpt, r, root, progress)
+            try:
+                summary = self._yam_recovery_round(ckpt, r, root, progress)
+            except NothingKept as e:
+                return self._empty_round(r, e)
             self._merge_recovery(r)
             (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
             return summary
@@ -524,11 +534,21 @@ class Trainer:
             mock = LiberoMockConfig.from_dict(mock) if mock is not None else None
             summary = collect_round(policy, rc, suites, r, root / "data", progress=lambda k, n: bar.update(1),
                                     mock=mock)
+        except NothingKept as e:
+            return self._empty_round(r, e)
         finally:
             bar.close()
             torch.set_num_threads(self.cfg.threads)      # the policy sets its own thread count
         self._merge_recovery(r)
         (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
+
+    def _empty_round(self, r: int, e: "NothingKept") -> dict:
+        """A round that kept no takeover: recorded (summary.json, with the reason) and counted as done;
+        the run trains on with the data it had, instead of losing the minutes already spent."""
+        summary = e.summary | {"error": str(e)}
+        (self._round_dir(r) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        self._merge_recovery(r)
         return summary
 
     def _yam_recovery_round(self, ckpt: Path, r: int, root: Path, progress: bool) -> dict:
@@ -623,7 +643,8 @@ class Trainer:
                     log.write(json.dumps({"step": self.step, "recovery": summary, "elapsed_s": round(self.elapsed, 1)}) + "\n")
                     log.flush()
                     bar.write(f"recovery round {summary['round']}: {summary['episodes']} expert takeovers from "
-                              f"{summary['rollouts']} rollouts in {summary['seconds']:.0f} s")
+                              f"{summary['rollouts']} rollouts in {summary['seconds']:.0f} s"
+                              + (f" (training on without it: {summary['error']})" if "error" in summary else ""))
                     self.save_state()
                     t_last = time.perf_counter()
                     finished = bool(budget and self.elapsed >= budget)

@@ -115,6 +115,38 @@ def test_trainer_runs_a_recovery_round_merges_it_and_resumes_identically(root, m
 
 
 @pytest.mark.unit
+def test_a_round_that_keeps_nothing_is_recorded_and_the_run_trains_on(root, micro_cfg, tmp_path, monkeypatch):
+    import vam_train.recovery as recovery
+    real = recovery.recovery_segments
+
+    def round_0_fails(policy, suite, task, episode, *args):        # episode = round * episodes_per_task + e
+        if episode == 0:
+            return {"policy_termination": "timeout", "expert_failures": 1, "demos": [], "takeover_steps": []}
+        return real(policy, suite, task, episode, *args)
+
+    monkeypatch.setattr(recovery, "recovery_segments", round_0_fails)
+    rec = dict(at=(0.25, 0.75), episodes_per_task=1, takeovers=1, first_takeover=10, last_takeover=10)
+    base = Dataset(root)
+    n_base = len(base.episodes)
+    full = Trainer(_cfg(recovery=rec), tmp_path / "full", data=base, model_cfg=micro_cfg)
+    full.fit(progress=False)
+    assert full.step == 4 and full.recovery_rounds == 2
+    assert len(base.episodes) == n_base                         # round 1 still extends a private copy
+    s0 = json.loads((tmp_path / "full" / "recovery" / "round_0" / "summary.json").read_text())
+    s1 = json.loads((tmp_path / "full" / "recovery" / "round_1" / "summary.json").read_text())
+    assert s0["episodes"] == 0 and s0["rollouts"] == 10 and s0["expert_failures"] == 10
+    assert "no expert takeover finished" in s0["error"] and "error" not in s1
+    added = [e for e in full.data.episodes if e.meta.get("source") == "recovery"]
+    assert len(added) == s1["episodes"] > 0 and {e.meta["round"] for e in added} == {1}
+    lines = [json.loads(x) for x in (tmp_path / "full" / "log.jsonl").read_text().splitlines()]
+    assert [x["recovery"]["episodes"] for x in lines if "recovery" in x] == [0, s1["episodes"]]
+    # a resume after both rounds skips the empty one and merges the other
+    resumed = Trainer(_cfg(recovery=rec), tmp_path / "full", data=Dataset(root), model_cfg=micro_cfg)
+    resumed.load_state()
+    assert resumed.recovery_rounds == 2 and len(resumed.data) == len(full.data)
+
+
+@pytest.mark.unit
 def test_dataset_extend_rejects_instructions_the_trainer_did_not_embed(root, tmp_path):
     one = Dataset(write_dataset(tmp_path / "one", [rollout_expert("goal", 0, 0, 9)]))
     with pytest.raises(DatasetError, match="not in"):
