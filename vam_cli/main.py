@@ -81,7 +81,15 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(module_name)
     full = argparse.ArgumentParser(prog=prog, description=(module.__doc__ or "").strip().splitlines()[0])
     module.add_arguments(full)
-    return int(module.run(full.parse_args(rest)) or 0)
+    from vam_stack.outputs import claim_out_file
+    opts = full._option_string_actions
+    files = [f for f in ("--json", "--markdown") if f in opts and opts[f].nargs != 0]   # report files, not switches
+    if files and "--overwrite" not in full._option_string_actions:
+        full.add_argument("--overwrite", action="store_true", help=f"let {' / '.join(files)} replace an existing file")
+    args = full.parse_args(rest)
+    for f in files:              # an earlier run's report is never replaced by accident
+        claim_out_file(getattr(args, f[2:]), args.overwrite, flag=f)
+    return int(module.run(args) or 0)
 
 
 # what a user's mistake raises: a bad value (ConfigError is a ValueError) or a bad path

@@ -40,6 +40,19 @@ def claim_out_dir(out: str | Path, overwrite: bool, flag: str = "--out") -> Path
     return out
 
 
+def claim_out_file(path: str | Path | None, overwrite: bool, flag: str = "--json") -> None:
+    """Refuse (FileExistsError) a report file `path` that already exists unless `overwrite`, before
+    the run starts (not after its minutes of work); None and '-' (stdout) pass."""
+    if path is None or str(path) == "-":
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{flag} {str(path)!r} is a directory: give a file path")
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{flag} {str(path)!r} exists: an earlier run's results; pass --overwrite to "
+                              f"replace it, or choose another path")
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> Path:
     """Write `obj` as indented JSON to `path` through a temporary file and `os.replace`, so a
     reader (or a crash) sees the old file or the new one, never half of one."""

@@ -30,3 +30,26 @@ def test_json_output_dash_is_stdout_and_a_path_is_written(tmp_path, capsys):
     write_json_output(tmp_path / "sub" / "r.json", {"b": 2})
     assert json.loads((tmp_path / "sub" / "r.json").read_text()) == {"b": 2}
     assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("argv,flag", [(["bench", "driver"], "--json"),
+                                       (["libero-check", "--libero-python", "python3"], "--markdown")])
+def test_a_report_file_of_an_earlier_run_is_refused_before_the_run_starts(tmp_path, monkeypatch, argv, flag):
+    import importlib
+
+    from vam_cli import main as cli
+
+    module = importlib.import_module(cli._resolve(argv)[0])
+    ran = []
+    monkeypatch.setattr(module, "run", lambda args: ran.append(args) or 0)
+    old = tmp_path / "r.json"
+    old.write_text('{"earlier": true}\n')
+    with pytest.raises(FileExistsError, match=r"r\.json.*exists.*--overwrite"):
+        cli.main(argv + [flag, str(old)])
+    assert ran == [] and json.loads(old.read_text()) == {"earlier": True}
+    with pytest.raises(IsADirectoryError, match="directory"):
+        cli.main(argv + [flag, str(tmp_path)])
+    assert cli.main(argv + [flag, str(old), "--overwrite"]) == 0 and len(ran) == 1
+    assert cli.main(argv + [flag, str(tmp_path / "new.json")]) == 0 and len(ran) == 2
+    if flag == "--json":
+        assert cli.main(argv + ["--json", "-"]) == 0 and len(ran) == 3
