@@ -61,7 +61,7 @@ from vam_model.networks.config import load_config
 from vam_model.networks.model import VideoActionModel
 from .dataset import Dataset
 from .losses import LossConfig, action_loss, frozen_features, joint_losses, text_path_features
-from .recovery import RecoveryConfig
+from .recovery import NothingKept, RecoveryConfig
 
 MODES = ("joint", "two_stage", "video")
 DEVICES = ("cpu", "cuda", "auto")
@@ -507,7 +507,7 @@ class Trainer:
 
         from vam_stack.progress import progress_bar
         from vam_model.policy import build_policy
-        from .recovery import NothingKept, collect_round
+        from .recovery import collect_round
 
         r, rc = self.recovery_rounds, self.cfg.recovery
         root = self._round_dir(r)
@@ -543,7 +543,7 @@ class Trainer:
         (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
-    def _empty_round(self, r: int, e: "NothingKept") -> dict:
+    def _empty_round(self, r: int, e: NothingKept) -> dict:
         """A round that kept no takeover: recorded (summary.json, with the reason) and counted as done;
         the run trains on with the data it had, instead of losing the minutes already spent."""
         summary = e.summary | {"error": str(e)}
