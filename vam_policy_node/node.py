@@ -21,6 +21,7 @@ from rclpy.node import Node
 from std_srvs.srv import Trigger
 
 from vam_model.backends.base import BACKENDS, PRECISIONS
+from vam_model.guidance import TR_BASELINES, GuidanceConfig, guidance_label
 from vam_policy_node.executor import libero_config, robot_config
 from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
 from vam_stack.safety import SafetyFilter, load_safety_config
@@ -35,6 +36,12 @@ PARAMS = (
     P("checkpoint", "", "safetensors checkpoint; empty = models/<preset>.safetensors if shipped, "
                         "else seeded random weights"),
     P("guidance", "tr_adaptive", "guidance schedule", choices=("none", "flat", "tr_adaptive")),
+    P("tr_baseline", "first", "TR_0 of tr_adaptive: first (the episode's first TR, the paper's) | running_min "
+                              "(the lowest TR so far, an ablation)", choices=TR_BASELINES),
+    P("tr_every_step", False, "re-read TR at every Euler step instead of once per replan"),
+    P("w_lang_base", 0.1, "language (null-text) guidance base weight", range=(0.0, 5.0)),
+    P("w_plan_base", 0.3, "long-horizon plan guidance base weight", range=(0.0, 5.0)),
+    P("s_max", 2.0, "upper clip of tr_adaptive's scale on the base weights", range=(0.0, 10.0)),
     P("seed", 0, "noise seed of the policy", range=(0, 2**31 - 1)),
     P("backend", "torch", "runtime of the DiT calls (onnxruntime/tensorrt: graphs of `vam-stack export onnx`, "
                           "else exported on first use)", choices=BACKENDS),
@@ -65,9 +72,14 @@ def build_policy(p: dict):
 
     ckpt, _ = resolve_checkpoint(p["checkpoint"], p["preset"], p["preset"])
     skip = (read_metadata(ckpt)[0] if ckpt else load_config(p["preset"])).robot.frame_skip
-    cfg = PolicyConfig(seed=p["seed"], device=p["device"], autocast=p["autocast"],
+    if p["tr_baseline"] != "first" and p["guidance"] != "tr_adaptive":
+        raise ros.ParameterError(f"tr_baseline {p['tr_baseline']!r} is a baseline of guidance 'tr_adaptive'; "
+                                 f"guidance {p['guidance']!r} never reads it")
+    guidance = GuidanceConfig(schedule=p["guidance"], tr_baseline=p["tr_baseline"], tr_every_step=p["tr_every_step"],
+                              w_lang_base=p["w_lang_base"], w_plan_base=p["w_plan_base"], s_max=p["s_max"])
+    cfg = PolicyConfig(seed=p["seed"], device=p["device"], autocast=p["autocast"], guidance=guidance,
                        backend=BackendConfig(name=p["backend"], precision=p["backend_precision"]))
-    factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=p["guidance"], config=cfg)
+    factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=guidance_label(guidance), config=cfg)
     if p["policy_process"]:
         from vam_policy_node.executor_worker import ProcessPolicy
         return ProcessPolicy(factory), skip
