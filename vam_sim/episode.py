@@ -28,6 +28,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from vam_stack.config import check
+
 log = logging.getLogger(__name__)
 
 STATUS_KEYS = ("suite", "task", "instruction", "seed", "episode", "success", "steps", "termination")
@@ -51,6 +53,21 @@ def is_refusal(error: str | None) -> bool:
     return error is not None and error.split(":", 1)[0] in ("ValueError", "ConfigError")
 
 
+def check_run_device(device: str, backend: str, policy: str) -> None:
+    """A run config's `device` and `backend`: a name the policy knows (ConfigError quoting it), and the
+    defaults unless the vam policy runs (the scripted expert has no networks to place)."""
+    from vam_model.backends.base import BACKENDS
+    from vam_model.device import check_device_name
+
+    try:
+        check_device_name(device)
+    except ValueError as e:
+        check(False, str(e).replace("policy.device", "device"))
+    check(backend in BACKENDS, f"backend must be one of {BACKENDS}, got {backend!r}")
+    check(policy == "vam" or (device, backend) == ("auto", "torch"),
+          f"device {device!r} / backend {backend!r} place the vam policy's networks; the {policy!r} policy has none")
+
+
 class EpisodeRunner:
     """Base of every simulator's runner: output directory, recording and recording clock.
 
@@ -67,13 +84,17 @@ class EpisodeRunner:
         self._t = 0.0  # recording clock [s]: episodes follow each other in simulated time
 
     @staticmethod
-    def build_policy(checkpoint: str | None, preset: str | None, default_preset: str, guidance: str, seed: int):
-        """The policy a run uses: the given checkpoint, else the default preset's shipped weights."""
+    def build_policy(checkpoint: str | None, preset: str | None, default_preset: str, guidance: str, seed: int,
+                     device: str = "auto", backend: str = "torch"):
+        """The policy a run uses: the given checkpoint, else the default preset's shipped weights, on
+        `device` with its DiT and head calls on `backend` (check_run_device names a bad value first)."""
+        from vam_model.backends import BackendConfig
         from vam_model.networks.checkpoint import resolve_checkpoint
-        from vam_model.policy import build_policy
+        from vam_model.policy import PolicyConfig, build_policy
 
         ckpt, preset = resolve_checkpoint(checkpoint, preset, default_preset)
-        return build_policy(preset, checkpoint=ckpt, guidance=guidance, seed=seed)
+        cfg = PolicyConfig(device=device, backend=BackendConfig(name=backend))
+        return build_policy(preset, checkpoint=ckpt, guidance=guidance, seed=seed, config=cfg)
 
     def open_outputs(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)

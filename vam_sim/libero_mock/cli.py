@@ -120,6 +120,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="lockstep: the simulation waits for each replan (deterministic, how results are "
                         "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
                         "the policy infers in a worker thread (missed and held ticks reported)")
+    p.add_argument("--device", default="auto", help="vam: where the networks run: auto (CUDA when present), cpu, "
+                                                    "cuda or cuda:N")
+    p.add_argument("--backend", default="torch", choices=("torch", "onnxruntime", "tensorrt"),
+                   help="vam: runtime of the DiT and head calls (onnxruntime/tensorrt export on first use)")
     p.add_argument("--no-record", action="store_true", help="do not write recording.mcap")
     p.add_argument("--record-image-every", type=int, default=1, help="write every k-th camera frame to the MCAP")
     p.add_argument("--out", required=True, help="output directory (must be empty or new unless --overwrite)")
@@ -151,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
                     policy=args.policy, preset=args.preset, checkpoint=args.checkpoint,
                     record=not args.no_record, record_image_every=args.record_image_every,
                     first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
-                    mock_config=args.mock_config, executor=args.executor)
+                    mock_config=args.mock_config, executor=args.executor, device=args.device, backend=args.backend)
     out = claim_out_dir(args.out, args.overwrite)
     t0 = time.perf_counter()
     runner_cls = SimRunner

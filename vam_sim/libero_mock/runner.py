@@ -36,7 +36,7 @@ import numpy as np
 from camera_bridge.window import FrameRing
 from vam_stack.config import check
 
-from ..episode import EpisodeRunner, PolicyEpisode, RealtimeLoop
+from ..episode import EpisodeRunner, PolicyEpisode, RealtimeLoop, check_run_device
 
 from .env import LiberoMockEnv, make_env
 from .expert import expert_action
@@ -67,6 +67,8 @@ class SimConfig:
     mock_config: str | None = None   # mocked LIBERO YAML (None = config/libero_mock.yaml)
     executor: str = "lockstep"       # lockstep: the sim waits for each replan (deterministic); realtime: the sim
                                      # runs at its own rate on the wall clock (see the module docstring)
+    device: str = "auto"             # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
+    backend: str = "torch"           # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
 
     def __post_init__(self):
         from .tasks import canonical_suite
@@ -85,6 +87,7 @@ class SimConfig:
         check(self.executor in EXECUTORS, f"executor must be one of {EXECUTORS}, got {self.executor!r}")
         check(self.executor == "lockstep" or self.policy == "vam",
               f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
+        check_run_device(self.device, self.backend, self.policy)
 
 
 def _require_eef_delta(policy) -> None:
@@ -198,7 +201,7 @@ class SimRunner(EpisodeRunner):
 
     def _build_policy(self):
         c = self.cfg
-        return self.build_policy(c.checkpoint, c.preset, "libero64", c.guidance, c.seed)
+        return self.build_policy(c.checkpoint, c.preset, "libero64", c.guidance, c.seed, c.device, c.backend)
 
     def __enter__(self):
         if self.cfg.policy == "vam" and self.policy is None:

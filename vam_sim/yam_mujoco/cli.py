@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
                        checkpoint=args.checkpoint, record=not args.no_record,
                        record_image_every=args.record_image_every, max_steps=args.max_steps,
                        execute=getattr(args, "execute", None),
-                       sim_config=getattr(args, "sim_config", None), executor=getattr(args, "executor", "lockstep"))
+                       sim_config=getattr(args, "sim_config", None), executor=getattr(args, "executor", "lockstep"),
+                       device=getattr(args, "device", "auto"), backend=getattr(args, "backend", "torch"))
     overwrite = getattr(args, "overwrite", False)
     out = claim_out_dir(args.out, overwrite)
     t0 = time.perf_counter()

@@ -25,7 +25,7 @@ import numpy as np
 from camera_bridge.window import FrameRing
 from vam_stack.config import check
 
-from ..episode import EpisodeRunner, RealtimeLoop
+from ..episode import EpisodeRunner, RealtimeLoop, check_run_device
 from .expert import make_expert
 from .robot import SimRobot, build_sim_robot
 from .tasks import TASKS
@@ -67,6 +67,8 @@ class YamRunConfig:
                                       # and finishes the episode (recovery rounds); it only restarts its plans
                                       # before a grasp, so a policy already in the manipulation phase there ends
                                       # the episode ("no_takeover"). The episode limit grows by the takeover tick.
+    device: str = "auto"  # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
+    backend: str = "torch"  # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
 
     def __post_init__(self):
         check(self.task in TASKS, f"task must be one of {sorted(TASKS)}, got {self.task!r}")
@@ -78,6 +80,7 @@ class YamRunConfig:
         check(self.executor in EXECUTORS, f"executor must be one of {EXECUTORS}, got {self.executor!r}")
         check(self.executor == "lockstep" or self.policy == "vam",
               f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
+        check_run_device(self.device, self.backend, self.policy)
         check(math.isfinite(self.expert_noise) and 0.0 <= self.expert_noise <= 0.2,
               f"expert_noise must be in [0, 0.2] rad, got {self.expert_noise!r}")
         check(self.expert_noise == 0.0 or self.policy == "expert",
@@ -158,7 +161,7 @@ class YamSimRunner(EpisodeRunner):
     def _open(self) -> None:
         c = self.cfg
         if c.policy == "vam" and self.policy is None:
-            self.policy = self.build_policy(c.checkpoint, c.preset, "yam64", c.guidance, c.seed)
+            self.policy = self.build_policy(c.checkpoint, c.preset, "yam64", c.guidance, c.seed, c.device, c.backend)
         if self.policy is not None:
             spec = self.policy.spec
             if c.execute is not None and c.execute > spec.chunk:

@@ -16,6 +16,27 @@ def test_sim_config_errors():
         SimConfig(max_steps=0)
     with pytest.raises(ConfigError, match="execute must be >= 1, got 0"):
         SimConfig(execute=0)
+    with pytest.raises(ConfigError, match="device must be one of .*got 'gpu'"):
+        SimConfig(device="gpu")
+    with pytest.raises(ConfigError, match="backend must be one of .*got 'tflite'"):
+        SimConfig(backend="tflite")
+    with pytest.raises(ConfigError, match="the 'expert' policy has none"):
+        SimConfig(policy="expert", device="cpu")
+
+
+@pytest.mark.sim
+def test_sim_device_and_backend_reach_the_policy(tmp_path, monkeypatch):
+    out = tmp_path / "cpu"
+    assert main(["sim", "--suite", "goal", "--episodes", "1", "--guidance", "none", "--max-steps", "3",
+                 "--device", "cpu", "--backend", "torch", "--no-record", "--out", str(out)]) == 0
+    cfg = json.loads((out / "summary.json").read_text())["config"]
+    assert (cfg["device"], cfg["backend"]) == ("cpu", "torch")
+    import vam_model.policy
+    from vam_sim.episode import EpisodeRunner
+    built = []
+    monkeypatch.setattr(vam_model.policy, "build_policy", lambda *a, **kw: built.append(kw))
+    EpisodeRunner.build_policy(None, "tiny", "tiny", "none", 0, device="cuda:1", backend="tensorrt")
+    assert (built[0]["config"].device, built[0]["config"].backend.name) == ("cuda:1", "tensorrt")
 
 
 @pytest.mark.sim

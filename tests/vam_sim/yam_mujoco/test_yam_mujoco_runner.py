@@ -89,6 +89,11 @@ def test_realtime_executor_on_the_simulated_arm_reports_its_timing(tmp_path, cap
 def test_the_expert_is_stepped_in_lockstep_only():
     with pytest.raises(ConfigError, match="runs the vam policy"):
         YamRunConfig(policy="expert", executor="realtime")
+    with pytest.raises(ConfigError, match="the 'expert' policy has none"):
+        YamRunConfig(policy="expert", backend="onnxruntime")
+    with pytest.raises(ConfigError, match="device must be one of .*got 'cuda0'"):
+        YamRunConfig(device="cuda0")
+    assert YamRunConfig(device="cuda:1", backend="tensorrt").backend == "tensorrt"   # resolved when the policy builds
     with pytest.raises(ConfigError, match="executor must be one of"):
         YamRunConfig(executor="fast")
 
