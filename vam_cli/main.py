@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     from vam_stack.outputs import claim_out_file
     opts = full._option_string_actions
     files = [f for f in ("--json", "--markdown") if f in opts and opts[f].nargs != 0]   # report files, not switches
-    if files and "--overwrite" not in full._option_string_actions:
+    if files and "--overwrite" not in opts:
         full.add_argument("--overwrite", action="store_true", help=f"let {' / '.join(files)} replace an existing file")
     args = full.parse_args(rest)
     for f in files:              # an earlier run's report is never replaced by accident

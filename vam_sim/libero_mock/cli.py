@@ -122,8 +122,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the policy infers in a worker thread (missed and held ticks reported)")
     p.add_argument("--device", default="auto", help="vam: where the networks run: auto (CUDA when present), cpu, "
                                                     "cuda or cuda:N")
-    p.add_argument("--backend", default="torch", choices=("torch", "onnxruntime", "tensorrt"),
-                   help="vam: runtime of the DiT and head calls (onnxruntime/tensorrt export on first use)")
+    p.add_argument("--backend", default="torch", help="vam: runtime of the DiT and head calls: torch, onnxruntime "
+                                                      "or tensorrt (the last two export on first use)")
     p.add_argument("--no-record", action="store_true", help="do not write recording.mcap")
     p.add_argument("--record-image-every", type=int, default=1, help="write every k-th camera frame to the MCAP")
     p.add_argument("--out", required=True, help="output directory (must be empty or new unless --overwrite)")
