@@ -502,54 +502,47 @@ class Trainer:
         return self.recovery_rounds < len(at) and self.progress(self.step) >= at[self.recovery_rounds]
 
     def recovery_round(self, progress: bool = True) -> dict:
-        """Roll out the current EMA weights, let the expert take over, merge the segments into the data."""
+        """Roll out the current EMA weights, let the expert take over, merge the segments into the data.
+        A round that kept no takeover is recorded (summary.json with the reason) and counted as done:
+        the run trains on with the data it had instead of losing the minutes already spent."""
         import shutil
 
-        from vam_stack.progress import progress_bar
-        from vam_model.policy import build_policy
-        from .recovery import collect_round
-
-        r, rc = self.recovery_rounds, self.cfg.recovery
+        r = self.recovery_rounds
         root = self._round_dir(r)
         if root.exists():                                # a round interrupted before it was merged
             shutil.rmtree(root)
         root.mkdir(parents=True)
         ckpt = self.export(root / "policy.safetensors")  # the weights that drove the rollouts
         suites = sorted({e.meta["suite"] for e in self.data.episodes})
-        if suites == ["yam_mujoco"]:
-            try:
+        try:
+            if suites == ["yam_mujoco"]:
                 summary = self._yam_recovery_round(ckpt, r, root, progress)
-            except NothingKept as e:
-                return self._empty_round(r, e)
-            self._merge_recovery(r)
-            (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-            return summary
+            else:
+                summary = self._mock_recovery_round(ckpt, r, root, suites, progress)
+        except NothingKept as e:
+            summary = e.summary | {"error": str(e)}
+        (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")   # read by the merge
+        self._merge_recovery(r)
+        return summary
+
+    def _mock_recovery_round(self, ckpt: Path, r: int, root: Path, suites: list[str], progress: bool) -> dict:
+        """A round on the mocked LIBERO bridge (recovery.collect_round) the data came from."""
+        from vam_stack.progress import progress_bar
+        from vam_model.policy import build_policy
+        from vam_sim.libero_mock import LiberoMockConfig
+        from .recovery import collect_round
+
+        rc = self.cfg.recovery
         policy = build_policy(checkpoint=ckpt, guidance=rc.guidance, seed=self.cfg.seed + r)
         bar = progress_bar(total=len(suites) * 10 * rc.episodes_per_task, unit="rollout", desc=f"recovery round {r}",
-                   disable=not progress, file=sys.stdout, leave=False)
+                           disable=not progress, file=sys.stdout, leave=False)
         try:
-            from vam_sim.libero_mock import LiberoMockConfig
-
             mock = self.data.info.get("mock")        # recovery rollouts run in the mock the data came from
             mock = LiberoMockConfig.from_dict(mock) if mock is not None else None
-            summary = collect_round(policy, rc, suites, r, root / "data", progress=lambda k, n: bar.update(1),
-                                    mock=mock)
-        except NothingKept as e:
-            return self._empty_round(r, e)
+            return collect_round(policy, rc, suites, r, root / "data", progress=lambda k, n: bar.update(1), mock=mock)
         finally:
             bar.close()
             torch.set_num_threads(self.cfg.threads)      # the policy sets its own thread count
-        self._merge_recovery(r)
-        (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        return summary
-
-    def _empty_round(self, r: int, e: NothingKept) -> dict:
-        """A round that kept no takeover: recorded (summary.json, with the reason) and counted as done;
-        the run trains on with the data it had, instead of losing the minutes already spent."""
-        summary = e.summary | {"error": str(e)}
-        (self._round_dir(r) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        self._merge_recovery(r)
-        return summary
 
     def _yam_recovery_round(self, ckpt: Path, r: int, root: Path, progress: bool) -> dict:
         """A round on the simulated YAM (recovery.collect_yam_round) for the data's tasks, at its view size."""
