@@ -28,6 +28,10 @@ exports OUT/model.safetensors (EMA weights, normalisation stats, text-encoder sp
 only, read with torch.load(weights_only=True): a file carrying other pickled objects is refused);
 a step's data and noise depend only on (seed, step), so a resumed run sees the same batches as
 an uninterrupted one.
+Data parallel on the CPU: `ranks` > 1 spawns that many processes (torch.distributed over gloo),
+each assembling its slice of every batch and drawing its own noise; gradients are averaged, so a
+step is still one `batch`. Rank 0's clock decides the stage switch and the stop, and rank 0 alone
+writes OUT (after checking that the ranks' weights agree). Recovery rounds need ranks 1.
 Progress: a tqdm bar and OUT/log.jsonl (one line per `log_every` steps; `data_s` is how long
 that step waited for its batch, so a GPU run shows whether the loader keeps up).
 
@@ -97,7 +101,12 @@ class TrainConfig:
                                            # block-k cross-attention); the rest of the DiT stays frozen
     feature_reuse: int = 2                 # two_stage stage 2: head updates per frozen-feature batch
     seed: int = 0                          # seeds init, data order and all noise
-    threads: int = 2                       # torch intra-op threads
+    threads: int = 2                       # torch intra-op threads (per rank)
+    ranks: int = 1                         # data-parallel CPU processes (torch.distributed, gloo): each takes
+                                           # batch / ranks clips of every step and averages gradients with the
+                                           # others, so a step is still one `batch`; on a 2-core machine 2 ranks
+                                           # x 1 thread run ~2x the steps of 1 x 2 (the model's small ops do not
+                                           # spread over intra-op threads: docs/robot_path.md)
     device: str = "cpu"                    # cpu | cuda | auto (cuda when torch sees a GPU); noise is drawn on the CPU
                                            # generator either way, so the data and noise of a step do not change
     amp: str = "none"                      # none | bf16: autocast the forward passes (weights, optimiser and EMA stay fp32)
@@ -136,6 +145,14 @@ class TrainConfig:
               f"train.head_text_path recomputes features every update: feature_reuse must be 1, got {self.feature_reuse!r}")
         check(self.feature_reuse >= 1, f"train.feature_reuse must be >= 1, got {self.feature_reuse!r}")
         check(self.threads >= 1, f"train.threads must be >= 1, got {self.threads!r}")
+        check(isinstance(self.ranks, int) and 1 <= self.ranks <= 64, f"train.ranks must be in [1, 64], got {self.ranks!r}")
+        check(self.batch % self.ranks == 0,
+              f"train.batch={self.batch!r} must split evenly over train.ranks={self.ranks!r}")
+        check(self.ranks == 1 or self.device == "cpu",
+              f"train.ranks={self.ranks!r} runs CPU processes: device must be 'cpu', got {self.device!r}")
+        check(self.ranks == 1 or self.recovery.at == (),
+              f"train.ranks={self.ranks!r}: recovery rounds run in one process; set ranks 1 or recovery.at [] "
+              f"(got {self.recovery.at!r})")
         check(self.device in DEVICES, f"train.device must be one of {DEVICES}, got {self.device!r}")
         check(self.amp in AMP, f"train.amp must be one of {AMP}, got {self.amp!r}")
         check(self.loader_threads >= 1, f"train.loader_threads must be >= 1, got {self.loader_threads!r}")
@@ -180,6 +197,7 @@ class Batches:
         self.views = views              # side-by-side views in a stacked frame
         self.p = None                   # per-sample probabilities (None = uniform)
         self.pin = False                # pin batches in page-locked memory (set by a CUDA trainer)
+        self.shard = (0, 1)             # (rank, ranks): this process assembles its slice of every batch
         recovery = [e.meta.get("source") == "recovery" for e in data.episodes]
         if cfg.planning_weight != 1.0 or (any(recovery) and cfg.recovery.weight != 1.0):
             from .dataset import PHASE_CODES
@@ -195,12 +213,18 @@ class Batches:
         h, w = self.image_hw
         return fit_views(clip, self.views, w // self.views, h)  # the camera path's rule: view by view
 
-    def make(self, step: int) -> dict:
+    def make(self, step: int, whole: bool = False) -> dict:
+        """Batch `step` (this rank's slice of it unless `whole`): the draw depends on (seed, step) only,
+        so the ranks' slices are disjoint parts of the one batch a single process would take."""
         rng = np.random.default_rng([self.cfg.seed, step])
         if self.p is None:
             idx = rng.integers(0, len(self.data), self.cfg.batch)
         else:
             idx = rng.choice(len(self.data), self.cfg.batch, p=self.p)
+        rank, ranks = self.shard
+        if not whole and ranks > 1:
+            n = len(idx) // ranks
+            idx = idx[rank * n:(rank + 1) * n]
         samples = [self.data.sample(int(i), self.frames, self.chunk, self.skip) for i in idx]
         batch = {
             "frames": torch.from_numpy(np.stack([self._frames(s["frames"]) for s in samples])),  # [B, F, H, W, 3]
@@ -292,9 +316,19 @@ def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
 
 # ---- the trainer ----------------------------------------------------------------------------
 class Trainer:
-    def __init__(self, cfg: TrainConfig, out: str | Path, data: Dataset | None = None, model_cfg=None):
-        """`data` and `model_cfg` override the config's dataset and preset (tests use small ones)."""
+    def __init__(self, cfg: TrainConfig, out: str | Path, data: Dataset | None = None, model_cfg=None,
+                 rank: int = 0):
+        """`data` and `model_cfg` override the config's dataset and preset (tests use small ones).
+        With cfg.ranks > 1 this is process `rank` of a torch.distributed group that the caller has
+        initialised (`fit_data_parallel`); rank 0 alone writes the log, checkpoints and exports."""
         self.cfg, self.out = cfg, Path(out)
+        self.rank, self.ranks = rank, cfg.ranks
+        if self.ranks > 1:
+            import torch.distributed as dist
+
+            if not dist.is_initialized() or dist.get_world_size() != self.ranks or dist.get_rank() != rank:
+                raise RuntimeError(f"train.ranks={self.ranks}: Trainer rank {rank} needs an initialised process "
+                                   f"group of that size (use fit_data_parallel)")
         self.device = resolve_device(cfg.device)
         self.out.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(cfg.threads)
@@ -317,12 +351,17 @@ class Trainer:
             load_checkpoint(cfg.init_from, self.model)
         self.model.to(self.device)
         if not cfg.init_from:
-            frames = self.batches.make(CALIBRATION_STEP)["frames"].to(self.device)
+            frames = self.batches.make(CALIBRATION_STEP, whole=True)["frames"].to(self.device)
             self.calibration = calibrate_tokenizer(self.model, frames)
         if not cfg.train_tokenizer:
             self.model.tokenizer.requires_grad_(False)
         if cfg.lora_rank:
             apply_lora(self.model, cfg)
+        if self.ranks > 1:                                               # every rank starts from rank 0's weights
+            import torch.distributed as dist
+
+            for t in self.model.state_dict().values():
+                dist.broadcast(t, 0)
         self.ema = copy.deepcopy(self.model).requires_grad_(False) if cfg.ema > 0 else None
         self.stage = None
         self._set_stage(self._stage_of(0))
@@ -332,6 +371,7 @@ class Trainer:
         batches = Batches(self.data, self.cfg, self.texts, r.chunk, r.frames, (r.image_height, r.image_width),
                           len(r.cameras), r.frame_skip)
         batches.pin = self.device.type == "cuda"
+        batches.shard = (self.rank, self.ranks)
         return batches
 
     def _cache_frames(self) -> None:
@@ -342,7 +382,8 @@ class Trainer:
             r = self.mcfg.robot                                          # held at the model's view size
             held = self.data.cache_frames(max(self.cfg.threads, self.cfg.loader_threads), progress=bar.update,
                                           fit=(len(r.cameras), r.camera_width, r.camera_height))
-        print(f"frames decoded into memory: {held / 2**30:.2f} GiB", flush=True)
+        print(f"frames decoded into memory: {held / 2**30:.2f} GiB"
+              + (f" (rank {self.rank} of {self.ranks})" if self.ranks > 1 else ""), flush=True)
 
     def _embed_texts(self) -> dict[str, torch.Tensor]:
         from vam_model.networks.text_encoder import TextEncoder, load_text_embeddings
@@ -422,7 +463,12 @@ class Trainer:
     def save_state(self) -> None:
         """OUT/train_state.pt holds only tensors and plain Python values (int, float, str, None,
         lists, dicts), so `load_state` reads it with torch.load(weights_only=True), which never
-        runs pickled code. The config is stored as its JSON text (Paths and the like become str)."""
+        runs pickled code. The config is stored as its JSON text (Paths and the like become str).
+        Data-parallel: rank 0 writes (the ranks hold the same weights, checked here)."""
+        if self.ranks > 1:
+            self._check_in_step()
+            if self.rank != 0:
+                return
         state = {"step": int(self.step), "elapsed": float(self.elapsed), "stage": str(self.stage),
                  "config": json.dumps(to_dict(self.cfg), default=str),
                  "recovery_rounds": int(self.recovery_rounds),
@@ -577,7 +623,8 @@ class Trainer:
 
     def train_step(self, batch: dict) -> dict[str, float]:
         cfg = self.cfg
-        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step)   # noise depends on (seed, step) only
+        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + self.step    # noise depends on (seed, step) only
+                                            + self.rank * 2**40)                 # (and the rank: its own draws)
         batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
         self.model.train()
         logs = {}
@@ -585,7 +632,7 @@ class Trainer:
             with self._autocast():
                 losses = joint_losses(self.model, batch, cfg.loss, gen, with_action=self.stage == "joint")
             self._optimise(losses["total"])
-            logs = {k: float(v.detach()) for k, v in losses.items()}
+            logs = dict(zip(losses, self._mean(torch.stack([v.detach().float() for v in losses.values()])).tolist()))
         else:
             with self._autocast():
                 feats, sigma = (text_path_features if cfg.head_text_path else frozen_features)(self.model, batch, cfg.loss, gen)
@@ -595,7 +642,7 @@ class Trainer:
                     loss = action_loss(self.model, feats, sigma, batch["state"], batch["actions"],
                                        cfg.loss.action_samples, cfg.loss.beta_a, gen)
                 self._optimise(loss)
-                acc.append(float(loss.detach()))
+                acc.append(float(self._mean(loss.detach().float().reshape(1))[0]))
             logs = {"action": float(np.mean(acc)), "total": float(np.mean(acc))}
         self._update_ema()
         return logs
@@ -604,20 +651,71 @@ class Trainer:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.amp == "bf16")
 
     def _optimise(self, loss: torch.Tensor) -> None:
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"non-finite loss {float(loss)} at step {self.step}")
+        finite = torch.isfinite(loss.detach()).reshape(1).float()
+        if self.ranks > 1:                               # every rank stops together when any loss is bad
+            import torch.distributed as dist
+
+            dist.all_reduce(finite, op=dist.ReduceOp.MIN)
+        if not bool(finite[0]):
+            raise FloatingPointError(f"non-finite loss at step {self.step} (rank {self.rank}'s: {float(loss)})")
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         params = [p for g in self.opt.param_groups for p in g["params"]]
+        if self.ranks > 1:
+            self._average_grads(params)
         torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
         self.opt.step()
+
+    # ---- data parallel (cfg.ranks > 1) --------------------------------------------------------
+    def _mean(self, x: torch.Tensor) -> torch.Tensor:
+        """The mean of `x` over the ranks (x itself in one process)."""
+        if self.ranks == 1:
+            return x
+        import torch.distributed as dist
+
+        x = x.clone()
+        dist.all_reduce(x)
+        return x / self.ranks
+
+    def _average_grads(self, params: list[torch.Tensor]) -> None:
+        """Replace each gradient by its mean over the ranks (one all-reduce of the flattened grads):
+        every rank's loss is a mean over its equal share, so this is the whole batch's gradient."""
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = self._mean(torch.cat([g.reshape(-1) for g in grads]))
+        k = 0
+        for p, g in zip(params, grads):
+            p.grad = flat[k:k + g.numel()].view_as(g).clone()
+            k += g.numel()
+
+    def _broadcast(self, value: float) -> float:
+        """Rank 0's value of a float, on every rank (the clock that decides stage and stop)."""
+        if self.ranks == 1:
+            return value
+        import torch.distributed as dist
+
+        t = torch.tensor([value], dtype=torch.float64)
+        dist.broadcast(t, 0)
+        return float(t[0])
+
+    def _check_in_step(self) -> None:
+        """Raise when the ranks' weights have drifted apart (they apply the same averaged steps)."""
+        import torch.distributed as dist
+
+        total = torch.stack([p.detach().double().sum() for p in self.model.parameters()]).sum().reshape(1)
+        lo, hi = total.clone(), total.clone()
+        dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+        dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+        if float(hi[0] - lo[0]) > 1e-9 * max(1.0, abs(float(total[0]))):
+            raise RuntimeError(f"data-parallel ranks drifted apart at step {self.step}: weight sums span "
+                               f"[{float(lo[0])!r}, {float(hi[0])!r}]")
 
     def fit(self, progress: bool = True, stop_after: int | None = None) -> dict:
         """Train to the end (or to step `stop_after`, which simulates an interruption); returns the last losses."""
         from vam_stack.progress import progress_bar
         cfg = self.cfg
         budget = cfg.time_budget_min * 60
-        log = (self.out / "log.jsonl").open("a")
+        progress = progress and self.rank == 0
+        log = (self.out / "log.jsonl").open("a") if self.rank == 0 else _NoLog()
         # with a time budget the bar counts minutes (the budget, not `steps`, usually ends the run)
         bar = progress_bar(total=round(budget / 60, 1) if budget else cfg.total_steps,
                    initial=round(self.elapsed / 60, 1) if budget else self.step,
@@ -661,7 +759,7 @@ class Trainer:
             self._last = self.train_step(batch)
             self.step = step + 1
             now = t_ready = time.perf_counter()
-            self.elapsed += now - t_last
+            self.elapsed = self._broadcast(self.elapsed + now - t_last)    # ranks: rank 0's clock
             t_last = now
             bar.update(round(self.elapsed / 60, 2) - bar.n if budget else 1)
             bar.set_postfix_str(f"step {self.step} {self.stage} " + " ".join(f"{k} {v:.3f}" for k, v in self._last.items()))
@@ -675,9 +773,58 @@ class Trainer:
             if stop_after is not None and self.step >= stop_after:
                 return True
             if budget and self.elapsed >= budget:
-                print(f"\ntime budget of {cfg.time_budget_min} min reached at step {self.step}", flush=True)
+                if self.rank == 0:
+                    print(f"\ntime budget of {cfg.time_budget_min} min reached at step {self.step}", flush=True)
                 return True
         return True
+
+
+class _NoLog:
+    """The log of a rank other than 0: it writes nothing (rank 0 logs the ranks' mean losses)."""
+
+    def write(self, text: str) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def fit_data_parallel(cfg: TrainConfig, out: str | Path, resume: bool = False, ship: str | None = None,
+                      data: Dataset | None = None, model_cfg=None) -> None:
+    """Train with cfg.ranks CPU processes (torch.multiprocessing.spawn, gloo over a file rendezvous in
+    a fresh temporary directory); rank 0 writes OUT and, with `ship`, the shipped copy. A rank that
+    fails ends the others (spawn terminates them) and its error is raised here."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory(prefix="vam_train_ranks_") as tmp:
+        mp.spawn(_rank_main, args=(cfg, str(out), resume, ship, str(Path(tmp) / "rendezvous"), data, model_cfg),
+                 nprocs=cfg.ranks, join=True)
+
+
+def _rank_main(rank: int, cfg: TrainConfig, out: str, resume: bool, ship: str | None, rendezvous: str,
+               data: Dataset | None, model_cfg) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=cfg.ranks)
+    try:
+        trainer = Trainer(cfg, out, data=data, model_cfg=model_cfg, rank=rank)
+        if resume:
+            trainer.load_state()
+            if rank == 0:
+                print(f"resumed at step {trainer.step} ({trainer.elapsed / 60:.1f} min trained)", flush=True)
+        result = trainer.fit()
+        if rank == 0:
+            print(json.dumps(result | {"ranks": cfg.ranks}), flush=True)
+            if ship:
+                path = trainer.export(Path(ship))
+                print(f"shipped {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    finally:
+        dist.destroy_process_group()
 
 
 # ---- CLI ------------------------------------------------------------------------------------
@@ -743,6 +890,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise SystemExit("vam-stack train: --out RUN_DIR is required (except with --write-text-embeddings)")
+    if cfg.ranks > 1:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
+        fit_data_parallel(cfg, args.out, resume=args.resume, ship=args.ship)
+        return 0
     trainer = Trainer(cfg, args.out)
     if args.resume:
         trainer.load_state()
@@ -756,4 +908,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["TrainConfig", "Trainer", "add_arguments", "run", "apply_lora", "merge_lora"]
+__all__ = ["TrainConfig", "Trainer", "add_arguments", "fit_data_parallel", "run", "apply_lora", "merge_lora"]
