@@ -857,12 +857,32 @@ def write_text_embeddings(cfg: TrainConfig, path: str | Path) -> tuple[Path, int
     return save_text_embeddings(path, cfg.text_encoder, {n: enc.encode(n) for n in names}), len(names)
 
 
+def claim_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
+    """A fresh run never writes over an earlier one: an OUT holding a train_state.pt or a
+    model.safetensors is refused unless `resume` (continue it) or `overwrite` (replace it; its
+    log.jsonl is started anew). Checked before anything is loaded or written."""
+    if resume and overwrite:
+        raise ConfigError("vam-stack train: --resume continues the run in --out and --overwrite replaces it; "
+                          "pass one of them")
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {str(out)!r} is a file, not a run directory")
+    earlier = [n for n in ("train_state.pt", "model.safetensors") if (out / n).is_file()]
+    if earlier and not resume and not overwrite:
+        raise FileExistsError(f"--out {str(out)!r} holds an earlier run ({', '.join(earlier)}): pass --resume to "
+                              f"continue it, --overwrite to replace it, or choose another directory")
+    if overwrite and (out / "log.jsonl").is_file():
+        (out / "log.jsonl").unlink()
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from vam_stack.paths import config_dir
 
     p.add_argument("--config", default=str(config_dir() / "train_tiny.yaml"), help="YAML file with a `train:` section")
     p.add_argument("--out", help="run directory (train_state.pt, model.safetensors, log.jsonl); required to train")
     p.add_argument("--resume", action="store_true", help="continue from OUT/train_state.pt")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh in an OUT that holds an earlier run (its train_state.pt, model.safetensors "
+                        "and log.jsonl are replaced); without it such an OUT is refused")
     p.add_argument("--dataset", help="override train.dataset")
     p.add_argument("--mode", choices=MODES, help="override train.mode")
     p.add_argument("--steps", type=int, help="override train.steps")
@@ -890,6 +910,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise SystemExit("vam-stack train: --out RUN_DIR is required (except with --write-text-embeddings)")
+    claim_run_dir(Path(args.out), args.resume, getattr(args, "overwrite", False))
     if cfg.ranks > 1:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")

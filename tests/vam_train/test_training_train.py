@@ -243,3 +243,31 @@ def test_lora_head_stage_trains_the_head_and_the_text_routes_adapters_only(data,
     in_opt = {id(p) for g in tr.opt.param_groups for p in g["params"]}
     assert {id(p) for p in tr.model.head.parameters()} <= in_opt
     assert not any(id(p) in in_opt for n, p in tr.model.dit.named_parameters() if "lora_" not in n)
+
+
+@pytest.mark.unit
+def test_a_fresh_run_never_writes_over_an_earlier_one(tmp_path):
+    """`vam-stack train --out` holding a train_state.pt or model.safetensors: refused before
+    anything loads, unless --resume or --overwrite (which starts the log anew)."""
+    from vam_cli.main import main
+    from vam_train.train import claim_run_dir
+
+    out = tmp_path / "run"
+    claim_run_dir(out, resume=False, overwrite=False)              # absent: fine, nothing created
+    assert not out.exists()
+    out.mkdir()
+    (out / "log.jsonl").write_text('{"step": 5}\n')
+    claim_run_dir(out, resume=False, overwrite=False)              # a log without weights: nothing to lose
+    (out / "model.safetensors").write_bytes(b"earlier")
+    with pytest.raises(FileExistsError, match=r"holds an earlier run \(model.safetensors\).*--resume.*--overwrite"):
+        main(["train", "--dataset", "no/such/dir", "--out", str(out)])
+    assert (out / "model.safetensors").read_bytes() == b"earlier" and (out / "log.jsonl").is_file()
+    with pytest.raises(ConfigError, match="pass one of them"):
+        claim_run_dir(out, resume=True, overwrite=True)
+    claim_run_dir(out, resume=True, overwrite=False)
+    assert (out / "log.jsonl").is_file()                           # a resumed run appends to its log
+    claim_run_dir(out, resume=False, overwrite=True)
+    assert not (out / "log.jsonl").exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError, match="is a file"):
+        claim_run_dir(tmp_path / "file", resume=False, overwrite=False)
