@@ -96,6 +96,14 @@ def errors_line(err: dict) -> str:
 
 
 # ---- sim ------------------------------------------------------------------------------------
+def _device_arguments(p: argparse.ArgumentParser) -> None:
+    """--device / --backend of `sim` and `eval` (checked by SimConfig: vam_sim.episode.check_run_device)."""
+    p.add_argument("--device", default="auto", help="vam: where the networks run: auto (CUDA when present), cpu, "
+                                                    "cuda or cuda:N")
+    p.add_argument("--backend", default="torch", help="vam: runtime of the DiT and head calls: torch, onnxruntime "
+                                                      "or tensorrt (the last two export on first use)")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--robot", default="libero-mock", choices=("libero-mock", "libero-real", "yam-mujoco"),
                    help="libero-mock: mocked LIBERO bridge; libero-real: real LIBERO in its own environment "
@@ -120,10 +128,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="lockstep: the simulation waits for each replan (deterministic, how results are "
                         "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
                         "the policy infers in a worker thread (missed and held ticks reported)")
-    p.add_argument("--device", default="auto", help="vam: where the networks run: auto (CUDA when present), cpu, "
-                                                    "cuda or cuda:N")
-    p.add_argument("--backend", default="torch", help="vam: runtime of the DiT and head calls: torch, onnxruntime "
-                                                      "or tensorrt (the last two export on first use)")
+    _device_arguments(p)
     p.add_argument("--no-record", action="store_true", help="do not write recording.mcap")
     p.add_argument("--record-image-every", type=int, default=1, help="write every k-th camera frame to the MCAP")
     p.add_argument("--out", required=True, help="output directory (must be empty or new unless --overwrite)")
@@ -236,6 +241,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--execute", type=int,
                    help="replan every N steps instead of the preset's (LIBERO presets: 10, yam64: 30)")
     p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
+    _device_arguments(p)
     p.add_argument("--out", required=True, help="output directory (must be empty or new unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
                    help="write into a non-empty --out, replacing the files this run writes (others are left)")
@@ -271,7 +277,8 @@ def run_eval(args: argparse.Namespace) -> int:
                 guidance=g if g != "expert" else "none", policy=args.policy, preset=args.preset,
                 checkpoint=args.checkpoint, record=False, plots=args.plots,
                 max_steps=getattr(args, "max_steps", None), execute=getattr(args, "execute", None),
-                mock_config=getattr(args, "mock_config", None))
+                mock_config=getattr(args, "mock_config", None), device=getattr(args, "device", "auto"),
+                backend=getattr(args, "backend", "torch"))
             for g in schedules for suite in suites for seed in seeds}   # every config checked up front
     out = claim_out_dir(args.out, getattr(args, "overwrite", False))
     by_schedule: dict[str, list[dict]] = {}          # schedule -> finished episodes, in run order
@@ -356,6 +363,7 @@ def _eval_results(args, suites: list[str], seeds: list[int], schedules: list[str
     return {"suites": suites, "seeds": seeds, "episodes_per_task": args.episodes_per_task,
             "mock": mock.as_dict(),
             "max_steps": getattr(args, "max_steps", None), "execute": getattr(args, "execute", None),
+            "device": getattr(args, "device", "auto"), "backend": getattr(args, "backend", "torch"),
             "guidance": schedules, "success_rate": by_guidance.get(schedules[0], first)["success_rate"],
             "by_guidance": by_guidance,
             "episodes": [{k: e[k] for k in ("suite", "task", "seed", "episode", "guidance", "success", "steps",

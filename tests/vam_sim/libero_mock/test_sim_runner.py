@@ -129,12 +129,18 @@ def test_eval_records_the_weights_and_runs_the_labelled_tr0_ablation(tmp_path):
 
     out = tmp_path / "eval"
     assert main(["eval", "--suites", "goal", "--guidance", "tr_adaptive,tr_adaptive+running_min", "--seeds", "0",
-                 "--max-steps", "20", "--out", str(out)]) == 0
+                 "--max-steps", "20", "--device", "cpu", "--backend", "torch", "--out", str(out)]) == 0
     res = json.loads((out / "results.json").read_text())
+    assert (res["device"], res["backend"]) == ("cpu", "torch")
     shipped = models_dir() / "libero64.safetensors"
     assert res["weights"] == {"checkpoint": str(shipped), "tensor_sha256": verify_checkpoint(shipped)}
     assert res["guidance"] == ["tr_adaptive", "tr_adaptive+running_min"]
     assert {e["guidance"] for e in res["episodes"]} == {"tr_adaptive", "tr_adaptive+running_min"}
     assert (out / "tr_adaptive+running_min" / "goal_s0").is_dir()
+    for bad, match in ((["--backend", "tflite"], "backend must be one of .*got 'tflite'"),
+                       (["--policy", "expert", "--device", "cpu"], "the 'expert' policy has none")):
+        with pytest.raises(ConfigError, match=match):           # checked before anything is written
+            main(["eval", "--suites", "goal", *bad, "--out", str(tmp_path / "dev")])
+        assert not (tmp_path / "dev").exists()
     with pytest.raises(SystemExit, match="unknown guidance 'flat\\+running_min'"):
         main(["eval", "--suites", "goal", "--guidance", "flat+running_min", "--out", str(tmp_path / "bad")])
