@@ -38,7 +38,7 @@ def test_shipped_robot_weights_are_small_and_carry_the_robot_geometry(policy):
 def test_shipped_model_reaches_for_the_block_in_seeded_handover_episodes(policy, tmp_path, mujoco_renders):
     """EPISODES handover episodes (seed id 5, unguided, lockstep, capped at MAX_STEPS ticks): in at
     least FLOOR of them the left gripper closes in on the block, to within REACH of its starting
-    distance. The shipped model solves about half the handovers (docs/robot_path.md): too
+    distance. The shipped model solves 60 % of the reporting handovers (docs/robot_path.md): too
     few for a success floor that only a broken model fails, so the floor is on the approach it
     makes in every episode; untrained or mis-normalised weights do not approach the block."""
     from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner
@@ -62,7 +62,7 @@ def test_shipped_model_reaches_for_the_block_in_seeded_handover_episodes(policy,
 
 
 # Measured on the shipped model (this file's own run, 2 threads): closest / starting distance
-# 0.140, 0.109, 0.212 (the weights shipped before: 0.135, 0.111, 0.231); random yam64 weights on
-# the same episodes: 0.677, 0.536. REACH sits between them.
+# 0.156, 0.123, 0.235 (the sixth run's weights; the fourth's: 0.140, 0.109, 0.212); random yam64
+# weights on the same episodes: 0.677, 0.536. REACH sits between them.
 EPISODES, MAX_STEPS, REACH = 3, 300, 0.3
-MEASURED, FLOOR = "0.140, 0.109, 0.212", 2
+MEASURED, FLOOR = "0.156, 0.123, 0.235", 2
