@@ -911,7 +911,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.out:
         raise SystemExit("vam-stack train: --out RUN_DIR is required (except with --write-text-embeddings)")
     claim_run_dir(Path(args.out), args.resume, getattr(args, "overwrite", False))
-    if cfg.ranks > 1:
+    if cfg.ranks > 1:            # the ranks load the data themselves: a bad dataset is named here, not in a rank
+        check_dataset_fits(Dataset(cfg.dataset, list(cfg.suites) or None), load_config(cfg.preset))
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
         fit_data_parallel(cfg, args.out, resume=args.resume, ship=args.ship)

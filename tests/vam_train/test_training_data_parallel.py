@@ -5,22 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from vam_sim.libero_mock import rollout_expert
-from vam_train.dataset import Dataset, write_dataset
 from vam_train.losses import LossConfig
 from vam_train.recovery import RecoveryConfig
 from vam_train.train import Batches, TrainConfig, Trainer, fit_data_parallel
 from vam_stack.config import ConfigError
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    from vam_sim.libero_mock import LiberoMockConfig
-    from vam_train.collect import bridge_info
-
-    root = tmp_path_factory.mktemp("ds") / "demos"
-    demos = [rollout_expert("goal", 1, 0, 9), rollout_expert("goal", 6, 0, 9)]
-    return Dataset(write_dataset(root, demos, bridge_info(LiberoMockConfig())))
 
 
 def _cfg(**kw):
@@ -101,3 +89,15 @@ def test_a_failing_rank_ends_the_run_with_its_error(data, micro_cfg, tmp_path):
     cfg = _cfg(ranks=2, lr=float("1e30"), warmup=1, grad_clip=1e30, steps=40, checkpoint_every=100)
     with pytest.raises(Exception, match="non-finite loss"):
         fit_data_parallel(cfg, tmp_path / "bad", data=data, model_cfg=micro_cfg)
+
+
+@pytest.mark.unit
+def test_the_train_command_names_a_bad_dataset_before_spawning_ranks(tmp_path):
+    from vam_cli.main import main
+    from vam_stack.paths import config_dir
+    from vam_train.dataset import DatasetError
+
+    with pytest.raises(DatasetError, match="'no/such/dir' is not a dataset"):
+        main(["train", "--config", str(config_dir() / "train_yam64_dp.yaml"), "--dataset", "no/such/dir",
+              "--out", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()

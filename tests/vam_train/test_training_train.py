@@ -6,21 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from vam_sim.libero_mock import rollout_expert
-from vam_train.dataset import Dataset, write_dataset
+from vam_train.dataset import Dataset
 from vam_train.losses import LossConfig
 from vam_train.train import TrainConfig, Trainer, load_train_config, merge_lora
 from vam_stack.config import ConfigError
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ds") / "demos"
-    from vam_sim.libero_mock import LiberoMockConfig
-    from vam_train.collect import bridge_info
-
-    demos = [rollout_expert("goal", 1, 0, 9), rollout_expert("goal", 6, 0, 9)]
-    return Dataset(write_dataset(root, demos, bridge_info(LiberoMockConfig())))
 
 
 def _cfg(**kw):
