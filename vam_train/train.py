@@ -47,6 +47,7 @@ import argparse
 import copy
 import json
 import math
+import os
 import pickle
 import sys
 import time
@@ -632,8 +633,7 @@ class Trainer:
         if self.stage in ("joint", "video"):
             with self._autocast():
                 losses = joint_losses(self.model, batch, cfg.loss, gen, with_action=self.stage == "joint")
-            self._optimise(losses["total"])
-            logs = dict(zip(losses, self._mean(torch.stack([v.detach().float() for v in losses.values()])).tolist()))
+            logs = dict(zip(losses, self._optimise(losses["total"], torch.stack(list(losses.values())))))
         else:
             with self._autocast():
                 feats, sigma = (text_path_features if cfg.head_text_path else frozen_features)(self.model, batch, cfg.loss, gen)
@@ -642,8 +642,7 @@ class Trainer:
                 with self._autocast():
                     loss = action_loss(self.model, feats, sigma, batch["state"], batch["actions"],
                                        cfg.loss.action_samples, cfg.loss.beta_a, gen)
-                self._optimise(loss)
-                acc.append(float(self._mean(loss.detach().float().reshape(1))[0]))
+                acc.append(self._optimise(loss)[0])
             logs = {"action": float(np.mean(acc)), "total": float(np.mean(acc))}
         self._update_ema()
         return logs
@@ -651,14 +650,13 @@ class Trainer:
     def _autocast(self):
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.amp == "bf16")
 
-    def _optimise(self, loss: torch.Tensor) -> None:
-        finite = torch.isfinite(loss.detach()).reshape(1).float()
-        if self.ranks > 1:                               # every rank stops together when any loss is bad
-            import torch.distributed as dist
-
-            dist.all_reduce(finite, op=dist.ReduceOp.MIN)
-        if not bool(finite[0]):
-            raise FloatingPointError(f"non-finite loss at step {self.step} (rank {self.rank}'s: {float(loss)})")
+    def _optimise(self, loss: torch.Tensor, logged: torch.Tensor | None = None) -> list[float]:
+        """One optimiser step on `loss`; returns the ranks' mean of `logged` (default: the loss),
+        which holds the loss, so one all-reduce both logs it and stops every rank together when
+        any rank's loss is not finite."""
+        mean = self._mean((loss if logged is None else logged).detach().float().reshape(-1))
+        if not bool(torch.isfinite(mean).all()):
+            raise FloatingPointError(f"non-finite loss at step {self.step} (mean over ranks: {mean.tolist()})")
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         params = [p for g in self.opt.param_groups for p in g["params"]]
@@ -666,6 +664,7 @@ class Trainer:
             self._average_grads(params)
         torch.nn.utils.clip_grad_norm_(params, self.cfg.grad_clip)
         self.opt.step()
+        return mean.tolist()
 
     # ---- data parallel (cfg.ranks > 1) --------------------------------------------------------
     def _mean(self, x: torch.Tensor) -> torch.Tensor:
@@ -720,7 +719,7 @@ class Trainer:
         cfg = self.cfg
         budget = cfg.time_budget_min * 60
         progress = progress and self.rank == 0
-        log = (self.out / "log.jsonl").open("a") if self.rank == 0 else _NoLog()
+        log = (self.out / "log.jsonl" if self.rank == 0 else Path(os.devnull)).open("a")   # rank 0 logs the means
         # with a time budget the bar counts minutes (the budget, not `steps`, usually ends the run)
         bar = progress_bar(total=round(budget / 60, 1) if budget else cfg.total_steps,
                    initial=round(self.elapsed / 60, 1) if budget else self.step,
@@ -782,19 +781,6 @@ class Trainer:
                     print(f"\ntime budget of {cfg.time_budget_min} min reached at step {self.step}", flush=True)
                 return True
         return True
-
-
-class _NoLog:
-    """The log of a rank other than 0: it writes nothing (rank 0 logs the ranks' mean losses)."""
-
-    def write(self, text: str) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def fit_data_parallel(cfg: TrainConfig, out: str | Path, resume: bool = False, ship: str | None = None,

@@ -260,3 +260,11 @@ def test_a_fresh_run_never_writes_over_an_earlier_one(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(NotADirectoryError, match="is a file"):
         claim_run_dir(tmp_path / "file", resume=False, overwrite=False)
+
+
+@pytest.mark.unit
+def test_a_non_finite_loss_stops_the_run_naming_the_step(data, micro_cfg, tmp_path):
+    tr = Trainer(_cfg(lr=1e30, grad_clip=1e30, steps=40, checkpoint_every=100), tmp_path / "r", data=data,
+                 model_cfg=micro_cfg)
+    with pytest.raises(FloatingPointError, match=r"non-finite loss at step \d+ \(mean over ranks: \[.*(nan|inf)"):
+        tr.fit(progress=False)
