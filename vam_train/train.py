@@ -79,6 +79,9 @@ LORA_TARGETS = ("to_q", "to_k", "to_v", "to_out.0", "ff.net.0.proj", "ff.net.2")
 class TrainConfig:
     preset: str = "tiny"                   # model preset (models/<preset>.yaml)
     dataset: str = "runs/demos_goal"       # dataset directory written by `vam-stack collect`
+    extra_datasets: tuple[str, ...] = ()   # further dataset directories whose episodes join `dataset`'s (e.g. more
+                                           # demonstrations of one task at another seed); they must hold the same
+                                           # instructions, frame shape and action type; `dataset`'s statistics stay
     suites: tuple[str, ...] = ()           # train on these suites of the dataset (empty = all)
     mode: str = "joint"                    # joint | two_stage | video (video loss only: pretraining)
     steps: int = 1000                      # optimiser steps (two_stage: of stage 2)
@@ -132,6 +135,10 @@ class TrainConfig:
     def __post_init__(self):
         check(self.mode in MODES, f"train.mode must be one of {MODES}, got {self.mode!r}")
         check(self.steps >= 1, f"train.steps must be >= 1, got {self.steps!r}")
+        dirs = [str(Path(d).resolve()) for d in (self.dataset, *self.extra_datasets)]
+        check(len(set(dirs)) == len(dirs),
+              f"train.extra_datasets must name directories other than train.dataset and each other, got "
+              f"dataset {self.dataset!r} and extra_datasets {list(self.extra_datasets)!r}")
         check(self.stage1_steps >= 0, f"train.stage1_steps must be >= 0, got {self.stage1_steps!r}")
         check(self.mode == "two_stage" or self.stage1_steps == 0,
               f"train.stage1_steps is only used by mode two_stage, got {self.stage1_steps!r} with mode {self.mode!r}")
@@ -175,6 +182,21 @@ class TrainConfig:
 
 
 # ---- data ---------------------------------------------------------------------------------
+def load_train_data(cfg: TrainConfig) -> Dataset:
+    """`cfg.dataset` with the episodes of `cfg.extra_datasets` appended; an extra directory whose frame
+    shape or action type differs from the first one's is refused before any training."""
+    suites = list(cfg.suites) or None
+    data = Dataset(cfg.dataset, suites)
+    for extra in cfg.extra_datasets:
+        other = Dataset(extra, suites)
+        for key in ("frame_shape", "action_type"):
+            if other.info.get(key) != data.info.get(key):
+                raise ConfigError(f"train.extra_datasets: {str(other.root)!r} has {key} {other.info.get(key)!r}, "
+                                  f"train.dataset {str(data.root)!r} has {data.info.get(key)!r}")
+        data.extend(other)
+    return data
+
+
 def check_dataset_fits(data: Dataset, mcfg) -> None:
     """Refuse a dataset whose actions, proprio or action type the preset cannot learn from."""
     r = mcfg.robot
@@ -340,7 +362,7 @@ class Trainer:
             torch.backends.cudnn.allow_tf32 = True
         self.mcfg = model_cfg or load_config(cfg.preset)
         self.model = VideoActionModel(self.mcfg)                         # initialised on the CPU (same init anywhere)
-        self.data = data or Dataset(cfg.dataset, list(cfg.suites) or None)
+        self.data = data or load_train_data(cfg)
         check_dataset_fits(self.data, self.mcfg)
         if cfg.cache_frames:
             self._cache_frames()
@@ -515,7 +537,8 @@ class Trainer:
             model = merge_lora(model)
         extra = {"stats": self.data.stats, "text_encoder": self.cfg.text_encoder,
                  "training": {"mode": self.cfg.mode, "step": self.step, "elapsed_min": round(self.elapsed / 60, 2),
-                              "dataset": str(self.cfg.dataset), "episodes": len(self.data.episodes),
+                              "dataset": str(self.cfg.dataset), "extra_datasets": list(self.cfg.extra_datasets),
+                              "episodes": len(self.data.episodes),
                               "recovery_rounds": self.recovery_rounds,
                               "recovery_episodes": sum(e.meta.get("source") == "recovery" for e in self.data.episodes),
                               "suites": sorted({e.meta["suite"] for e in self.data.episodes}),
@@ -903,7 +926,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("vam-stack train: --out RUN_DIR is required (except with --write-text-embeddings)")
     claim_run_dir(Path(args.out), args.resume, getattr(args, "overwrite", False))
     if cfg.ranks > 1:            # the ranks load the data themselves: a bad dataset is named here, not in a rank
-        check_dataset_fits(Dataset(cfg.dataset, list(cfg.suites) or None), load_config(cfg.preset))
+        check_dataset_fits(load_train_data(cfg), load_config(cfg.preset))
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
         fit_data_parallel(cfg, args.out, resume=args.resume, ship=args.ship)

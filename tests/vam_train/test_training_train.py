@@ -268,3 +268,31 @@ def test_a_non_finite_loss_stops_the_run_naming_the_step(data, micro_cfg, tmp_pa
                  model_cfg=micro_cfg)
     with pytest.raises(FloatingPointError, match=r"non-finite loss at step \d+ \(mean over ranks: \[.*(nan|inf)"):
         tr.fit(progress=False)
+
+
+@pytest.mark.unit
+def test_extra_datasets_join_the_first_and_mismatches_are_refused(tmp_path):
+    import json
+
+    from vam_sim.libero_mock import LiberoMockConfig, rollout_expert
+    from vam_train.collect import bridge_info
+    from vam_train.dataset import write_dataset
+    from vam_train.train import load_train_data
+
+    info = bridge_info(LiberoMockConfig())
+    a = write_dataset(tmp_path / "a", [rollout_expert("goal", 1, 0, 9)], info)
+    b = write_dataset(tmp_path / "b", [rollout_expert("goal", 1, 1, 9), rollout_expert("goal", 1, 2, 9)], info)
+    c = write_dataset(tmp_path / "c", [rollout_expert("goal", 6, 0, 9)], info)     # another instruction
+    data = load_train_data(TrainConfig(dataset=str(a), extra_datasets=(str(b),)))
+    assert len(data.episodes) == 3 and len(data) == len(Dataset(a)) + len(Dataset(b))
+    assert data.stats == Dataset(a).stats                     # the first dataset's normalisation stays
+    with pytest.raises(ValueError, match="instructions"):
+        load_train_data(TrainConfig(dataset=str(a), extra_datasets=(str(c),)))
+    meta = Path(b) / "meta" / "info.json"
+    meta.write_text(json.dumps(json.loads(meta.read_text()) | {"frame_shape": [48, 192, 3]}))
+    with pytest.raises(ConfigError, match="frame_shape"):
+        load_train_data(TrainConfig(dataset=str(a), extra_datasets=(str(b),)))
+    with pytest.raises(ConfigError, match="extra_datasets"):
+        TrainConfig(dataset=str(a), extra_datasets=(str(a),))
+    with pytest.raises(ValueError, match="not a dataset"):
+        load_train_data(TrainConfig(dataset=str(a), extra_datasets=(str(tmp_path / "missing"),)))
