@@ -81,7 +81,7 @@ class TrainConfig:
     dataset: str = "runs/demos_goal"       # dataset directory written by `vam-stack collect`
     extra_datasets: tuple[str, ...] = ()   # further dataset directories whose episodes join `dataset`'s (e.g. more
                                            # demonstrations of one task at another seed); they must hold the same
-                                           # instructions, frame shape and action type; `dataset`'s statistics stay
+                                           # instructions, frame shape and action type; `dataset`'s statistics stay in force
     suites: tuple[str, ...] = ()           # train on these suites of the dataset (empty = all)
     mode: str = "joint"                    # joint | two_stage | video (video loss only: pretraining)
     steps: int = 1000                      # optimiser steps (two_stage: of stage 2)
