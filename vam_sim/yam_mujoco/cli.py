@@ -25,8 +25,17 @@ def weights_notice(policy) -> str:
     return f"policy: {policy.mcfg.name} preset, weights {policy.checkpoint}"
 
 
+def furthest_counts(episodes: list[dict]) -> dict[str, int]:
+    """How many episodes got furthest to each sub-goal, in the task's order ("none": not even the first)."""
+    order = list(episodes[0]["milestones"]) if episodes else []
+    counts = {m: 0 for m in ["none", *order]}
+    for e in episodes:
+        counts[e["furthest"] or "none"] += 1
+    return counts
+
+
 def run(args: argparse.Namespace) -> int:
-    from vam_sim.episode import summarise
+    from vam_sim.episode import summarise, wilson_interval
 
     cfg = YamRunConfig(task=args.task or "handover", episodes=args.episodes, seed=args.seed,
                        guidance=args.guidance, policy=args.policy, preset=args.preset,
@@ -47,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
                    "weights": getattr(started[0].policy, "checkpoint", None) if started else None,
                    "episodes": episodes,
                    "success_rate": {cfg.task: round(sum(e["success"] for e in episodes) / n, 4)} if n else {},
-                   "stats": summarise(episodes), "wall_s": round(time.perf_counter() - t0, 2)}
+                   "stats": summarise(episodes), "furthest": furthest_counts(episodes), "wall_s": round(time.perf_counter() - t0, 2)}
         write_json_atomic(out / "summary.json", summary | {"complete": complete} | extra)
 
     try:
@@ -58,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
                 ep = runner.run_episode(i)
                 episodes.append(ep)
                 write(False)
-                print(f"  {ep['name']}: {'success' if ep['success'] else ep['termination']} in {ep['steps']} steps",
-                      flush=True)
+                how = "success" if ep["success"] else f"{ep['termination']} (furthest: {ep['furthest']})"
+                print(f"  {ep['name']}: {how} in {ep['steps']} steps", flush=True)
         write(True)
     except KeyboardInterrupt as e:
         name = e.args[0] if isinstance(e, Interrupted) else "SIGINT"
@@ -71,9 +80,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"\ninterrupted ({name}) after {len(episodes)}/{cfg.episodes} episodes; kept "
               f"{out / 'summary.json'} (complete: false)", file=sys.stderr)
         return code
-    rate = round(sum(e["success"] for e in episodes) / len(episodes), 4)
+    k, n = sum(e["success"] for e in episodes), len(episodes)
+    lo, hi = wilson_interval(k, n)
     stats = summarise(episodes)
-    print(f"\nsuccess: {cfg.task} {100 * rate:.0f} % ({sum(e['success'] for e in episodes)}/{len(episodes)} episodes)")
+    print(f"\nsuccess: {cfg.task} {100 * k / n:.0f} % ({k}/{n} episodes, 95 % interval {100 * lo:.0f}-{100 * hi:.0f} %)")
+    print("furthest sub-goal per episode: " + ", ".join(f"{m} {c}" for m, c in furthest_counts(episodes).items()))
     if stats["replans"]:
         print(f"replans: {stats['replans']}, latency p50 {stats['latency_ms_p50']:.0f} ms, "
               f"p95 {stats['latency_ms_p95']:.0f} ms")

@@ -126,6 +126,12 @@ class JointNoise:
         return out
 
 
+def furthest_milestone(reached: dict[str, int | None]) -> str | None:
+    """The last sub-goal, in the task's order, that an episode reached (None: not even the first)."""
+    done = [k for k, step in reached.items() if step is not None]
+    return done[-1] if done else None
+
+
 def episode_seed(task: str, episode: int, seed: int) -> int:
     """Deterministic per-episode seed from (task, episode, seed id)."""
     return zlib.crc32(f"{task}:{episode}:{seed}".encode())
@@ -211,6 +217,7 @@ class YamSimRunner(EpisodeRunner):
         ep = self.new_episode(name, dt)
         times = {"physics": [], "cameras": [], "act": []}
         st = {"step": 0, "termination": "timeout", "stacked": None, "proprio": None}
+        reached: dict[str, int | None] = dict.fromkeys(task.milestones(sim))  # first tick each sub-goal held
         executor = window = None
 
         def frame() -> None:
@@ -243,6 +250,9 @@ class YamSimRunner(EpisodeRunner):
             times["physics"].append(time.perf_counter() - t0)
             st["proprio"] = report.position
             st["step"] = step + 1
+            for key, held in task.milestones(sim).items():
+                if held and reached[key] is None:
+                    reached[key] = step + 1
             if report.new_faults:
                 st["termination"] = "driver_fault"
             elif task.success(sim):
@@ -334,7 +344,8 @@ class YamSimRunner(EpisodeRunner):
                 bridge.close()
         step, termination = st["step"], st["termination"]
         out = ep.outcome(executor, termination == "success", step, termination)
-        out.update({"safety": {k: v for k, v in safety.counts.items() if v},
+        out.update({"milestones": reached, "furthest": furthest_milestone(reached),
+                    "safety": {k: v for k, v in safety.counts.items() if v},
                     "driver_faults": [str(f) for f in driver.faults],
                     "timing_ms": {k: round(1e3 * float(np.mean(v)), 3) for k, v in times.items() if v}})
         if realtime is not None:

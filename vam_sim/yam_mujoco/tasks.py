@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .sim import YamSim
 
 NEAR_M = 0.06  # m: gripper-to-object distance below which a step counts as manipulation
+LIFT_M = 0.02  # m an object must rise off the table for a "lifted" milestone
+MEET_M = 0.05  # m from the handover's meeting point for its "at_meet" milestone
 
 
 class Task(abc.ABC):
@@ -50,6 +52,11 @@ class Task(abc.ABC):
         """World points a gripper closes on: the tracked bodies' origins (a task whose grasps sit
         away from its body's origin, like the tray's end handles, names its own)."""
         return [sim.body_pos(o) for o in self.tracked]
+
+    def milestones(self, sim: "YamSim") -> dict[str, bool]:
+        """The task's sub-goals in the order an expert reaches them, each true while it holds now
+        (the runner books the first tick each holds: how far a failed episode got)."""
+        return {"success": self.success(sim)}
 
     def phase(self, sim: "YamSim") -> str:
         grips = [sim.site_pos(f"{a}_grasp") for a in ("left", "right")]
@@ -80,6 +87,16 @@ class RelayTask(Task):
         self.target = np.array([rng.uniform(0.30, 0.38), -y_left + rng.uniform(0.10, 0.16)])
         sim.model.body("target").pos[:] = (*self.target, 0.0008)
 
+    def milestones(self, sim: "YamSim") -> dict[str, bool]:
+        p = sim.body_pos("block")
+        left = sim.contacts_between("left_finger", "block") >= 2
+        right = sim.contacts_between("right_finger", "block") >= 2
+        resting = p[2] < self.half + 0.01
+        return {"left_lifted": left and p[2] > self.half + LIFT_M,
+                "in_middle": resting and not left and np.linalg.norm(p[:2] - self.handoff) < self.target_radius,
+                "right_lifted": right and p[2] > self.half + LIFT_M,
+                "success": self.success(sim)}
+
     def success(self, sim: "YamSim") -> bool:
         p = sim.body_pos("block")
         resting = p[2] < self.half + 0.01
@@ -106,6 +123,17 @@ class HandoverTask(Task):
         y_left = sim.cfg.arm_spacing / 2
         start = (rng.uniform(0.30, 0.38), y_left - rng.uniform(0.10, 0.16), self.half[2])
         sim.place_free_body("block", start, yaw=rng.uniform(-0.3, 0.3))
+
+    def milestones(self, sim: "YamSim") -> dict[str, bool]:
+        p = sim.body_pos("block")
+        left = sim.contacts_between("left_finger", "block") >= 2
+        right = sim.contacts_between("right_finger", "block") >= 2
+        return {"left_lifted": left and p[2] > self.half[2] + LIFT_M,
+                "at_meet": left and np.linalg.norm(p - self.meet) < MEET_M,
+                "both_hold": left and right,
+                "left_released": right and sim.contacts_between("left_finger", "block") == 0
+                and p[2] > self.min_height,
+                "success": self.success(sim)}
 
     def success(self, sim: "YamSim") -> bool:
         p = sim.body_pos("block")
@@ -144,6 +172,13 @@ class TrayLiftTask(Task):
         # The grippers close on the handles, 0.14 m either side of the tray's origin: measured from
         # the origin, no step of a tray lift would ever count as manipulation.
         return [self.handle_pos(sim, s) for s in ("l", "r")]
+
+    def milestones(self, sim: "YamSim") -> dict[str, bool]:
+        rise = sim.body_pos("tray")[2] - self.half[2]
+        return {"left_on_handle": sim.contacts_between("left_finger", "tray_handle_l") >= 2,
+                "right_on_handle": sim.contacts_between("right_finger", "tray_handle_r") >= 2,
+                "half_lifted": rise > self.lift_m / 2,
+                "success": self.success(sim)}
 
     def success(self, sim: "YamSim") -> bool:
         p = sim.body_pos("tray")
