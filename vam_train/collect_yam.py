@@ -14,7 +14,9 @@ expert's executed arm-joint targets on every `--noise-every`-th attempt (a smoot
 `YamRunConfig.expert_noise`) while the recorded target stays the expert's clean one, so the
 data holds states off the expert's path labelled with the way back; `--noise-where free-space`
 fades the perturbation out while a gripper is near a tracked object, so perturbed grasps
-still close. Failed expert episodes are skipped unless `--keep-failures`. The format is `dataset.py`'s (suite "yam_mujoco", `task` the
+still close. `--miss-m M` (handover) makes the left arm's first grasp aim M metres off the
+block on every `--miss-every`-th attempt; when it misses, the expert opens, rises and grasps
+again (`expert_regrasps` in the episode's line), so the data shows the way out of a missed grasp. Failed expert episodes are skipped unless `--keep-failures`. The format is `dataset.py`'s (suite "yam_mujoco", `task` the
 task's name); `meta/info.json` says `action_type: absolute_joint`, so the trainer pads a chunk
 past the episode end with the last target, not with zeros.
 """
@@ -54,6 +56,9 @@ class YamCollectConfig:
                                             # (the label stays the clean target: the data shows the way back), 0 = none
     noise_every: int = 2                    # perturb every n-th attempt of a task (1 = all), the rest are clean
     noise_where: str = "everywhere"         # everywhere | free_space: faded out near a tracked object (grasps kept)
+    miss_m: float = 0.0                     # handover: the first left grasp aims this far [m] off the block and the
+                                            # expert re-grasps when it missed (recovery in the data), 0 = aim true
+    miss_every: int = 1                     # ... on every n-th attempt of the task (1 = all)
 
     def __post_init__(self):
         from vam_sim.yam_mujoco.tasks import TASKS
@@ -73,6 +78,16 @@ class YamCollectConfig:
         from vam_sim.yam_mujoco.runner import NOISE_WHERE
         check(self.noise_where in NOISE_WHERE,
               f"collect: noise_where must be one of {NOISE_WHERE}, got {self.noise_where!r}")
+
+        from vam_sim.yam_mujoco.expert import MAX_MISS_M
+        check(0.0 <= self.miss_m <= MAX_MISS_M, f"collect: miss_m must be in [0, {MAX_MISS_M}] m, got {self.miss_m!r}")
+        check(self.miss_m == 0.0 or set(self.tasks) == {"handover"},
+              f"collect: miss_m scripts missed handover grasps; collect handover alone, got tasks {self.tasks!r}")
+        check(self.miss_every >= 1, f"collect: miss_every must be >= 1, got {self.miss_every!r}")
+
+    def miss_of(self, episode: int) -> float:
+        """Scripted grasp miss [m] of attempt `episode`."""
+        return self.miss_m if self.miss_m > 0 and episode % self.miss_every == self.miss_every - 1 else 0.0
 
     def noise_of(self, episode: int) -> float:
         """Joint noise of attempt `episode` of a task."""
@@ -99,13 +114,13 @@ class _Demo:
 
 
 def yam_expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
-    """(task, episode, seed, view (w, h), keep, sim_config, joint noise, where) -> (success, stored form or None)."""
+    """(task, episode, seed, view (w, h), keep, sim_config, joint noise, where, miss) -> (success, stored form or None)."""
     import tempfile
 
     from camera_bridge.preprocess import fit_views
     from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner
 
-    task, episode, seed, (vw, vh), keep, sim_config, noise, where = job
+    task, episode, seed, (vw, vh), keep, sim_config, noise, where, miss = job
     frames, proprio, actions, phases = [], [], [], []
 
     def capture(step, stacked, prop, action, phase):
@@ -115,13 +130,17 @@ def yam_expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
         phases.append(phase)
 
     cfg = YamRunConfig(task=task, episodes=episode + 1, seed=seed, policy="expert", record=False, plots=False,
-                       sim_config=sim_config, expert_noise=noise, expert_noise_where=where)
+                       sim_config=sim_config, expert_noise=noise, expert_noise_where=where,
+                       expert_miss_m=miss)
     with tempfile.TemporaryDirectory(prefix="yam_collect_") as tmp:
         with YamSimRunner(cfg, tmp, capture=capture) as runner:
             result = runner.run_episode(episode)
     demo = _Demo("yam_mujoco", task, episode, seed, result["instruction"], bool(result["success"]),
                  np.stack(frames), np.stack(proprio), np.stack(actions), phases)
-    return demo.success, (encode_demo(demo) if demo.success or keep else None)
+    enc = encode_demo(demo) if demo.success or keep else None
+    if enc is not None and miss > 0:
+        enc.meta["regrasps"] = result.get("expert_regrasps", 0)
+    return demo.success, enc
 
 
 def collect_yam(cfg: YamCollectConfig, out: str | Path, progress=None, overwrite: bool = False) -> dict:
@@ -146,7 +165,7 @@ def collect_yam(cfg: YamCollectConfig, out: str | Path, progress=None, overwrite
             while kept < cfg.episodes_per_task and tried < limit:
                 wave = range(tried, min(limit, tried + cfg.episodes_per_task - kept))
                 jobs = [(task, e, cfg.seed, (cfg.view_width, cfg.view_height), cfg.keep_failures, cfg.sim_config,
-                         cfg.noise_of(e), cfg.noise_where) for e in wave]
+                         cfg.noise_of(e), cfg.noise_where, cfg.miss_of(e)) for e in wave]
                 for success, enc in run(jobs):
                     tried += 1
                     fails += not success
@@ -167,7 +186,7 @@ def collect_yam(cfg: YamCollectConfig, out: str | Path, progress=None, overwrite
     info = YAM_INFO | {
         "frame_shape": [cfg.view_height, 3 * cfg.view_width, 3], "tasks": list(cfg.tasks), "seed": cfg.seed,
         "episodes_per_task": cfg.episodes_per_task, "joint_noise": cfg.joint_noise, "noise_every": cfg.noise_every,
-        "noise_where": cfg.noise_where,
+        "noise_where": cfg.noise_where, "miss_m": cfg.miss_m, "miss_every": cfg.miss_every,
         "expert_attempts": attempts, "expert_failures": failures,
         "expert_success": {t: {"successes": k, "episodes": n} for t, (k, n) in per_task.items()},
         "expert_success_rate": round(1.0 - failures / max(attempts, 1), 4), "collect_s": round(time.perf_counter() - t0, 1)}

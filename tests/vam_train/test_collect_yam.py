@@ -63,7 +63,11 @@ def test_the_trainer_refuses_a_dataset_its_preset_cannot_learn(yam_dataset):
                                        ({"joint_noise": 0.3}, "joint_noise must be in"),
                                        ({"joint_noise": -0.01}, "joint_noise must be in"),
                                        ({"noise_every": 0}, "noise_every"),
-                                       ({"noise_where": "grasp"}, "noise_where must be one of")])
+                                       ({"noise_where": "grasp"}, "noise_where must be one of"),
+                                       ({"miss_m": 0.1}, "miss_m must be in"),
+                                       ({"miss_m": float("nan")}, "miss_m must be in"),
+                                       ({"miss_m": 0.05, "tasks": ("handover", "relay")}, "collect handover alone"),
+                                       ({"miss_every": 0}, "miss_every")])
 def test_collect_config_names_the_bad_value(kw, match):
     with pytest.raises(ConfigError, match=match):
         YamCollectConfig(**kw)
@@ -74,6 +78,9 @@ def test_joint_noise_hits_every_nth_attempt():
     cfg = YamCollectConfig(joint_noise=0.05, noise_every=2)
     assert [cfg.noise_of(e) for e in range(4)] == [0.0, 0.05, 0.0, 0.05]
     assert YamCollectConfig().noise_of(1) == 0.0                          # off by default (the shipped recipe)
+    miss = YamCollectConfig(miss_m=0.05, miss_every=3)
+    assert [miss.miss_of(e) for e in range(6)] == [0.0, 0.0, 0.05, 0.0, 0.0, 0.05]
+    assert YamCollectConfig().miss_of(0) == 0.0
 
 
 @pytest.mark.unit

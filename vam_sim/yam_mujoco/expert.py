@@ -11,6 +11,7 @@ targets (rad; grippers as an opening fraction) that go through the driver like a
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -27,6 +28,7 @@ HOLD_S = 0.1  # s holding the measured pose first: the driver's start-up ramp co
 READY_S = 1.5  # s to turn the grippers down (joint space) before the Cartesian plans start
 TAKEOVER_READY_S = 0.8  # s of the ready move when the expert takes over from a running policy (no hold)
 GRIP_S = 1.2  # s per close/open: the driver slews the gripper at 1.0 opening fraction per second
+MAX_MISS_M = 0.06  # m: the largest scripted miss of a first grasp (beyond it the fingers only hit the table)
 
 
 def down_rotation(yaw: float) -> np.ndarray:
@@ -113,6 +115,8 @@ class Segment:
     duration: float
     goal: Callable[[YamSim], Pose] | None  # None: stay where the last segment ended
     gripper: float
+    before: Callable[[YamSim], list["Segment"] | None] | None = None  # called as the segment is due: segments
+    # it returns run first (the other arms hold still for as long), e.g. a re-grasp after a missed grasp
 
 
 class ScriptedExpert:
@@ -120,7 +124,7 @@ class ScriptedExpert:
 
     def __init__(self, sim: YamSim, plans: dict[str, list[Segment]], rate_hz: float = 30.0,
                  hold_s: float = HOLD_S, ready_s: float = READY_S):
-        self.sim, self.plans, self.dt = sim, plans, 1.0 / rate_hz
+        self.sim, self.plans0, self.dt = sim, plans, 1.0 / rate_hz
         self.hold_s, self.ready_s = hold_s, ready_s
         self.iks = {a: ArmIK(sim, a) for a in ARMS}
         self.reset()
@@ -129,11 +133,13 @@ class ScriptedExpert:
         """Start from the measured joints: hold them for `hold_s`, then turn the grippers down in
         joint space over `ready_s` (the ready pose need not point down), then run the plans."""
         pos, _, _ = self.sim.state()
+        self.plans = {a: list(plan) for a, plan in self.plans0.items()}  # insertions (re-grasps) change these
         self.t = -(self.hold_s + self.ready_s)
         self.q0 = {a: pos[7 * k:7 * k + 6].copy() for k, a in enumerate(ARMS)}
         self.q = dict(self.q0)
         self.grip = {a: OPEN for a in ARMS}
         self.index = {a: -1 for a in ARMS}
+        self.regrasps = 0  # segment insertions so far (re-grasps after a missed grasp)
         self.seg_start = {a: 0.0 for a in ARMS}
         self.from_pose: dict[str, Pose] = {}
         self.to_pose: dict[str, Pose] = {}
@@ -186,9 +192,24 @@ class ScriptedExpert:
             self.seg_start[a] = self.t
             if self.index[a] < len(plan):
                 seg = plan[self.index[a]]
+                extra = seg.before(self.sim) if seg.before is not None else None
+                if extra:
+                    self._insert(a, extra)
+                    seg = plan[self.index[a]]
                 if seg.goal is not None:
                     self.to_pose[a] = seg.goal(self.sim)
                 elapsed += seg.duration
+
+    def _insert(self, a: str, extra: list[Segment]) -> None:
+        """Run `extra` on arm `a` now, before its due segment; every other arm holds its pose and
+        gripper for as long, after the segment it is in, so the shared timeline stays in step."""
+        i = self.index[a]
+        self.plans[a][i:i] = extra
+        wait = sum(s.duration for s in extra)
+        for b in self.plans:
+            if b != a:
+                self.plans[b].insert(max(self.index[b] + 1, 0), Segment(wait, None, self.grip[b]))
+        self.regrasps += 1
 
 
 def _finger_yaw(yaw: float) -> float:
@@ -228,10 +249,15 @@ def side_rotation(heading: float) -> np.ndarray:
     return np.column_stack([[-s, c, 0.0], [0.0, 0.0, 1.0], [c, s, 0.0]])
 
 
-def handover_plans(sim: YamSim, task: HandoverTask) -> dict[str, list[Segment]]:
+def handover_plans(sim: YamSim, task: HandoverTask, miss: np.ndarray | None = None) -> dict[str, list[Segment]]:
     """Left: pick the block top-down near its top, bring it to `task.meet`, turned so its faces
     meet the right fingers. Right: reach it from its own base's direction with a horizontal
-    grasp below the left fingers, close; left opens and leaves; right carries the block over."""
+    grasp below the left fingers, close; left opens and leaves; right carries the block over.
+
+    `miss` (x, y) [m]: the left arm's first approach and descent aim that far off the block, so
+    its first grasp misses; then, before lifting, it finds the block not held, opens, rises,
+    comes down on the block's true pose and closes again (once; the right arm waits meanwhile):
+    a demonstration of recovering from a missed grasp."""
     hz = task.half[2]
     top = hz - 0.008  # left grasp site below the block top: its pads hold the top 1.8 cm
     meet = task.meet
@@ -240,10 +266,23 @@ def handover_plans(sim: YamSim, task: HandoverTask) -> dict[str, list[Segment]]:
     rot = side_rotation(heading)
     forward = rot[:, 2]
     left_yaw = _finger_yaw(heading + np.pi / 2)  # left fingers along the right fingers' axis
-    above_block = lambda dz: (lambda s: down(s.body_pos("block") + [0, 0, top + dz], _block_yaw(s)))  # noqa: E731
+    above_block = lambda dz, off=(0.0, 0.0): (  # noqa: E731
+        lambda s: down(s.body_pos("block") + [off[0], off[1], top + dz], _block_yaw(s)))
     y_l, y_r = sim.cfg.arm_spacing / 2, -sim.cfg.arm_spacing / 2
-    left = [Segment(1.5, above_block(0.10), OPEN), Segment(1.0, above_block(0.0), OPEN),
-            Segment(GRIP_S, None, CLOSED), Segment(1.0, above_block(0.10), CLOSED),
+    off = (0.0, 0.0) if miss is None else (float(miss[0]), float(miss[1]))
+    regrasp = None
+    if miss is not None:
+        budget = [1]
+
+        def regrasp(s: YamSim) -> list[Segment] | None:
+            """Before the lift: if the block is not between the left fingers, grasp it again."""
+            if s.contacts_between("left_finger", "block") >= 2 or budget[0] == 0:
+                return None
+            budget[0] -= 1
+            return [Segment(GRIP_S, None, OPEN), Segment(1.0, above_block(0.06), OPEN),
+                    Segment(1.0, above_block(0.0), OPEN), Segment(GRIP_S, None, CLOSED)]
+    left = [Segment(1.5, above_block(0.10, off), OPEN), Segment(1.0, above_block(0.0, off), OPEN),
+            Segment(GRIP_S, None, CLOSED), Segment(1.0, above_block(0.10), CLOSED, before=regrasp),
             Segment(2.0, lambda s: down(meet + [0, 0, top], left_yaw), CLOSED)]
     t_meet = sum(seg.duration for seg in left)
     right = [Segment(3.0, lambda s: (meet - 0.12 * forward, rot), OPEN), Segment(t_meet - 3.0, None, OPEN),
@@ -272,14 +311,26 @@ def tray_plans(sim: YamSim, task: TrayLiftTask) -> dict[str, list[Segment]]:
     return plans
 
 
-def make_expert(sim: YamSim, rate_hz: float = 30.0, takeover: bool = False) -> ScriptedExpert:
+def miss_offset(miss_m: float, seed: int) -> np.ndarray:
+    """A horizontal offset of length `miss_m` [m] in a seeded random direction."""
+    if not (math.isfinite(miss_m) and 0.0 < miss_m <= MAX_MISS_M):
+        raise ValueError(f"miss_m must be in (0, {MAX_MISS_M}] m, got {miss_m!r}")
+    angle = np.random.default_rng(seed).uniform(-np.pi, np.pi)
+    return miss_m * np.array([np.cos(angle), np.sin(angle)])
+
+
+def make_expert(sim: YamSim, rate_hz: float = 30.0, takeover: bool = False,
+                miss: np.ndarray | None = None) -> ScriptedExpert:
     """The scripted expert for the simulator's task (call after `sim.reset`). `takeover`: it starts
     mid-episode from wherever a policy left the arms (a recovery round): no hold, since the driver
     is already running, and a shorter ready move; its plans start afresh from the objects' poses
-    at that moment, so it takes over only before any grasp (the runner checks the phase)."""
+    at that moment, so it takes over only before any grasp (the runner checks the phase).
+    `miss` (handover only): the left arm's first grasp aims this (x, y) offset off and it re-grasps."""
     task = sim.task
+    if miss is not None and not isinstance(task, HandoverTask):
+        raise ValueError(f"a missed first grasp is scripted for handover only, not {task.name!r}")
     if isinstance(task, HandoverTask):
-        plans = handover_plans(sim, task)
+        plans = handover_plans(sim, task, miss)
     elif isinstance(task, RelayTask):
         plans = relay_plans(sim, task)
     elif isinstance(task, TrayLiftTask):

@@ -26,7 +26,7 @@ from camera_bridge.window import FrameRing
 from vam_stack.config import check
 
 from ..episode import EpisodeRunner, RealtimeLoop, check_run_device
-from .expert import make_expert
+from .expert import MAX_MISS_M, make_expert, miss_offset
 from .robot import SimRobot, build_sim_robot
 from .tasks import TASKS
 
@@ -62,6 +62,8 @@ class YamRunConfig:
                                             # expert_noise_fade_s) while the expert's phase is manipulation (a
                                             # gripper near a tracked object) and back in once it is planning again
     expert_noise_fade_s: float = 0.2  # fade time constant of free_space [s]
+    expert_miss_m: float = 0.0  # expert, handover only: its first left grasp aims this far [m] off the block (a
+                                # seeded direction per episode), misses, and it re-grasps: recovery in the data
     execute: int | None = None  # actions run from each chunk before the next replan (1..chunk); None = the preset's
     takeover_step: int | None = None  # vam, lockstep: at this tick the scripted expert takes over from the policy
                                       # and finishes the episode (recovery rounds); it only restarts its plans
@@ -91,6 +93,10 @@ class YamRunConfig:
               f"expert_noise_where must be one of {NOISE_WHERE}, got {self.expert_noise_where!r}")
         check(math.isfinite(self.expert_noise_fade_s) and 0.01 <= self.expert_noise_fade_s <= 5.0,
               f"expert_noise_fade_s must be in [0.01, 5] s, got {self.expert_noise_fade_s!r}")
+        check(math.isfinite(self.expert_miss_m) and 0.0 <= self.expert_miss_m <= MAX_MISS_M,
+              f"expert_miss_m must be in [0, {MAX_MISS_M}] m, got {self.expert_miss_m!r}")
+        check(self.expert_miss_m == 0.0 or (self.policy == "expert" and self.task == "handover"),
+              f"expert_miss_m scripts the expert's handover, got policy {self.policy!r} and task {self.task!r}")
         check(self.execute is None or (isinstance(self.execute, int) and self.execute >= 1),
               f"execute must be an int >= 1, got {self.execute!r}")
         check(self.execute is None or self.policy == "vam", f"execute applies to the vam policy, got {self.policy!r}")
@@ -337,7 +343,10 @@ class YamSimRunner(EpisodeRunner):
             else:
                 noise = (JointNoise(c.expert_noise, c.expert_noise_tau_s, 1.0 / sim.cfg.control_hz,
                                     ep_seed ^ 0x5EED, c.expert_noise_fade_s) if c.expert_noise > 0 else None)
-                run_expert(make_expert(sim, sim.cfg.control_hz), noise)
+                miss = miss_offset(c.expert_miss_m, ep_seed ^ 0x3155) if c.expert_miss_m > 0 else None
+                expert = make_expert(sim, sim.cfg.control_hz, miss=miss)
+                run_expert(expert, noise)
+                result["expert_regrasps"] = expert.regrasps
         finally:
             driver.shutdown()
             if bridge is not None:

@@ -150,6 +150,71 @@ def test_expert_noise_settings_are_checked(kw, match):
         YamRunConfig(**kw)
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("kw, match", [({"expert_miss_m": -0.01}, "expert_miss_m must be in"),
+                                       ({"expert_miss_m": 0.2}, "expert_miss_m must be in"),
+                                       ({"expert_miss_m": float("inf")}, "expert_miss_m must be in"),
+                                       ({"expert_miss_m": 0.05, "policy": "vam"}, "policy 'vam'"),
+                                       ({"expert_miss_m": 0.05, "task": "relay"}, "task 'relay'")])
+def test_expert_miss_settings_are_checked(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        YamRunConfig(**({"policy": "expert"} | kw))
+
+
+@pytest.mark.unit
+def test_a_miss_is_a_seeded_horizontal_offset_of_its_length():
+    from vam_sim.yam_mujoco.expert import miss_offset
+
+    a, b = miss_offset(0.05, 1), miss_offset(0.05, 2)
+    assert np.allclose(a, miss_offset(0.05, 1)) and not np.allclose(a, b)
+    assert a.shape == (2,) and np.isclose(np.linalg.norm(a), 0.05) and np.isclose(np.linalg.norm(b), 0.05)
+    for bad in (0.0, 0.07, float("nan")):
+        with pytest.raises(ValueError, match="miss_m"):
+            miss_offset(bad, 0)
+
+
+@pytest.mark.sim
+def test_a_missed_first_grasp_is_grasped_again_while_the_right_arm_waits(tmp_path):
+    """Episode 1 of seed id 9 at 5 cm misses its first grasp (measured): the expert opens, rises,
+    grasps the block where it really is and still hands it over; the right arm holds still for
+    the inserted re-grasp, so every later sub-goal comes later by the re-grasp's length."""
+    def run(miss):
+        targets = []
+        cfg = YamRunConfig(task="handover", policy="expert", seed=9, record=False, plots=False, expert_miss_m=miss)
+        with YamSimRunner(cfg, tmp_path / f"m{miss}", capture=lambda *a: targets.append(a[3])) as runner:
+            return runner.run_episode(1), np.array(targets)
+
+    clean, clean_targets = run(0.0)
+    missed, targets = run(0.05)
+    assert clean["expert_regrasps"] == 0 and missed["expert_regrasps"] == 1
+    assert clean["success"] and missed["success"], (clean["termination"], missed["termination"])
+    lag = missed["milestones"]["left_lifted"] - clean["milestones"]["left_lifted"]
+    regrasp_ticks = round((2 * 1.2 + 2 * 1.0) * 30)              # open, rise, descend, close
+    assert abs(lag - regrasp_ticks) <= 15, lag
+    for key in ("both_hold", "left_released", "success"):
+        assert abs(missed["milestones"][key] - clean["milestones"][key] - regrasp_ticks) <= 15, key
+    # The right arm waits at its ready pose until the block arrives (~8.3 s in, tick ~250); with the
+    # re-grasp inserted it waits that much longer, so where the clean run already reaches, it stands still.
+    late = slice(255, 245 + regrasp_ticks)
+    assert np.abs(clean_targets[late, 7:13] - clean_targets[late, 7:13][0]).max() > 0.05
+    assert np.abs(targets[late, 7:13] - targets[late, 7:13][0]).max() < 1e-9
+
+
+@pytest.mark.unit
+def test_the_expert_reset_drops_inserted_segments(robot):
+    from vam_sim.yam_mujoco.expert import GRIP_S, Segment, make_expert
+
+    robot.sim.reset(1)
+    expert = make_expert(robot.sim, miss=np.array([0.05, 0.0]))
+    lengths = {a: len(p) for a, p in expert.plans.items()}
+    expert.index = {"left": 0, "right": 0}
+    expert._insert("left", [Segment(GRIP_S, None, 1.0)])
+    assert len(expert.plans["left"]) == lengths["left"] + 1 and len(expert.plans["right"]) == lengths["right"] + 1
+    assert expert.plans["right"][1].goal is None and expert.plans["right"][1].duration == GRIP_S
+    expert.reset()
+    assert {a: len(p) for a, p in expert.plans.items()} == lengths and expert.regrasps == 0
+
+
 @pytest.mark.sim
 def test_noisy_expert_is_driven_off_its_path_but_labelled_with_the_clean_target(tmp_path, mujoco_renders):
     """Under expert_noise the arm follows perturbed targets, and the captured label is the expert's
