@@ -16,7 +16,9 @@ data holds states off the expert's path labelled with the way back; `--noise-whe
 fades the perturbation out while a gripper is near a tracked object, so perturbed grasps
 still close. `--miss-m M` (handover) makes the left arm's first grasp aim M metres off the
 block on every `--miss-every`-th attempt; when it misses, the expert opens, rises and grasps
-again (`expert_regrasps` in the episode's line), so the data shows the way out of a missed grasp. Failed expert episodes are skipped unless `--keep-failures`. The format is `dataset.py`'s (suite "yam_mujoco", `task` the
+again (`regrasps` in the episode's line), so the data shows the way out of a missed grasp. Such an
+episode's `train_from` is the re-grasp's first step: the trainer starts no sample before it,
+so the miss itself is only ever seen as history, never imitated. Failed expert episodes are skipped unless `--keep-failures`. The format is `dataset.py`'s (suite "yam_mujoco", `task` the
 task's name); `meta/info.json` says `action_type: absolute_joint`, so the trainer pads a chunk
 past the episode end with the last target, not with zeros.
 """
@@ -140,6 +142,8 @@ def yam_expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
     enc = encode_demo(demo) if demo.success or keep else None
     if enc is not None and miss > 0:
         enc.meta["regrasps"] = result.get("expert_regrasps", 0)
+        if result.get("expert_regrasp_steps"):        # train on the way back, never on the scripted miss
+            enc.meta["train_from"] = int(result["expert_regrasp_steps"][0])
     return demo.success, enc
 
 

@@ -220,6 +220,10 @@ class Dataset:
                 ep = Episode(m, z["proprio"], z["actions"], z["phase"], z["frame_offsets"], z["frames_png"])
             if not (len(ep.proprio) == len(ep.actions) == len(ep.phase) == len(ep.offsets) - 1 == m["length"]):
                 raise DatasetError(f"{path}: array lengths disagree with the listed length {m['length']}")
+            start = m.get("train_from", 0)
+            if not (isinstance(start, int) and not isinstance(start, bool) and 0 <= start < m["length"]):
+                raise DatasetError(f"{self.root}: episode {m.get('index')} has train_from {start!r}; it must be an "
+                                   f"int step in [0, {m['length']})")
             self.episodes.append(ep)
         lengths = np.array([len(e) for e in self.episodes])
         self._cum = np.concatenate([[0], np.cumsum(lengths)])

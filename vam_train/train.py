@@ -223,12 +223,14 @@ class Batches:
         self.pin = False                # pin batches in page-locked memory (set by a CUDA trainer)
         self.shard = (0, 1)             # (rank, ranks): this process assembles its slice of every batch
         recovery = [e.meta.get("source") == "recovery" for e in data.episodes]
-        if cfg.planning_weight != 1.0 or (any(recovery) and cfg.recovery.weight != 1.0):
+        starts = [e.meta.get("train_from", 0) for e in data.episodes]  # no sample starts before (a scripted miss)
+        if cfg.planning_weight != 1.0 or (any(recovery) and cfg.recovery.weight != 1.0) or any(starts):
             from .dataset import PHASE_CODES
 
             phase = np.concatenate([e.phase for e in data.episodes])
             w = np.where(phase == PHASE_CODES["planning"], cfg.planning_weight, 1.0)
             w = w * np.repeat(np.where(recovery, cfg.recovery.weight, 1.0), [len(e) for e in data.episodes])
+            w = w * np.concatenate([np.arange(len(e)) >= s for e, s in zip(data.episodes, starts)])
             self.p = w / w.sum()
 
     def _frames(self, clip: np.ndarray) -> np.ndarray:

@@ -70,6 +70,17 @@ def test_bad_dataset_dirs_are_named(tmp_path, data):
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("bad", [-1, 10_000, 2.5, "40", True])
+def test_a_bad_train_from_is_refused_naming_it(tmp_path, demos, bad):
+    root = write_dataset(tmp_path / "d", demos, {"suites": ["goal"]})
+    lines = (root / "meta" / "episodes.jsonl").read_text().splitlines()
+    first = json.loads(lines[0]) | {"train_from": bad}
+    (root / "meta" / "episodes.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    with pytest.raises(DatasetError, match=f"train_from {bad!r}"):
+        Dataset(root)
+
+
+@pytest.mark.unit
 def test_collect_config_validates():
     with pytest.raises(ConfigError, match="'nope'"):
         CollectConfig(suites=("nope",))

@@ -157,6 +157,24 @@ def test_planning_weight_oversamples_planning_steps(data, micro_cfg, tmp_path):
 
 
 @pytest.mark.unit
+def test_no_sample_starts_before_an_episodes_train_from(data, micro_cfg, tmp_path):
+    """A re-grasp demonstration's scripted miss (steps before `train_from`) is never a sample start."""
+    from vam_train.train import Batches
+
+    ep = data.episodes[0]
+    start = len(ep) // 2
+    ep.meta["train_from"] = start
+    try:
+        b = Batches(data, _cfg(batch=64), {}, 17, 17, (224, 448))
+        assert b.p is not None and np.all(b.p[:start] == 0) and np.all(b.p[start:] > 0)
+        picked = np.concatenate([np.random.default_rng([0, s]).choice(len(data), 64, p=b.p) for s in range(20)])
+        steps = [data.locate(int(i)) for i in picked]
+        assert all(t >= start for e, t in steps if e == 0) and any(e == 0 for e, _ in steps)
+    finally:
+        del ep.meta["train_from"]
+
+
+@pytest.mark.unit
 def test_libero64_preset_keeps_every_mechanism_on_a_small_token_geometry():
     from vam_model.networks.config import load_config
 

@@ -140,6 +140,8 @@ class ScriptedExpert:
         self.grip = {a: OPEN for a in ARMS}
         self.index = {a: -1 for a in ARMS}
         self.regrasps = 0  # segment insertions so far (re-grasps after a missed grasp)
+        self.ticks = 0  # act() calls so far (= the episode's step)
+        self.inserted_at: list[int] = []  # the step of each insertion
         self.seg_start = {a: 0.0 for a in ARMS}
         self.from_pose: dict[str, Pose] = {}
         self.to_pose: dict[str, Pose] = {}
@@ -167,6 +169,7 @@ class ScriptedExpert:
                 self.q[a] = (1 - s) * self.q0[a] + s * self.q_ready[a]
                 out[7 * k:7 * k + 6], out[7 * k + 6] = self.q[a], OPEN
             self.t += self.dt
+            self.ticks += 1
             return out
         for k, a in enumerate(ARMS):
             self._advance(a)
@@ -181,6 +184,7 @@ class ScriptedExpert:
                 self.grip[a] = seg.gripper
             out[7 * k:7 * k + 6], out[7 * k + 6] = self.q[a], self.grip[a]
         self.t += self.dt
+        self.ticks += 1
         return out
 
     def _advance(self, a: str) -> None:
@@ -210,6 +214,7 @@ class ScriptedExpert:
             if b != a:
                 self.plans[b].insert(max(self.index[b] + 1, 0), Segment(wait, None, self.grip[b]))
         self.regrasps += 1
+        self.inserted_at.append(self.ticks)
 
 
 def _finger_yaw(yaw: float) -> float:

@@ -347,6 +347,7 @@ class YamSimRunner(EpisodeRunner):
                 expert = make_expert(sim, sim.cfg.control_hz, miss=miss)
                 run_expert(expert, noise)
                 result["expert_regrasps"] = expert.regrasps
+                result["expert_regrasp_steps"] = list(expert.inserted_at)
         finally:
             driver.shutdown()
             if bridge is not None:

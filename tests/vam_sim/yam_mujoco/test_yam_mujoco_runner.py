@@ -187,6 +187,8 @@ def test_a_missed_first_grasp_is_grasped_again_while_the_right_arm_waits(tmp_pat
     clean, clean_targets = run(0.0)
     missed, targets = run(0.05)
     assert clean["expert_regrasps"] == 0 and missed["expert_regrasps"] == 1
+    # The re-grasp starts as the lift would have: after the hold, the ready move, approach, descent, close.
+    assert missed["expert_regrasp_steps"] == [round((0.1 + 1.5 + 1.5 + 1.0 + 1.2) * 30)]
     assert clean["success"] and missed["success"], (clean["termination"], missed["termination"])
     lag = missed["milestones"]["left_lifted"] - clean["milestones"]["left_lifted"]
     regrasp_ticks = round((2 * 1.2 + 2 * 1.0) * 30)              # open, rise, descend, close
