@@ -188,7 +188,8 @@ def test_a_missed_first_grasp_is_grasped_again_while_the_right_arm_waits(tmp_pat
     missed, targets = run(0.05)
     assert clean["expert_regrasps"] == 0 and missed["expert_regrasps"] == 1
     # The re-grasp starts as the lift would have: after the hold, the ready move, approach, descent, close.
-    assert missed["expert_regrasp_steps"] == [round((0.1 + 1.5 + 1.5 + 1.0 + 1.2) * 30)]
+    (step,) = missed["expert_regrasp_steps"]
+    assert abs(step - (0.1 + 1.5 + 1.5 + 1.0 + 1.2) * 30) <= 1, step        # 159 ticks, +-1 for the float clock
     assert clean["success"] and missed["success"], (clean["termination"], missed["termination"])
     lag = missed["milestones"]["left_lifted"] - clean["milestones"]["left_lifted"]
     regrasp_ticks = round((2 * 1.2 + 2 * 1.0) * 30)              # open, rise, descend, close
