@@ -153,6 +153,8 @@ class YamSim:
         with self.lock:
             for _ in range(self.cfg.substeps):
                 mujoco.mj_step(self.model, self.data)
+            if self.task is not None:
+                self.task.observe(self)
             return float(self.data.time)
 
     def sync(self) -> None:
@@ -167,6 +169,8 @@ class YamSim:
             n = int(min(lag, self.cfg.max_catch_up_s) / self.model.opt.timestep)
             for _ in range(max(n, 0)):
                 mujoco.mj_step(self.model, self.data)
+            if n > 0 and self.task is not None:
+                self.task.observe(self)
             if lag > self.cfg.max_catch_up_s:  # the host stalled: skip ahead instead of bursting
                 self._wall_t0 = now - self.data.time
 

@@ -53,6 +53,10 @@ class Task(abc.ABC):
         away from its body's origin, like the tray's end handles, names its own)."""
         return [sim.body_pos(o) for o in self.tracked]
 
+    def observe(self, sim: "YamSim") -> None:
+        """Called by the simulator after every control period (and every wall-clock catch-up): a task
+        whose success needs an earlier stage to have happened books it here (see HandoverTask)."""
+
     def milestones(self, sim: "YamSim") -> dict[str, bool]:
         """The task's sub-goals in the order an expert reaches them, each true while it holds now
         (the runner books the first tick each holds: how far a failed episode got)."""
@@ -86,26 +90,37 @@ class RelayTask(Task):
         sim.place_free_body("block", start, yaw=rng.uniform(-0.3, 0.3))
         self.target = np.array([rng.uniform(0.30, 0.38), -y_left + rng.uniform(0.10, 0.16)])
         sim.model.body("target").pos[:] = (*self.target, 0.0008)
+        self.relayed = False  # set once the block has rested in the middle without the left holding it
+
+    def _in_middle(self, sim: "YamSim") -> bool:
+        p = sim.body_pos("block")
+        return bool(p[2] < self.half + 0.01 and sim.contacts_between("left_finger", "block") == 0
+                    and np.linalg.norm(p[:2] - self.handoff) < self.target_radius)
+
+    def observe(self, sim: "YamSim") -> None:
+        self.relayed = self.relayed or self._in_middle(sim)
 
     def milestones(self, sim: "YamSim") -> dict[str, bool]:
         p = sim.body_pos("block")
         left = sim.contacts_between("left_finger", "block") >= 2
         right = sim.contacts_between("right_finger", "block") >= 2
-        resting = p[2] < self.half + 0.01
         return {"left_lifted": left and p[2] > self.half + LIFT_M,
-                "in_middle": resting and not left and np.linalg.norm(p[:2] - self.handoff) < self.target_radius,
+                "in_middle": self._in_middle(sim),
                 "right_lifted": right and p[2] > self.half + LIFT_M,
                 "success": self.success(sim)}
 
     def success(self, sim: "YamSim") -> bool:
+        """On the target, resting, after resting in the middle (the right arm fetching the block from
+        the left's side itself is no relay)."""
         p = sim.body_pos("block")
         resting = p[2] < self.half + 0.01
-        return bool(resting and np.linalg.norm(p[:2] - self.target) < self.target_radius)
+        return bool(self.relayed and resting and np.linalg.norm(p[:2] - self.target) < self.target_radius)
 
 
 class HandoverTask(Task):
     """Left picks a tall block and holds it up; right takes it from the side in mid-air and
-    carries it to its own side; success once only the right gripper holds it there."""
+    carries it to its own side; success once only the right gripper holds it there, after the
+    left alone has held it off the table (the right arm fetching it from the table is no handover)."""
 
     name = "handover"
     instruction = "pick up the blue block with the left arm and hand it to the right arm"
@@ -123,23 +138,33 @@ class HandoverTask(Task):
         y_left = sim.cfg.arm_spacing / 2
         start = (rng.uniform(0.30, 0.38), y_left - rng.uniform(0.10, 0.16), self.half[2])
         sim.place_free_body("block", start, yaw=rng.uniform(-0.3, 0.3))
+        self.passed = False  # set once the left arm alone has held the block off the table
+
+    def _left_aloft(self, sim: "YamSim") -> bool:
+        return bool(sim.contacts_between("left_finger", "block") >= 1 and sim.contacts_between("right_finger", "block") == 0
+                    and sim.body_pos("block")[2] > self.half[2] + LIFT_M)
+
+    def observe(self, sim: "YamSim") -> None:
+        self.passed = self.passed or self._left_aloft(sim)
 
     def milestones(self, sim: "YamSim") -> dict[str, bool]:
+        # Any finger contact counts here (a pinch on one contact point still carries the block); the
+        # success predicate keeps its own, stricter, two-contact hold.
         p = sim.body_pos("block")
-        left = sim.contacts_between("left_finger", "block") >= 2
-        right = sim.contacts_between("right_finger", "block") >= 2
-        return {"left_lifted": left and p[2] > self.half[2] + LIFT_M,
-                "at_meet": left and np.linalg.norm(p - self.meet) < MEET_M,
-                "both_hold": left and right,
-                "left_released": right and sim.contacts_between("left_finger", "block") == 0
-                and p[2] > self.min_height,
+        left = sim.contacts_between("left_finger", "block") >= 1
+        right = sim.contacts_between("right_finger", "block") >= 1
+        lifted = p[2] > self.half[2] + LIFT_M
+        return {"left_lifted": self._left_aloft(sim),
+                "at_meet": left and not right and np.linalg.norm(p - self.meet) < MEET_M,
+                "both_hold": left and right and lifted,
+                "left_released": right and not left and p[2] > self.min_height,
                 "success": self.success(sim)}
 
     def success(self, sim: "YamSim") -> bool:
         p = sim.body_pos("block")
         held_right = sim.contacts_between("right_finger", "block") >= 2
         free_left = sim.contacts_between("left_finger", "block") == 0
-        return bool(held_right and free_left and p[2] > self.min_height and p[1] < self.max_y)
+        return bool(self.passed and held_right and free_left and p[2] > self.min_height and p[1] < self.max_y)
 
 
 class TrayLiftTask(Task):
