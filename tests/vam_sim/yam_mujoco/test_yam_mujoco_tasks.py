@@ -1,5 +1,5 @@
 """Task predicates of the simulated YAM on a scripted world state: a handover needs the left arm
-to have carried the block alone first, a relay needs the block to have rested in the middle."""
+to have held the block aloft first, a relay needs the block to have rested in the middle."""
 import numpy as np
 import pytest
 
@@ -31,7 +31,9 @@ def test_a_block_the_right_arm_fetched_from_the_table_is_no_handover():
     assert not task.success(carried_right) and not task.passed
     assert task.milestones(carried_right) | {"success": False} == {
         "left_lifted": False, "at_meet": False, "both_hold": False, "left_released": True, "success": False}
-    task.observe(FakeSim([0.33, 0.15, 0.12], left=4, right=0))       # now the left alone holds it aloft
+    task.observe(FakeSim([0.33, 0.15, 0.12], left=1, right=0))       # one left contact is no hold
+    assert not task.passed
+    task.observe(FakeSim([0.33, 0.15, 0.12], left=4, right=1))       # the left holds it aloft (right touching)
     assert task.passed and task.success(carried_right)
 
 
