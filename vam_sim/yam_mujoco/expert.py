@@ -275,17 +275,15 @@ def handover_plans(sim: YamSim, task: HandoverTask, miss: np.ndarray | None = No
         lambda s: down(s.body_pos("block") + [off[0], off[1], top + dz], _block_yaw(s)))
     y_l, y_r = sim.cfg.arm_spacing / 2, -sim.cfg.arm_spacing / 2
     off = (0.0, 0.0) if miss is None else (float(miss[0]), float(miss[1]))
-    regrasp = None
-    if miss is not None:
-        budget = [1]
+    budget = [1 if miss is not None else 0]  # re-grasps left (scripted misses only)
 
-        def regrasp(s: YamSim) -> list[Segment] | None:
-            """Before the lift: if the block is not between the left fingers, grasp it again."""
-            if s.contacts_between("left_finger", "block") >= 2 or budget[0] == 0:
-                return None
-            budget[0] -= 1
-            return [Segment(GRIP_S, None, OPEN), Segment(1.0, above_block(0.06), OPEN),
-                    Segment(1.0, above_block(0.0), OPEN), Segment(GRIP_S, None, CLOSED)]
+    def regrasp(s: YamSim) -> list[Segment] | None:
+        """Before the lift: if the block is not between the left fingers, grasp it again."""
+        if budget[0] == 0 or s.contacts_between("left_finger", "block") >= 2:
+            return None
+        budget[0] -= 1
+        return [Segment(GRIP_S, None, OPEN), Segment(1.0, above_block(0.06), OPEN),
+                Segment(1.0, above_block(0.0), OPEN), Segment(GRIP_S, None, CLOSED)]
     left = [Segment(1.5, above_block(0.10, off), OPEN), Segment(1.0, above_block(0.0, off), OPEN),
             Segment(GRIP_S, None, CLOSED), Segment(1.0, above_block(0.10), CLOSED, before=regrasp),
             Segment(2.0, lambda s: down(meet + [0, 0, top], left_yaw), CLOSED)]
