@@ -139,7 +139,6 @@ class ScriptedExpert:
         self.q = dict(self.q0)
         self.grip = {a: OPEN for a in ARMS}
         self.index = {a: -1 for a in ARMS}
-        self.regrasps = 0  # segment insertions so far (re-grasps after a missed grasp)
         self.ticks = 0  # act() calls so far (= the episode's step)
         self.inserted_at: list[int] = []  # the step of each insertion
         self.seg_start = {a: 0.0 for a in ARMS}
@@ -155,6 +154,11 @@ class ScriptedExpert:
     def duration(self) -> float:
         """Seconds of the plans (the hold and the ready move come before t = 0)."""
         return max(sum(s.duration for s in plan) for plan in self.plans.values())
+
+    @property
+    def regrasps(self) -> int:
+        """Segment insertions so far (re-grasps after a missed grasp)."""
+        return len(self.inserted_at)
 
     @property
     def done(self) -> bool:
@@ -213,7 +217,6 @@ class ScriptedExpert:
         for b in self.plans:
             if b != a:
                 self.plans[b].insert(max(self.index[b] + 1, 0), Segment(wait, None, self.grip[b]))
-        self.regrasps += 1
         self.inserted_at.append(self.ticks)
 
 

@@ -256,12 +256,13 @@ class YamSimRunner(EpisodeRunner):
             times["physics"].append(time.perf_counter() - t0)
             st["proprio"] = report.position
             st["step"] = step + 1
-            for key, held in task.milestones(sim).items():
+            now = task.milestones(sim)                   # every task's sub-goals end with its "success"
+            for key, held in now.items():
                 if held and reached[key] is None:
                     reached[key] = step + 1
             if report.new_faults:
                 st["termination"] = "driver_fault"
-            elif task.success(sim):
+            elif now["success"]:
                 st["termination"] = "success"
             else:
                 return st["step"] >= max_steps
