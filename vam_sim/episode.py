@@ -68,6 +68,15 @@ def check_run_device(device: str, backend: str, policy: str) -> None:
           f"device {device!r} / backend {backend!r} place the vam policy's networks; the {policy!r} policy has none")
 
 
+def check_temperature(value, policy: str) -> None:
+    """A run config's `action_temperature`: a number in [0, 1] (ConfigError quoting it), and the
+    default 1 unless the vam policy runs (the scripted expert draws no action noise)."""
+    check(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+          and 0.0 <= value <= 1.0, f"action_temperature must be a number in [0, 1], got {value!r}")
+    check(policy == "vam" or value == 1.0,
+          f"action_temperature {value!r} scales the vam policy's action noise; the {policy!r} policy draws none")
+
+
 class EpisodeRunner:
     """Base of every simulator's runner: output directory, recording and recording clock.
 
@@ -85,15 +94,16 @@ class EpisodeRunner:
 
     @staticmethod
     def build_policy(checkpoint: str | None, preset: str | None, default_preset: str, guidance: str, seed: int,
-                     device: str = "auto", backend: str = "torch"):
+                     device: str = "auto", backend: str = "torch", action_temperature: float = 1.0):
         """The policy a run uses: the given checkpoint, else the default preset's shipped weights, on
-        `device` with its DiT and head calls on `backend` (check_run_device names a bad value first)."""
+        `device` with its DiT and head calls on `backend` (check_run_device names a bad value first),
+        its initial action noise scaled by `action_temperature` (PolicyConfig)."""
         from vam_model.backends import BackendConfig
         from vam_model.networks.checkpoint import resolve_checkpoint
         from vam_model.policy import PolicyConfig, build_policy
 
         ckpt, preset = resolve_checkpoint(checkpoint, preset, default_preset)
-        cfg = PolicyConfig(device=device, backend=BackendConfig(name=backend))
+        cfg = PolicyConfig(device=device, backend=BackendConfig(name=backend), action_temperature=action_temperature)
         return build_policy(preset, checkpoint=ckpt, guidance=guidance, seed=seed, config=cfg)
 
     def open_outputs(self) -> None:

@@ -147,3 +147,43 @@ def test_tr_every_step_option_rereads_tr_and_starts_branches_lazily(micro_model,
     assert second["s_steps"] == [0.0] * 5 + [1.0] * 5
     assert second["branches_computed"] == ["cond", "null_text", "plan"]
     assert p.forward_calls == {"cond": 2, "null_text": 1, "plan": 1}
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), float("inf"), True, "0.5"])
+def test_action_temperature_outside_zero_one_is_refused_with_the_value(bad):
+    from vam_stack.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"policy.action_temperature must be a number in \[0, 1\], got " + repr(bad)
+                       .replace("(", r"\(").replace(".", r"\.")):
+        PolicyConfig(action_temperature=bad)
+
+
+def test_action_temperature_scales_only_the_drawn_action_noise(micro_model, encoder):
+    """Same seed, temperatures 1, 0.5 and 0: the video and plan noise are the same draws, the action
+    noise is the same draw scaled; injected noise is used as given."""
+    drawn = {}
+    for t in (1.0, 0.5, 0.0):
+        p = VamPolicy(micro_model, PolicyConfig(seed=3, action_temperature=t), encoder)
+        drawn[t] = p._noise(None)
+    for t in (0.5, 0.0):
+        for key in ("video", "plan"):
+            assert torch.equal(drawn[t][key], drawn[1.0][key])
+        torch.testing.assert_close(drawn[t]["action"], t * drawn[1.0]["action"])
+    assert drawn[1.0]["action"].abs().max() > 0.5 and not drawn[0.0]["action"].any()
+    p = VamPolicy(micro_model, PolicyConfig(seed=3, action_temperature=0.5), encoder)
+    given = fixed_noise(micro_model)
+    assert torch.equal(p._noise(given)["action"], given["action"])
+
+
+def test_reseed_restarts_the_noise_stream(micro_model, encoder):
+    p = make(micro_model, encoder)
+    p.reseed(11)
+    first = p.infer(obs())["actions"]
+    p.infer(obs())                                  # the stream moves on ...
+    p.reseed(11)
+    np.testing.assert_array_equal(p.infer(obs())["actions"], first)   # ... and restarts at the seed
+    p.reseed(12)
+    assert not np.array_equal(p.infer(obs())["actions"], first)
+    for bad in (-1, 1.5, None):
+        with pytest.raises(InputError, match=f"noise seed must be an int >= 0, got {bad!r}"):
+            p.reseed(bad)

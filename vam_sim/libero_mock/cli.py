@@ -124,6 +124,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, help="cap episode length (quick smoke runs)")
     p.add_argument("--execute", type=int,
                    help="replan every N steps instead of the preset's (LIBERO presets: 10, yam64: 30)")
+    p.add_argument("--action-temperature", type=float, default=1.0, metavar="T",
+                   help="vam: scale of the flow's initial action noise, in [0, 1] (1 = the trained N(0, I) "
+                        "prior; lower narrows the sampled chunks)")
     p.add_argument("--executor", default="lockstep", choices=("lockstep", "realtime"),
                    help="lockstep: the simulation waits for each replan (deterministic, how results are "
                         "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
@@ -160,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
                     policy=args.policy, preset=args.preset, checkpoint=args.checkpoint,
                     record=not args.no_record, record_image_every=args.record_image_every,
                     first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
-                    mock_config=args.mock_config, executor=args.executor, device=args.device, backend=args.backend)
+                    mock_config=args.mock_config, executor=args.executor, device=args.device, backend=args.backend,
+                    action_temperature=args.action_temperature)
     out = claim_out_dir(args.out, args.overwrite)
     t0 = time.perf_counter()
     runner_cls = SimRunner

@@ -36,7 +36,7 @@ import numpy as np
 from camera_bridge.window import FrameRing
 from vam_stack.config import check
 
-from ..episode import EpisodeRunner, PolicyEpisode, RealtimeLoop, check_run_device
+from ..episode import EpisodeRunner, PolicyEpisode, RealtimeLoop, check_run_device, check_temperature
 
 from .env import LiberoMockEnv, make_env
 from .expert import expert_action
@@ -69,6 +69,7 @@ class SimConfig:
                                      # runs at its own rate on the wall clock (see the module docstring)
     device: str = "auto"             # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
     backend: str = "torch"           # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
+    action_temperature: float = 1.0  # vam: scale of the flow's initial action noise (PolicyConfig), in [0, 1]
 
     def __post_init__(self):
         from .tasks import canonical_suite
@@ -88,6 +89,7 @@ class SimConfig:
         check(self.executor == "lockstep" or self.policy == "vam",
               f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
         check_run_device(self.device, self.backend, self.policy)
+        check_temperature(self.action_temperature, self.policy)
 
 
 def _require_eef_delta(policy) -> None:
@@ -201,7 +203,8 @@ class SimRunner(EpisodeRunner):
 
     def _build_policy(self):
         c = self.cfg
-        return self.build_policy(c.checkpoint, c.preset, "libero64", c.guidance, c.seed, c.device, c.backend)
+        return self.build_policy(c.checkpoint, c.preset, "libero64", c.guidance, c.seed, c.device, c.backend,
+                                 c.action_temperature)
 
     def __enter__(self):
         if self.cfg.policy == "vam" and self.policy is None:

@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
                        record_image_every=args.record_image_every, max_steps=args.max_steps,
                        execute=getattr(args, "execute", None),
                        sim_config=getattr(args, "sim_config", None), executor=getattr(args, "executor", "lockstep"),
-                       device=getattr(args, "device", "auto"), backend=getattr(args, "backend", "torch"))
+                       device=getattr(args, "device", "auto"), backend=getattr(args, "backend", "torch"),
+                       action_temperature=getattr(args, "action_temperature", 1.0))
     overwrite = getattr(args, "overwrite", False)
     out = claim_out_dir(args.out, overwrite)
     t0 = time.perf_counter()

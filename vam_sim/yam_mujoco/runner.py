@@ -6,8 +6,9 @@ with frame-skip 3 (padded with the first frame at episode start) and the measure
 positions; the chunk executor (lockstep) replans every `execute` = 30 ticks; each target goes
 through the safety filter (`config/yam_safety.yaml`) and the driver core (`YamDriver` with its
 slew limits and watchdog) onto `MujocoBus`; then physics advances one control period. The
-scripted expert can stand in for the policy (`policy: expert`). Outputs mirror the mocked
-LIBERO runs: per-episode TR trace PNG, one rosbag2 MCAP, and the records for summary.json.
+scripted expert can stand in for the policy (`policy: expert`). The policy's noise generator
+restarts at every episode from that episode's seed (`policy_seed`), so an episode draws the same
+noise in any run of its seed id, whatever ran before it. Outputs mirror the mocked LIBERO runs: per-episode TR trace PNG, one rosbag2 MCAP, and the records for summary.json.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import numpy as np
 from camera_bridge.window import FrameRing
 from vam_stack.config import check
 
-from ..episode import EpisodeRunner, RealtimeLoop, check_run_device
+from ..episode import EpisodeRunner, RealtimeLoop, check_run_device, check_temperature
 from .expert import MAX_MISS_M, make_expert, miss_offset
 from .robot import SimRobot, build_sim_robot
 from .tasks import TASKS
@@ -71,6 +72,7 @@ class YamRunConfig:
                                       # the episode ("no_takeover"). The episode limit grows by the takeover tick.
     device: str = "auto"  # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
     backend: str = "torch"  # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
+    action_temperature: float = 1.0  # vam: scale of the flow's initial action noise (PolicyConfig), in [0, 1]
 
     def __post_init__(self):
         check(self.task in TASKS, f"task must be one of {sorted(TASKS)}, got {self.task!r}")
@@ -83,6 +85,7 @@ class YamRunConfig:
         check(self.executor == "lockstep" or self.policy == "vam",
               f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
         check_run_device(self.device, self.backend, self.policy)
+        check_temperature(self.action_temperature, self.policy)
         check(math.isfinite(self.expert_noise) and 0.0 <= self.expert_noise <= 0.2,
               f"expert_noise must be in [0, 0.2] rad, got {self.expert_noise!r}")
         check(self.expert_noise == 0.0 or self.policy == "expert",
@@ -143,6 +146,12 @@ def episode_seed(task: str, episode: int, seed: int) -> int:
     return zlib.crc32(f"{task}:{episode}:{seed}".encode())
 
 
+def policy_seed(ep_seed: int) -> int:
+    """The seed of a vam episode's noise draws, from its episode seed alone: an episode draws the
+    same noise whichever episodes ran before it, so two runs of one seed id pair episode by episode."""
+    return ep_seed ^ 0x0A0715E
+
+
 class YamSimRunner(EpisodeRunner):
     """Runs episodes of one task; owns the simulated robot and the policy (`vam_sim.episode`
     keeps the output directory, the recording and the per-episode records).
@@ -173,7 +182,8 @@ class YamSimRunner(EpisodeRunner):
     def _open(self) -> None:
         c = self.cfg
         if c.policy == "vam" and self.policy is None:
-            self.policy = self.build_policy(c.checkpoint, c.preset, "yam64", c.guidance, c.seed, c.device, c.backend)
+            self.policy = self.build_policy(c.checkpoint, c.preset, "yam64", c.guidance, c.seed, c.device, c.backend,
+                                            c.action_temperature)
         if self.policy is not None:
             spec = self.policy.spec
             if c.execute is not None and c.execute > spec.chunk:
@@ -215,6 +225,8 @@ class YamSimRunner(EpisodeRunner):
                   "seed": c.seed, "episode": index, "episode_seed": ep_seed, "policy": c.policy,
                   "guidance": c.guidance if c.policy == "vam" else None, "success": False, "steps": 0,
                   "termination": None, "replans": []}
+        if c.policy == "vam":
+            result["policy_seed"] = policy_seed(ep_seed)
         if c.takeover_step is not None:
             result["takeover"] = {"step": c.takeover_step, "phase": None, "taken": False}
         use_cameras = c.policy == "vam" or self.recorder is not None or self.capture is not None
@@ -318,6 +330,7 @@ class YamSimRunner(EpisodeRunner):
                     mode=c.executor, rt_priority=0, chunk=spec.chunk, execute=c.execute or spec.execute,
                     rate_hz=spec.rate_hz),
                     initial_target=present, **kw)
+                self.policy.reseed(result["policy_seed"])   # the episode's own noise stream: runs pair by episode
                 executor.reset(instruction=task.instruction, **({"initial_target": present} if rt else {}))
                 frame()
                 if rt:

@@ -343,3 +343,34 @@ def test_sim_execute_sets_the_replan_interval(tmp_path, render_ok):
                  "--out", str(out)]) == 0
     (ep,) = json.loads((out / "summary.json").read_text())["episodes"]
     assert [r["step"] for r in ep["replans"]] == [0, 15, 30]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("kw, match", [
+    ({"action_temperature": 1.2}, r"action_temperature must be a number in \[0, 1\], got 1.2"),
+    ({"action_temperature": float("nan")}, r"action_temperature must be a number in \[0, 1\], got nan"),
+    ({"action_temperature": 0.5, "policy": "expert"}, "the 'expert' policy draws none")])
+def test_action_temperature_is_checked(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        YamRunConfig(**kw)
+
+
+@pytest.mark.sim
+def test_an_episode_draws_the_same_policy_noise_whatever_ran_before_it(tmp_path, mujoco_renders):
+    """Episode 1 alone and episode 1 after episode 0 (random tiny_real weights, so every target comes
+    from the drawn noise): the same targets, since each episode restarts the policy's noise at its own
+    seed (without the restart, episode 1 of the first run would draw where episode 0 left off)."""
+    def targets(indices, out):
+        got: dict[int, list] = {}
+        cfg = YamRunConfig(task="handover", preset="tiny_real", guidance="none", record=False, plots=False,
+                           max_steps=31)
+        with YamSimRunner(cfg, out) as runner:
+            for i in indices:
+                runner.capture = lambda *a, i=i: got.setdefault(i, []).append(a[3])
+                ep = runner.run_episode(i)
+                assert ep["policy_seed"] == ep["episode_seed"] ^ 0x0A0715E
+        return {i: np.stack(v) for i, v in got.items()}
+
+    both, alone = targets([0, 1], tmp_path / "both"), targets([1], tmp_path / "alone")
+    np.testing.assert_array_equal(both[1], alone[1])
+    assert len(both[1]) == 31
