@@ -198,6 +198,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="yam-mujoco, handover: the first left grasp aims this far [m] off the block and the expert "
                         "re-grasps after a miss (max 0.06; 0 = aim true)")
     p.add_argument("--miss-every", type=int, default=1, help="yam-mujoco: miss on every n-th attempt")
+    p.add_argument("--miss-when", choices=("before-lift", "at-meet"), default="before-lift",
+                   help="yam-mujoco, handover: where the expert notices the miss (at-meet: after carrying the empty "
+                        "gripper to the meeting point, then it goes back for the block)")
     p.add_argument("--keep-failures", action="store_true")
     p.add_argument("--workers", type=int, default=1, help="processes (the dataset is identical for any number)")
     p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
@@ -224,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
                                keep_failures=args.keep_failures, workers=args.workers, sim_config=args.sim_config,
                                joint_noise=args.joint_noise, noise_every=args.noise_every,
                                noise_where=args.noise_where.replace("-", "_"), miss_m=args.miss_m,
-                               miss_every=args.miss_every)
+                               miss_every=args.miss_every, miss_when=args.miss_when.replace("-", "_"))
         bar = progress_bar(total=len(cfg.tasks) * cfg.episodes_per_task, unit="ep", desc="collect", file=sys.stdout)
         info = collect_yam(cfg, args.out, progress=lambda t, k: (bar.set_postfix_str(t), bar.update(1)),
                            overwrite=args.overwrite)

@@ -61,6 +61,8 @@ class YamCollectConfig:
     miss_m: float = 0.0                     # handover: the first left grasp aims this far [m] off the block and the
                                             # expert re-grasps when it missed (recovery in the data), 0 = aim true
     miss_every: int = 1                     # ... on every n-th attempt of the task (1 = all)
+    miss_when: str = "before_lift"          # ... noticed before_lift (fingers still at the block) | at_meet (after
+                                            # carrying the empty gripper to the meeting point)
 
     def __post_init__(self):
         from vam_sim.yam_mujoco.tasks import TASKS
@@ -86,6 +88,8 @@ class YamCollectConfig:
         check(self.miss_m == 0.0 or set(self.tasks) == {"handover"},
               f"collect: miss_m scripts missed handover grasps; collect handover alone, got tasks {self.tasks!r}")
         check(self.miss_every >= 1, f"collect: miss_every must be >= 1, got {self.miss_every!r}")
+        from vam_sim.yam_mujoco.expert import MISS_WHEN
+        check(self.miss_when in MISS_WHEN, f"collect: miss_when must be one of {MISS_WHEN}, got {self.miss_when!r}")
 
     def miss_of(self, episode: int) -> float:
         """Scripted grasp miss [m] of attempt `episode`."""
@@ -116,13 +120,14 @@ class _Demo:
 
 
 def yam_expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
-    """(task, episode, seed, view (w, h), keep, sim_config, joint noise, where, miss) -> (success, stored form or None)."""
+    """(task, episode, seed, view (w, h), keep, sim_config, joint noise, where, miss, miss_when) -> (success,
+    stored form or None)."""
     import tempfile
 
     from camera_bridge.preprocess import fit_views
     from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner
 
-    task, episode, seed, (vw, vh), keep, sim_config, noise, where, miss = job
+    task, episode, seed, (vw, vh), keep, sim_config, noise, where, miss, miss_when = job
     frames, proprio, actions, phases = [], [], [], []
 
     def capture(step, stacked, prop, action, phase):
@@ -133,7 +138,7 @@ def yam_expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
 
     cfg = YamRunConfig(task=task, episodes=episode + 1, seed=seed, policy="expert", record=False, plots=False,
                        sim_config=sim_config, expert_noise=noise, expert_noise_where=where,
-                       expert_miss_m=miss)
+                       expert_miss_m=miss, expert_miss_when=miss_when if miss > 0 else "before_lift")
     with tempfile.TemporaryDirectory(prefix="yam_collect_") as tmp:
         with YamSimRunner(cfg, tmp, capture=capture) as runner:
             result = runner.run_episode(episode)
@@ -169,7 +174,7 @@ def collect_yam(cfg: YamCollectConfig, out: str | Path, progress=None, overwrite
             while kept < cfg.episodes_per_task and tried < limit:
                 wave = range(tried, min(limit, tried + cfg.episodes_per_task - kept))
                 jobs = [(task, e, cfg.seed, (cfg.view_width, cfg.view_height), cfg.keep_failures, cfg.sim_config,
-                         cfg.noise_of(e), cfg.noise_where, cfg.miss_of(e)) for e in wave]
+                         cfg.noise_of(e), cfg.noise_where, cfg.miss_of(e), cfg.miss_when) for e in wave]
                 for success, enc in run(jobs):
                     tried += 1
                     fails += not success
@@ -190,7 +195,7 @@ def collect_yam(cfg: YamCollectConfig, out: str | Path, progress=None, overwrite
     info = YAM_INFO | {
         "frame_shape": [cfg.view_height, 3 * cfg.view_width, 3], "tasks": list(cfg.tasks), "seed": cfg.seed,
         "episodes_per_task": cfg.episodes_per_task, "joint_noise": cfg.joint_noise, "noise_every": cfg.noise_every,
-        "noise_where": cfg.noise_where, "miss_m": cfg.miss_m, "miss_every": cfg.miss_every,
+        "noise_where": cfg.noise_where, "miss_m": cfg.miss_m, "miss_every": cfg.miss_every, "miss_when": cfg.miss_when,
         "expert_attempts": attempts, "expert_failures": failures,
         "expert_success": {t: {"successes": k, "episodes": n} for t, (k, n) in per_task.items()},
         "expert_success_rate": round(1.0 - failures / max(attempts, 1), 4), "collect_s": round(time.perf_counter() - t0, 1)}

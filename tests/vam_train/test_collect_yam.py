@@ -67,7 +67,8 @@ def test_the_trainer_refuses_a_dataset_its_preset_cannot_learn(yam_dataset):
                                        ({"miss_m": 0.1}, "miss_m must be in"),
                                        ({"miss_m": float("nan")}, "miss_m must be in"),
                                        ({"miss_m": 0.05, "tasks": ("handover", "relay")}, "collect handover alone"),
-                                       ({"miss_every": 0}, "miss_every")])
+                                       ({"miss_every": 0}, "miss_every"),
+                                       ({"miss_m": 0.05, "miss_when": "late"}, "miss_when must be one of")])
 def test_collect_config_names_the_bad_value(kw, match):
     with pytest.raises(ConfigError, match=match):
         YamCollectConfig(**kw)

@@ -257,7 +257,11 @@ def side_rotation(heading: float) -> np.ndarray:
     return np.column_stack([[-s, c, 0.0], [0.0, 0.0, 1.0], [c, s, 0.0]])
 
 
-def handover_plans(sim: YamSim, task: HandoverTask, miss: np.ndarray | None = None) -> dict[str, list[Segment]]:
+MISS_WHEN = ("before_lift", "at_meet")  # where the expert notices a scripted missed grasp (handover_plans)
+
+
+def handover_plans(sim: YamSim, task: HandoverTask, miss: np.ndarray | None = None,
+                   miss_when: str = "before_lift") -> dict[str, list[Segment]]:
     """Left: pick the block top-down near its top, bring it to `task.meet`, turned so its faces
     meet the right fingers. Right: reach it from its own base's direction with a horizontal
     grasp below the left fingers, close; left opens and leaves; right carries the block over.
@@ -265,7 +269,13 @@ def handover_plans(sim: YamSim, task: HandoverTask, miss: np.ndarray | None = No
     `miss` (x, y) [m]: the left arm's first approach and descent aim that far off the block, so
     its first grasp misses; then, before lifting, it finds the block not held, opens, rises,
     comes down on the block's true pose and closes again (once; the right arm waits meanwhile):
-    a demonstration of recovering from a missed grasp."""
+    a demonstration of recovering from a missed grasp. `miss_when="at_meet"` notices the miss only
+    later: the left arm lifts its empty gripper, carries it to the meeting point and arrives 0.2 s
+    early; there, finding the block not held, it opens, goes back, grasps the block where it lies
+    and brings it to the meeting point again, while the right arm waits at its pre-grasp pose (the
+    state the policy reaches when a grasp fails unnoticed, with the way out of it)."""
+    if miss_when not in MISS_WHEN:
+        raise ValueError(f"miss_when must be one of {MISS_WHEN}, got {miss_when!r}")
     hz = task.half[2]
     top = hz - 0.008  # left grasp site below the block top: its pads hold the top 1.8 cm
     meet = task.meet
@@ -287,9 +297,23 @@ def handover_plans(sim: YamSim, task: HandoverTask, miss: np.ndarray | None = No
         budget[0] -= 1
         return [Segment(GRIP_S, None, OPEN), Segment(1.0, above_block(0.06), OPEN),
                 Segment(1.0, above_block(0.0), OPEN), Segment(GRIP_S, None, CLOSED)]
+    at_meet = lambda s: down(meet + [0, 0, top], left_yaw)  # noqa: E731
+
+    def late_regrasp(s: YamSim) -> list[Segment] | None:
+        """At the meeting point: if the block is not between the left fingers, fetch it again."""
+        if budget[0] == 0 or s.contacts_between("left_finger", "block") >= 2:
+            return None
+        budget[0] -= 1
+        return [Segment(GRIP_S, None, OPEN), Segment(1.5, above_block(0.10), OPEN),
+                Segment(1.0, above_block(0.0), OPEN), Segment(GRIP_S, None, CLOSED),
+                Segment(1.0, above_block(0.10), CLOSED), Segment(1.8, at_meet, CLOSED)]
     left = [Segment(1.5, above_block(0.10, off), OPEN), Segment(1.0, above_block(0.0, off), OPEN),
-            Segment(GRIP_S, None, CLOSED), Segment(1.0, above_block(0.10), CLOSED, before=regrasp),
-            Segment(2.0, lambda s: down(meet + [0, 0, top], left_yaw), CLOSED)]
+            Segment(GRIP_S, None, CLOSED)]
+    if miss_when == "before_lift":
+        left += [Segment(1.0, above_block(0.10), CLOSED, before=regrasp), Segment(2.0, at_meet, CLOSED)]
+    else:          # arrive 0.2 s early and check there, before the right arm's approach is due
+        left += [Segment(1.0, above_block(0.10), CLOSED), Segment(1.8, at_meet, CLOSED),
+                 Segment(0.2, None, CLOSED, before=late_regrasp)]
     t_meet = sum(seg.duration for seg in left)
     right = [Segment(3.0, lambda s: (meet - 0.12 * forward, rot), OPEN), Segment(t_meet - 3.0, None, OPEN),
              Segment(1.5, lambda s: (s.body_pos("block") + 0.005 * forward + [0, 0, 0.005], rot), OPEN),
@@ -326,17 +350,18 @@ def miss_offset(miss_m: float, seed: int) -> np.ndarray:
 
 
 def make_expert(sim: YamSim, rate_hz: float = 30.0, takeover: bool = False,
-                miss: np.ndarray | None = None) -> ScriptedExpert:
+                miss: np.ndarray | None = None, miss_when: str = "before_lift") -> ScriptedExpert:
     """The scripted expert for the simulator's task (call after `sim.reset`). `takeover`: it starts
     mid-episode from wherever a policy left the arms (a recovery round): no hold, since the driver
     is already running, and a shorter ready move; its plans start afresh from the objects' poses
     at that moment, so it takes over only before any grasp (the runner checks the phase).
-    `miss` (handover only): the left arm's first grasp aims this (x, y) offset off and it re-grasps."""
+    `miss` (handover only): the left arm's first grasp aims this (x, y) offset off and it re-grasps,
+    noticing the miss `miss_when` (handover_plans)."""
     task = sim.task
     if miss is not None and not isinstance(task, HandoverTask):
         raise ValueError(f"a missed first grasp is scripted for handover only, not {task.name!r}")
     if isinstance(task, HandoverTask):
-        plans = handover_plans(sim, task, miss)
+        plans = handover_plans(sim, task, miss, miss_when)
     elif isinstance(task, RelayTask):
         plans = relay_plans(sim, task)
     elif isinstance(task, TrayLiftTask):

@@ -27,7 +27,7 @@ from camera_bridge.window import FrameRing
 from vam_stack.config import check
 
 from ..episode import EpisodeRunner, RealtimeLoop, check_run_device, check_temperature
-from .expert import MAX_MISS_M, make_expert, miss_offset
+from .expert import MAX_MISS_M, MISS_WHEN, make_expert, miss_offset
 from .robot import SimRobot, build_sim_robot
 from .tasks import TASKS
 
@@ -65,6 +65,8 @@ class YamRunConfig:
     expert_noise_fade_s: float = 0.2  # fade time constant of free_space [s]
     expert_miss_m: float = 0.0  # expert, handover only: its first left grasp aims this far [m] off the block (a
                                 # seeded direction per episode), misses, and it re-grasps: recovery in the data
+    expert_miss_when: str = "before_lift"  # where the expert notices that miss: before_lift (its fingers are still
+                                           # at the block) | at_meet (after carrying the empty gripper to the meeting point)
     execute: int | None = None  # actions run from each chunk before the next replan (1..chunk); None = the preset's
     takeover_step: int | None = None  # vam, lockstep: at this tick the scripted expert takes over from the policy
                                       # and finishes the episode (recovery rounds); it only restarts its plans
@@ -100,6 +102,10 @@ class YamRunConfig:
               f"expert_miss_m must be in [0, {MAX_MISS_M}] m, got {self.expert_miss_m!r}")
         check(self.expert_miss_m == 0.0 or (self.policy == "expert" and self.task == "handover"),
               f"expert_miss_m scripts the expert's handover, got policy {self.policy!r} and task {self.task!r}")
+        check(self.expert_miss_when in MISS_WHEN,
+              f"expert_miss_when must be one of {MISS_WHEN}, got {self.expert_miss_when!r}")
+        check(self.expert_miss_when == "before_lift" or self.expert_miss_m > 0,
+              f"expert_miss_when {self.expert_miss_when!r} places a scripted miss; expert_miss_m is 0")
         check(self.execute is None or (isinstance(self.execute, int) and self.execute >= 1),
               f"execute must be an int >= 1, got {self.execute!r}")
         check(self.execute is None or self.policy == "vam", f"execute applies to the vam policy, got {self.policy!r}")
@@ -358,7 +364,7 @@ class YamSimRunner(EpisodeRunner):
                 noise = (JointNoise(c.expert_noise, c.expert_noise_tau_s, 1.0 / sim.cfg.control_hz,
                                     ep_seed ^ 0x5EED, c.expert_noise_fade_s) if c.expert_noise > 0 else None)
                 miss = miss_offset(c.expert_miss_m, ep_seed ^ 0x3155) if c.expert_miss_m > 0 else None
-                expert = make_expert(sim, sim.cfg.control_hz, miss=miss)
+                expert = make_expert(sim, sim.cfg.control_hz, miss=miss, miss_when=c.expert_miss_when)
                 run_expert(expert, noise)
                 result["expert_regrasps"] = expert.regrasps
                 result["expert_regrasp_steps"] = list(expert.inserted_at)

@@ -374,3 +374,36 @@ def test_an_episode_draws_the_same_policy_noise_whatever_ran_before_it(tmp_path,
     both, alone = targets([0, 1], tmp_path / "both"), targets([1], tmp_path / "alone")
     np.testing.assert_array_equal(both[1], alone[1])
     assert len(both[1]) == 31
+
+
+@pytest.mark.unit
+def test_miss_when_is_checked():
+    with pytest.raises(ConfigError, match="expert_miss_when must be one of"):
+        YamRunConfig(policy="expert", expert_miss_m=0.05, expert_miss_when="later")
+    with pytest.raises(ConfigError, match="expert_miss_when 'at_meet' places a scripted miss; expert_miss_m is 0"):
+        YamRunConfig(policy="expert", expert_miss_when="at_meet")
+
+
+@pytest.mark.sim
+def test_a_miss_noticed_at_the_meeting_point_goes_back_for_the_block(tmp_path):
+    """Episode 1 of seed id 9 at 5 cm, noticed at the meeting point (measured): the left arm carries
+    its empty gripper there, then goes back, grasps the block and brings it; the right arm waits at
+    its pre-grasp pose for the whole return, and the handover still succeeds."""
+    def run(miss, when):
+        targets = []
+        cfg = YamRunConfig(task="handover", policy="expert", seed=9, record=False, plots=False, expert_miss_m=miss,
+                           expert_miss_when=when)
+        with YamSimRunner(cfg, tmp_path / f"m{miss}{when}", capture=lambda *a: targets.append(a[3])) as runner:
+            return runner.run_episode(1), np.array(targets)
+
+    clean, _ = run(0.0, "before_lift")
+    late, targets = run(0.05, "at_meet")
+    assert late["success"] and late["expert_regrasps"] == 1, late["termination"]
+    (step,) = late["expert_regrasp_steps"]
+    assert abs(step - (0.1 + 1.5 + 1.5 + 1.0 + 1.2 + 1.0 + 1.8) * 30) <= 1, step   # 243: lifted empty, at the meet
+    # nothing was lifted before the return: the first lift comes after the insertion
+    assert late["milestones"]["left_lifted"] > step
+    back = round((2 * 1.2 + 1.5 + 1.0 + 1.0 + 1.8) * 30)         # open, over, down, close, up, to the meet
+    assert abs(late["milestones"]["both_hold"] - clean["milestones"]["both_hold"] - back) <= 15
+    wait = slice(step + 2, step + back - 2)                    # the right arm holds still meanwhile
+    assert np.abs(targets[wait, 7:13] - targets[wait, 7:13][0]).max() < 1e-9
