@@ -58,6 +58,12 @@ F32_MAX = float(np.finfo(np.float32).max)   # largest finite float32 (3.4e38): t
 AUTOCAST = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def check_action_temperature(value, name: str) -> None:
+    """`name` = `value` is a real number in [0, 1] (ConfigError quoting it otherwise)."""
+    check(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+          and 0.0 <= value <= 1.0, f"{name} must be a number in [0, 1], got {value!r}")
+
+
 @dataclass(frozen=True)
 class PolicyConfig:
     euler_steps: int = 10             # action flow-matching Euler steps (paper: 10)
@@ -77,10 +83,7 @@ class PolicyConfig:
 
     def __post_init__(self):
         check(self.euler_steps >= 1, f"policy.euler_steps must be >= 1, got {self.euler_steps!r}")
-        check(isinstance(self.action_temperature, (int, float)) and not isinstance(self.action_temperature, bool)
-              and math.isfinite(self.action_temperature)
-              and 0.0 <= self.action_temperature <= 1.0,
-              f"policy.action_temperature must be a number in [0, 1], got {self.action_temperature!r}")
+        check_action_temperature(self.action_temperature, "policy.action_temperature")
         check(self.threads >= 0, f"policy.threads must be >= 0, got {self.threads!r}")
         try:
             devices.check_device_name(self.device)

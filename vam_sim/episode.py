@@ -71,8 +71,9 @@ def check_run_device(device: str, backend: str, policy: str) -> None:
 def check_temperature(value, policy: str) -> None:
     """A run config's `action_temperature`: a number in [0, 1] (ConfigError quoting it), and the
     default 1 unless the vam policy runs (the scripted expert draws no action noise)."""
-    check(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-          and 0.0 <= value <= 1.0, f"action_temperature must be a number in [0, 1], got {value!r}")
+    from vam_model.policy import check_action_temperature
+
+    check_action_temperature(value, "action_temperature")
     check(policy == "vam" or value == 1.0,
           f"action_temperature {value!r} scales the vam policy's action noise; the {policy!r} policy draws none")
 

@@ -290,23 +290,23 @@ def handover_plans(sim: YamSim, task: HandoverTask, miss: np.ndarray | None = No
     off = (0.0, 0.0) if miss is None else (float(miss[0]), float(miss[1]))
     budget = [1 if miss is not None else 0]  # re-grasps left (scripted misses only)
 
-    def regrasp(s: YamSim) -> list[Segment] | None:
-        """Before the lift: if the block is not between the left fingers, grasp it again."""
-        if budget[0] == 0 or s.contacts_between("left_finger", "block") >= 2:
-            return None
-        budget[0] -= 1
-        return [Segment(GRIP_S, None, OPEN), Segment(1.0, above_block(0.06), OPEN),
-                Segment(1.0, above_block(0.0), OPEN), Segment(GRIP_S, None, CLOSED)]
     at_meet = lambda s: down(meet + [0, 0, top], left_yaw)  # noqa: E731
 
-    def late_regrasp(s: YamSim) -> list[Segment] | None:
-        """At the meeting point: if the block is not between the left fingers, fetch it again."""
-        if budget[0] == 0 or s.contacts_between("left_finger", "block") >= 2:
-            return None
-        budget[0] -= 1
-        return [Segment(GRIP_S, None, OPEN), Segment(1.5, above_block(0.10), OPEN),
-                Segment(1.0, above_block(0.0), OPEN), Segment(GRIP_S, None, CLOSED),
-                Segment(1.0, above_block(0.10), CLOSED), Segment(1.8, at_meet, CLOSED)]
+    def again(segments: list[Segment]) -> Callable[[YamSim], list[Segment] | None]:
+        """A `before` check: if the block is not between the left fingers (and a re-grasp is left),
+        run `segments` first."""
+        def check_held(s: YamSim) -> list[Segment] | None:
+            if budget[0] == 0 or s.contacts_between("left_finger", "block") >= 2:
+                return None
+            budget[0] -= 1
+            return segments
+        return check_held
+    # before the lift: grasp it again; at the meeting point: go back, grasp it, bring it
+    regrasp = again([Segment(GRIP_S, None, OPEN), Segment(1.0, above_block(0.06), OPEN),
+                     Segment(1.0, above_block(0.0), OPEN), Segment(GRIP_S, None, CLOSED)])
+    late_regrasp = again([Segment(GRIP_S, None, OPEN), Segment(1.5, above_block(0.10), OPEN),
+                          Segment(1.0, above_block(0.0), OPEN), Segment(GRIP_S, None, CLOSED),
+                          Segment(1.0, above_block(0.10), CLOSED), Segment(1.8, at_meet, CLOSED)])
     left = [Segment(1.5, above_block(0.10, off), OPEN), Segment(1.0, above_block(0.0, off), OPEN),
             Segment(GRIP_S, None, CLOSED)]
     if miss_when == "before_lift":
