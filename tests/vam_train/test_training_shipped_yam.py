@@ -38,8 +38,8 @@ def test_shipped_robot_weights_are_small_and_carry_the_robot_geometry(policy):
 def test_shipped_model_reaches_for_the_block_in_seeded_handover_episodes(policy, tmp_path, mujoco_renders):
     """EPISODES handover episodes (seed id 5, unguided, lockstep, capped at MAX_STEPS ticks): in at
     least FLOOR of them the left gripper closes in on the block, to within REACH of its starting
-    distance. The shipped model solves 60 % of the reporting handovers (docs/robot_path.md): too
-    few for a success floor that only a broken model fails, so the floor is on the approach it
+    distance. The shipped model solves 80 % of the reporting handovers (docs/robot_path.md), [58-92]:
+    too uncertain for a success floor that only a broken model fails, so the floor is on the approach it
     makes in every episode; untrained or mis-normalised weights do not approach the block."""
     from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner
 
@@ -61,8 +61,9 @@ def test_shipped_model_reaches_for_the_block_in_seeded_handover_episodes(policy,
                               f"{FLOOR} below {REACH}, measured {MEASURED})")
 
 
-# Measured on the shipped model (this file's own run, 2 threads): closest / starting distance
-# 0.150, 0.124, 0.190 (the eighth run's weights; the sixth's: 0.156, 0.123, 0.235); random yam64
-# weights on the same episodes: 0.677, 0.536. REACH sits between them.
+# Measured on the shipped model (these episodes, 2 threads, per-episode policy noise): closest /
+# starting distance 0.114, 0.112, 0.108 (the ninth run's weights; the eighth's: 0.150, 0.124, 0.190,
+# the sixth's: 0.156, 0.123, 0.235); random yam64 weights on the same episodes: 0.677, 0.536. REACH
+# sits between them.
 EPISODES, MAX_STEPS, REACH = 3, 300, 0.3
-MEASURED, FLOOR = "0.150, 0.124, 0.190", 2
+MEASURED, FLOOR = "0.114, 0.112, 0.108", 2
