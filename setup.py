@@ -13,6 +13,23 @@ def share(subdir, pattern="*"):
     return (os.path.join("share", PACKAGE, subdir), files)
 
 
+ROS_WHEELS = [
+    "ros-jazzy-rclpy[fastrtps]==7.1.6",
+    "ros-jazzy-rcl-interfaces==2.0.3",
+    "ros-jazzy-builtin-interfaces==2.0.3",
+    "ros-jazzy-std-msgs==5.3.6",
+    "ros-jazzy-std-srvs==5.3.6",
+    "ros-jazzy-sensor-msgs==5.3.6",
+    "ros-jazzy-diagnostic-msgs==5.3.6",
+    "ros-jazzy-geometry-msgs==5.3.6",
+    "ros-jazzy-trajectory-msgs==5.3.6",
+    "ros-jazzy-lifecycle-msgs==2.0.3",
+    "ros-jazzy-rcl-lifecycle==9.2.8",
+    "ros-jazzy-rosgraph-msgs==2.0.3",
+    "ros-jazzy-ament-index-python==1.8.1",
+]
+
+
 setup(
     name=PACKAGE,
     version="0.1.0",
@@ -46,6 +63,10 @@ setup(
         "peft>=0.12",
     ],
     extras_require={
+        # Real ROS 2 Jazzy from the package index (CPython 3.11 wheels: rclpy 7.1.6, rcl, Fast DDS and
+        # the message packages the nodes use). Skipped by scripts/setup_env.sh where a ROS 2 install is
+        # sourced: its own rclpy is used then.
+        "ros": ROS_WHEELS,
         "realsense": ["pyrealsense2>=2.54"],
         "sim": ["mujoco>=3.1"],
         "export": ["onnx>=1.15", "onnxruntime>=1.17", "onnxscript>=0.5"],

@@ -22,14 +22,24 @@ if [ -n "$MISSING" ]; then
   fi
 fi
 
+# ROS 2: a sourced ROS 2 install (its rclpy importable by $PY) is used as it is, through a venv that
+# sees the system's site-packages; everywhere else the pinned Jazzy wheels (extra `ros`) install.
+EXTRAS="test,realsense,export,sim,ros"
+VENV_FLAGS=""
+if [ -n "${ROS_DISTRO:-}" ] && "$PY" -c "import rclpy" 2>/dev/null; then
+  echo "[setup] using the sourced ROS 2 ${ROS_DISTRO} (its rclpy and message packages)"
+  EXTRAS="test,realsense,export,sim"
+  VENV_FLAGS="--system-site-packages"
+fi
+
 if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv with $($PY --version)"
-  "$PY" -m venv .venv
+  "$PY" -m venv $VENV_FLAGS .venv
 fi
 . .venv/bin/activate
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 # The CPU build of torch first, so the range in setup.py is already satisfied
 # (a plain `pip install torch` would pull a multi-GB CUDA build).
 python -c "import torch" 2>/dev/null || pip install -q "torch==2.13.0"
-pip install -q -e ".[test,realsense,export,sim]"
-echo "[setup] ok: $(python -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__)')"
+pip install -q -e ".[$EXTRAS]"
+echo "[setup] ok: $(python -c 'import torch, sys, rclpy; print("python", sys.version.split()[0], "torch", torch.__version__, "rclpy from", rclpy.__file__.rsplit("/", 2)[0])')"

@@ -1,32 +1,36 @@
-"""Project-wide test setup: the fake rclpy, only where real rclpy is missing.
+"""Project-wide test setup: real ROS 2 (rclpy and its message packages), set up for tests.
 
-The ROS 2 node tests import `rclpy` and message packages. On a machine with ROS 2 sourced
-those are the real ones; elsewhere `tests/fake_rclpy` (rclpy, message packages generated
-from rosbags' typestore) goes on sys.path so the same tests run against the fake.
+rclpy is the pip-installed Jazzy of scripts/setup_env.sh, or a sourced ROS 2 install's. Before
+any message module is imported:
+- ROS_PYTHON_CHECK_FIELDS=1: Jazzy's generated messages check field types only when asked
+  (Humble's always do), so code that passes here also passes on Humble;
+- a ROS_DOMAIN_ID of this test run's own (VAM_TEST_ROS_DOMAIN_ID to choose it), and discovery
+  limited to this machine, so concurrent runs and other robots on the network never meet.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+import os
+import random
 
-FAKE_RCLPY = Path(__file__).resolve().parent / "fake_rclpy"
-REAL_RCLPY = importlib.util.find_spec("rclpy") is not None
+os.environ["ROS_PYTHON_CHECK_FIELDS"] = "1"
+os.environ["ROS_DOMAIN_ID"] = os.environ.get("VAM_TEST_ROS_DOMAIN_ID") or str(random.SystemRandom().randint(1, 100))
+if os.environ.get("ROS_DISTRO", "jazzy") == "humble":
+    os.environ["ROS_LOCALHOST_ONLY"] = "1"          # Humble's switch; Jazzy deprecates it
+else:
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 
-if not REAL_RCLPY and str(FAKE_RCLPY) not in sys.path:
-    sys.path.insert(0, str(FAKE_RCLPY))
 
-
-# --- a harness for node tests (same code against real rclpy and the fake) -------------------
+# --- a harness for node tests ------------------------------------------------------------------
 import time  # noqa: E402
 
 import pytest  # noqa: E402
 
 
 class RosHarness:
-    """A test node on one executor with the nodes under test: publish table topics, capture
-    them (as rosbags messages, via vam_stack.ros.from_ros), call services, spin until a
-    condition holds, and read what the nodes logged at ERROR level (from /rosout)."""
+    """A test node on one executor with the nodes under test (or, for nodes in other processes,
+    alone): publish table topics, capture them (as rosbags messages, via vam_stack.ros.from_ros),
+    call services, spin until a condition holds, and read what the nodes logged at ERROR level
+    (from /rosout)."""
 
     def __init__(self):
         import rclpy
@@ -41,8 +45,12 @@ class RosHarness:
         self.nodes, self._pubs, self.logs = [], {}, []
         from rcl_interfaces.msg import Log
 
-        self.node.create_subscription(Log, "/rosout", lambda m: self.logs.append((int(m.level), m.name, m.msg)),
-                                      QoSProfile(depth=1000))
+        self.log_stamps: list[tuple[str, str, float]] = []   # (node, message, stamp [s, system clock])
+
+        def on_log(m) -> None:
+            self.logs.append((int(m.level), m.name, m.msg))
+            self.log_stamps.append((m.name, m.msg, m.stamp.sec + 1e-9 * m.stamp.nanosec))
+        self.node.create_subscription(Log, "/rosout", on_log, QoSProfile(depth=1000))
 
     def add(self, node):
         self.executor.add_node(node)
@@ -54,13 +62,19 @@ class RosHarness:
         if node in self.nodes:
             self.nodes.remove(node)
 
-    def publish(self, key: str, msg) -> None:
-        """Publish a rosbags message (vam_stack.msgs builders) on a topic-table row."""
+    def advertise(self, key: str):
+        """The harness's publisher on a topic-table row (made once)."""
         from vam_stack import ros
 
         if key not in self._pubs:
             self._pubs[key] = ros.publisher(self.node, key)
-        self._pubs[key].publish(ros.to_ros(msg))
+        return self._pubs[key]
+
+    def publish(self, key: str, msg) -> None:
+        """Publish a rosbags message (vam_stack.msgs builders) on a topic-table row."""
+        from vam_stack import ros
+
+        self.advertise(key).publish(ros.to_ros(msg))
 
     def capture(self, key: str) -> list:
         """List that fills with every message on the row's topic (converted to rosbags)."""

@@ -31,8 +31,6 @@ class MonitorConfig:
     plot: PlotConfig = field(default_factory=PlotConfig)  # image sizes and colours
     render_every_replans: int = 1  # redraw the trace every N replans (a redraw is ~0.1-0.3 s
     #   of CPU here; replans come at 1 Hz real, 2 Hz LIBERO)
-    token_grid: tuple[int, int] = (7, 14)  # action-head video tokens per latent frame
-    #   (rows, cols): LIBERO 448x224 stacked -> 7x14 = 98 tokens
     attention_frame: int = 0  # latent frame shown in the overlay (0 = current frame, V0)
     latency_budget_ms: float = 1000.0  # replan budget (30 actions at 30 Hz); above -> warn
     stale_after_s: float = 5.0  # no telemetry for this long -> diagnostics "stale"
@@ -41,8 +39,6 @@ class MonitorConfig:
     def __post_init__(self) -> None:
         check(self.render_every_replans >= 1,
               f"render_every_replans must be >= 1, got {self.render_every_replans!r}")
-        check(len(self.token_grid) == 2 and all(int(g) == g and g > 0 for g in self.token_grid),
-              f"token_grid must be two positive integers (rows, cols), got {self.token_grid!r}")
         check(self.attention_frame >= 0,
               f"attention_frame must be >= 0, got {self.attention_frame!r}")
         check(self.latency_budget_ms > 0,
@@ -107,22 +103,25 @@ class TRMonitor:
         if self._since_render >= self.cfg.render_every_replans or len(self.trace.replans) == 1:
             image = self.render_trace()
             self._since_render = 0
+        try:                 # the replan is in; an overlay that cannot be drawn does not undo it
+            overlay = self.render_overlay()
+        except ValueError as e:
+            overlay, self.last_error = None, f"attention overlay: {e}"
         return MonitorOutput(
             replan=rp, scalars={k: float(getattr(rp, k)) for k in SCALAR_KEYS},
             tr_steps=np.asarray(rp.tr_steps, dtype=np.float32), phase=rp.phase,
-            phase_changed=rp.phase != previous, trace_image=image,
-            attention_overlay=self.render_overlay())
+            phase_changed=rp.phase != previous, trace_image=image, attention_overlay=overlay)
 
     def render_trace(self, title: str | None = None, end_step: int | None = None) -> np.ndarray:
         return render_trace(self.trace, self.cfg.plot, title or self.cfg.title, end_step)
 
     def render_overlay(self) -> np.ndarray | None:
-        """Overlay of the latest attention on the latest frame; None if either is missing."""
-        att = self.trace.latest_attention
-        if att is None or self.frame is None:
+        """Overlay of the latest attention on the latest frame, on the token grid the policy's
+        telemetry named (its preset's head grid); None while attention, grid or frame is missing."""
+        att, grid = self.trace.latest_attention, self.trace.token_grid
+        if att is None or grid is None or self.frame is None:
             return None
-        return render_attention_overlay(att, self.frame, self.cfg.token_grid,
-                                        self.cfg.attention_frame, self.cfg.plot)
+        return render_attention_overlay(att, self.frame, grid, self.cfg.attention_frame, self.cfg.plot)
 
     def rate_hz(self) -> float:
         """Achieved telemetry (replan) rate over the last arrivals; 0 with fewer than two."""

@@ -1,7 +1,8 @@
 """tr_monitor_node: the policy's TR telemetry as plottable topics, a live trace image, an
 attention overlay and diagnostics (for rviz2's Image display, rqt_plot and rqt_image_view).
 
-In: /vam/telemetry (JSON per replan), /vam/attention (the overlay is drawn when it arrives,
+In: /vam/telemetry (JSON per replan; its `token_grid` is the policy's video-token grid, so
+the overlay needs no per-preset setting), /vam/attention (the overlay is drawn when it arrives,
 over the latest stacked camera frame; topics are not ordered against each other, so it is
 not paired with a telemetry message), /vam/instruction (a new
 episode resets the trace). Out: /vam/tr, /vam/tr0, /vam/s, /vam/w_lang, /vam/w_plan,
@@ -23,8 +24,6 @@ from vam_stack.config import from_yaml
 P = ros.Param
 PARAMS = (
     P("config_file", "", "monitor YAML (section tr_monitor); empty = config/tr_monitor.yaml"),
-    P("token_rows", 0, "action-head video tokens per latent frame, rows; 0 = the config file's", range=(0, 4096)),
-    P("token_cols", 0, "action-head video tokens per latent frame, columns; 0 = the config file's", range=(0, 4096)),
     P("render_every_replans", 0, "redraw the trace every N replans; 0 = the config file's", range=(0, 1000)),
     P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
 )
@@ -35,12 +34,10 @@ class TRMonitorNode(Node):
         super().__init__("tr_monitor_node", **node_kwargs)
         p = ros.declare(self, PARAMS)
         cfg = from_yaml(MonitorConfig, ros.config_path(p["config_file"], "tr_monitor.yaml"), "tr_monitor")
-        if p["token_rows"] or p["token_cols"]:
-            grid = (p["token_rows"] or cfg.token_grid[0], p["token_cols"] or cfg.token_grid[1])
-            cfg = dataclasses.replace(cfg, token_grid=grid)
         if p["render_every_replans"]:
             cfg = dataclasses.replace(cfg, render_every_replans=p["render_every_replans"])
         self.monitor = TRMonitor(cfg)
+        self._drawn = None   # the attention array of the last overlay published
         keys = (*SCALAR_KEYS, "tr_steps", "phase", "trace_image", "attention_overlay", "diagnostics")
         self.pub = {k: ros.publisher(self, k) for k in keys}
         ros.subscription(self, "telemetry", self._on_telemetry)
@@ -56,11 +53,18 @@ class TRMonitorNode(Node):
                 raise msgs.MessageError("attention must be a finite, non-negative [A_H, n_video_tokens] array, "
                                         f"got shape {att.shape}")
             self.monitor.trace.latest_attention = att
-            overlay = self.monitor.render_overlay()
+            self._publish_overlay()
         except ValueError as e:
             self.get_logger().error(f"attention rejected: {e}")
+
+    def _publish_overlay(self) -> None:
+        """One overlay per attention message, as soon as a telemetry message has named the token grid."""
+        att = self.monitor.trace.latest_attention
+        if att is None or att is self._drawn:
             return
+        overlay = self.monitor.render_overlay()     # None until a grid and a frame arrived
         if overlay is not None:
+            self._drawn = att
             self.pub["attention_overlay"].publish(ros.image(self, "attention_overlay", overlay))
 
     def _on_frame(self, msg) -> None:
@@ -86,6 +90,10 @@ class TRMonitorNode(Node):
             self.pub["phase"].publish(ros.to_ros(msgs.string_msg(out.phase)))
         if out.trace_image is not None:
             self.pub["trace_image"].publish(ros.image(self, "trace_image", out.trace_image))
+        try:
+            self._publish_overlay()      # an attention that arrived before the grid was known
+        except ValueError as e:
+            self.get_logger().error(f"attention rejected: {e}")
 
     def _publish_diagnostics(self) -> None:
         self.pub["diagnostics"].publish(ros.diagnostics(self, [self.monitor.diagnostics()]))

@@ -146,6 +146,12 @@ def validate_telemetry(d: Any) -> dict[str, Any]:
         raise TelemetryError(
             f"telemetry['branches_computed'] must be distinct names from {BRANCHES}, got {br!r}")
     out["branches_computed"] = tuple(br)
+    grid = d.get("token_grid")
+    if grid is not None:
+        if (isinstance(grid, (str, bytes)) or not isinstance(grid, Sequence) or len(grid) != 2
+                or any(isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g <= 0 for g in grid)):
+            raise TelemetryError(f"telemetry['token_grid'] must be two positive integers (rows, cols), got {grid!r}")
+        out["token_grid"] = (int(grid[0]), int(grid[1]))
     att = d.get("attention")
     if att is not None:
         if not isinstance(att, np.ndarray) or att.ndim != 2 or att.size == 0:
@@ -165,6 +171,8 @@ class TRTrace:
         self.replans: deque[Replan] = deque(maxlen=self.cfg.max_replans)
         self.step_labels: OrderedDict[int, str] = OrderedDict()  # env step -> label
         self.latest_attention: np.ndarray | None = None  # [A_H, n_video_tokens] of last replan
+        self.token_grid: tuple[int, int] | None = None  # (rows, cols) of video tokens per latent frame, from
+        #   the policy's telemetry (its preset's head grid); kept across episodes: the policy is the same
         self.resets = 0  # reset() calls, explicit or by a step rewind
         self._inferred = self.cfg.initial_phase
         self._dwell = 0
@@ -247,6 +255,8 @@ class TRTrace:
         self.replans.append(rp)
         if "attention" in t:
             self.latest_attention = t["attention"]
+        if "token_grid" in t:
+            self.token_grid = t["token_grid"]
         return rp
 
     def arrays(self) -> dict[str, np.ndarray]:

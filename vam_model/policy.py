@@ -430,6 +430,7 @@ class _Replan:
             "timing_ms": {**{k: round(v, 3) for k, v in self.timer.ms.items()}, "total": round(total_ms, 3)},
             "latency_ms": total_ms,
             "attention": host[2] if len(host) > 2 else None,
+            "token_grid": list(p.mcfg.head_grid),   # rows x cols of the attention's video tokens per latent frame
             "checkpoint": p.checkpoint,
             "device": str(p.device),
         }

@@ -158,6 +158,16 @@ class StepInfo:
     time: float | None = None  # when the target was computed (the executor's clock): its stamp
 
 
+class ObservationUnavailable(RuntimeError):
+    """`obs_fn` has no observation yet (a window still filling, a stale camera or joint state):
+    an expected state while inputs start or stall, logged as one line when its `kind` changes,
+    not as a failure with a traceback. The arm holds as for any missing result."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
 @dataclass
 class _Result:
     origin: int
@@ -288,6 +298,7 @@ class ChunkExecutor:
         self.policy, self.cfg = policy, cfg
         self.obs_fn, self.sink, self.on_result, self.clock = obs_fn, sink, on_result, clock
         self.pacer = DeadlinePacer(cfg.rate_hz, cfg.spin_s, cfg.max_samples, clock)
+        self._unavailable: str | None = None   # kind of the last ObservationUnavailable logged
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._stop = threading.Event()
@@ -448,10 +459,18 @@ class ChunkExecutor:
                 self._request = None
             try:
                 obs = self.obs_fn()
+            except ObservationUnavailable as e:
+                if e.kind != self._unavailable:     # one line per new reason, not one per retry
+                    log.warning("no observation at tick %d (holding): %s", origin, e)
+                self._unavailable = e.kind
+                res = _Result(origin, self.clock() - t_req, error=f"obs_fn: {e}")
             except Exception as e:
                 log.exception("obs_fn failed at tick %d", origin)
                 res = _Result(origin, self.clock() - t_req, error=f"obs_fn: {type(e).__name__}: {e}")
             else:
+                if self._unavailable is not None:
+                    log.info("observations available again at tick %d", origin)
+                self._unavailable = None
                 res = self._run_policy(obs, origin, t_req)
             if self.on_result is not None and res.error is None:
                 try:

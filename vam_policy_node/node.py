@@ -14,10 +14,12 @@ through the safety filter (absolute joints) or an e-stop gate (end-effector delt
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
+from rclpy.task import Future
 from std_srvs.srv import Trigger
 
 from vam_model.backends.base import BACKENDS, PRECISIONS
@@ -43,6 +45,8 @@ PARAMS = (
     P("w_plan_base", 0.3, "long-horizon plan guidance base weight", range=(0.0, 5.0)),
     P("s_max", 2.0, "upper clip of tr_adaptive's scale on the base weights", range=(0.0, 10.0)),
     P("seed", 0, "noise seed of the policy", range=(0, 2**31 - 1)),
+    P("threads", 0, "torch intra-op threads of the policy (in its child process with policy_process); 0 = torch's "
+                    "default (one per core)", range=(0, 256)),
     P("action_temperature", 1.0, "scale of the flow's initial action noise (1 = the trained prior)", range=(0.0, 1.0)),
     P("backend", "torch", "runtime of the DiT calls (onnxruntime/tensorrt: graphs of `vam-stack export onnx`, "
                           "else exported on first use)", choices=BACKENDS),
@@ -78,7 +82,8 @@ def build_policy(p: dict):
                                  f"guidance {p['guidance']!r} never reads it")
     guidance = GuidanceConfig(schedule=p["guidance"], tr_baseline=p["tr_baseline"], tr_every_step=p["tr_every_step"],
                               w_lang_base=p["w_lang_base"], w_plan_base=p["w_plan_base"], s_max=p["s_max"])
-    cfg = PolicyConfig(seed=p["seed"], action_temperature=p["action_temperature"], device=p["device"], autocast=p["autocast"], guidance=guidance,
+    cfg = PolicyConfig(seed=p["seed"], threads=p["threads"], action_temperature=p["action_temperature"],
+                       device=p["device"], autocast=p["autocast"], guidance=guidance,
                        backend=BackendConfig(name=p["backend"], precision=p["backend_precision"]))
     factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=guidance_label(guidance), config=cfg)
     if p["policy_process"]:
@@ -119,20 +124,23 @@ class VamPolicyNode(Node):
         cfg = RuntimeConfig(p["max_frame_age_s"], p["max_state_age_s"], p["frame_skip"] or model_skip,
                             on_overrun=p["on_overrun"])
         self.pub = {k: ros.publisher(self, k) for k in ("joint_targets", "telemetry", "attention", "diagnostics")}
+        self._publish_lock, self._closing = threading.Lock(), False
         self.runtime = PolicyRuntime(self.policy, ex_cfg, cfg, state_names, self._publish_target, self._publish_telemetry,
                                      safety, log=self.get_logger())
         ros.subscription(self, "stacked_image", self._on_image)
         ros.subscription(self, "joint_states", self._on_state)
         ros.subscription(self, "instruction", lambda m: self.runtime.request_start(m.data))
-        # the e-stop in its own group (a waiting service never delays it) and from either durability
+        # the e-stop in its own group (never behind another group's callback where a multi-threaded
+        # executor spins the node)
         self.estop_group = MutuallyExclusiveCallbackGroup()
-        ros.subscription_any_durability(self, "estop", lambda m: self.runtime.estop(bool(m.data)), self.estop_group)
-        rt = self.runtime
-        services = MutuallyExclusiveCallbackGroup()   # start/reset wait up to command_timeout_s
-        self.create_service(Trigger, "~/start_episode", lambda q, r: self._answer(r, rt.request_start(None, wait=True)),
-                            callback_group=services)
-        self.create_service(Trigger, "~/reset", lambda q, r: self._answer(r, rt.request_stop("reset service", wait=True)),
-                            callback_group=services)
+        ros.subscription(self, "estop", lambda m: self.runtime.estop(bool(m.data)), self.estop_group)
+        # start/reset take up to command_timeout_s (the control thread stops an inference in flight and
+        # embeds the instruction): the services await the answer as coroutines, so the executor keeps
+        # serving the e-stop, images and states meanwhile, on one thread
+        self.create_service(Trigger, "~/start_episode", self._service(lambda done: self.runtime.request_start(
+            None, on_done=done)))
+        self.create_service(Trigger, "~/reset", self._service(lambda done: self.runtime.request_stop(
+            "reset service", on_done=done)))
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
         if p["instruction"]:
             self.runtime.request_start(p["instruction"])
@@ -152,23 +160,52 @@ class VamPolicyNode(Node):
         except ValueError as e:
             self.get_logger().error(f"joint state rejected (arm held when states go stale): {e}")
 
-    @staticmethod
-    def _answer(response, result):
-        response.success, response.message = result
-        return response
+    def _service(self, request_fn):
+        """An async Trigger callback: `request_fn(done)` queues the command; the answer is the control
+        thread's (ok, message), or a refusal after command_timeout_s."""
+        timeout_s = self.runtime.cfg.command_timeout_s
+
+        async def handle(request, response):
+            future, lock = Future(), threading.Lock()
+
+            def done(ok: bool, message: str) -> None:   # control thread or timer; the first answer counts
+                with lock:
+                    if future.done():
+                        return
+                    future.set_result((ok, message))
+                executor = self.executor
+                if executor is not None:
+                    executor.wake()                         # resume the awaiting service now, not at the next message
+
+            timer = threading.Timer(timeout_s, done, (False, f"still busy after {timeout_s:.0f} s"))
+            timer.daemon = True
+            timer.start()
+            request_fn(done)
+            response.success, response.message = await future
+            timer.cancel()
+            return response
+        return handle
+
+    def _publish(self, key: str, msg) -> None:
+        """From the executor's threads: nothing is published once destroy_node began (a worker
+        still finishing an inference must not publish on a destroyed publisher)."""
+        with self._publish_lock:
+            if not self._closing:
+                self.pub[key].publish(msg)
 
     def _publish_target(self, sent: np.ndarray) -> None:
         """Executor tick thread: the safety-filtered target, named."""
-        self.pub["joint_targets"].publish(ros.to_ros(msgs.joint_state_msg(
+        self._publish("joint_targets", ros.to_ros(msgs.joint_state_msg(
             self.action_names, sent, stamp_s=ros.stamp(self), frame_id=self._target_source)))
 
     def _publish_telemetry(self, tel: dict) -> None:
-        """Executor worker thread: TR telemetry of one replan (attention on its own topic)."""
+        """Executor worker thread: TR telemetry of one replan, then its attention on its own topic
+        (the telemetry names the token grid the monitor draws the attention on)."""
         att = tel.pop("attention", None)
-        if att is not None:
-            self.pub["attention"].publish(ros.to_ros(msgs.float32_array_msg(att, ["action", "video_token"])))
         clean = {k: _plain(v) for k, v in tel.items() if k not in ("actions", "origin_tick", "latency_s")}
-        self.pub["telemetry"].publish(ros.to_ros(msgs.json_msg(clean)))
+        self._publish("telemetry", ros.to_ros(msgs.json_msg(clean)))
+        if att is not None:
+            self._publish("attention", ros.to_ros(msgs.float32_array_msg(att, ["action", "video_token"])))
 
     def _publish_diagnostics(self) -> None:
         rt = self.runtime
@@ -184,6 +221,8 @@ class VamPolicyNode(Node):
 
     def destroy_node(self) -> None:
         """Safe state: stop the executor (the driver then holds), then the ROS entities."""
+        with self._publish_lock:
+            self._closing = True
         self.runtime.close()
         if hasattr(self.policy, "close"):
             self.policy.close()

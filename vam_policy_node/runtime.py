@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from camera_bridge.window import FrameRing
-from vam_policy_node.executor import ChunkExecutor, ExecutorConfig
+from vam_policy_node.executor import ChunkExecutor, ExecutorConfig, ObservationUnavailable
 from vam_stack.safety import SafetyFilter
 from vam_stack.config import check
 
@@ -145,17 +145,22 @@ class PolicyRuntime:
             self.log.warning("e-stop released; motion resumes with the next episode")
 
     # ---- episodes (control thread) ----
-    def request_start(self, instruction: str | None = None, wait: bool = False) -> tuple[bool, str] | None:
-        """Start an episode (`instruction` None: the last one); `wait` returns (ok, message)."""
-        return self._request("start", instruction, wait)
+    def request_start(self, instruction: str | None = None, wait: bool = False,
+                      on_done: Callable[[bool, str], None] | None = None) -> tuple[bool, str] | None:
+        """Start an episode (`instruction` None: the last one); `wait` returns (ok, message);
+        `on_done(ok, message)` is called from the control thread once it is decided (a ROS
+        service answers from it without blocking its executor)."""
+        return self._request("start", instruction, wait, on_done)
 
-    def request_stop(self, why: str, wait: bool = False) -> tuple[bool, str] | None:
-        return self._request("stop", why, wait)
+    def request_stop(self, why: str, wait: bool = False,
+                     on_done: Callable[[bool, str], None] | None = None) -> tuple[bool, str] | None:
+        return self._request("stop", why, wait, on_done)
 
-    def _request(self, kind: str, arg: Any, wait: bool) -> tuple[bool, str] | None:
-        done = {"event": threading.Event()} if wait else None
+    def _request(self, kind: str, arg: Any, wait: bool, on_done: Callable[[bool, str], None] | None = None
+                 ) -> tuple[bool, str] | None:
+        done = {"event": threading.Event(), "callback": on_done} if wait or on_done is not None else None
         self._commands.put((kind, arg, done))
-        if done is None:
+        if not wait:
             return None
         if not done["event"].wait(self.cfg.command_timeout_s):
             return False, f"still busy after {self.cfg.command_timeout_s:.0f} s"
@@ -178,6 +183,11 @@ class PolicyRuntime:
             if done is not None:
                 done.update(ok=ok, message=message)
                 done["event"].set()
+                if done["callback"] is not None:
+                    try:
+                        done["callback"](ok, message)
+                    except Exception as e:   # the caller's problem: the control thread keeps serving
+                        self.log.error(f"{kind} request callback failed: {type(e).__name__}: {e}")
 
     def _stop(self, why: str) -> tuple[bool, str]:
         self.pending = None
@@ -204,6 +214,9 @@ class PolicyRuntime:
             if self.safety is not None:
                 self.safety.reset(state)
             self.executor.reset(instruction=instruction, initial_target=state if self.absolute else None)
+            if self._estop.is_set():    # latched while the instruction was embedding: do not start
+                self.pending = None
+                return self._refuse("e-stop latched while the episode was starting: not started")
             self.executor.start()
         except Exception as e:  # a bad instruction or a policy that cannot start: say why, stay held
             self.pending = None
@@ -228,13 +241,16 @@ class PolicyRuntime:
         now = self.clock()
         with self._lock:
             if self.ring.count < self.ring.capacity:
-                raise RuntimeError(f"frame window not ready: {self.ring.count} of {self.ring.capacity} frames received")
+                raise ObservationUnavailable("window", f"frame window not ready: {self.ring.count} of "
+                                                       f"{self.ring.capacity} frames received")
             if now - self._frame_t > self.cfg.max_frame_age_s:
-                raise RuntimeError(f"newest camera frame is {now - self._frame_t:.3f} s old")
+                raise ObservationUnavailable("frame_age", f"newest camera frame is {now - self._frame_t:.3f} s old "
+                                                          f"(> max_frame_age_s {self.cfg.max_frame_age_s} s)")
             frames = self.ring.window(self.spec.frames, self.cfg.frame_skip)  # [n, H, W, 3], oldest first
             state, age = self._state, now - self._state_t
         if state is None or age > self.cfg.max_state_age_s:
-            raise RuntimeError(f"no joint state for {age:.3f} s")
+            raise ObservationUnavailable("state_age", f"no joint state for {age:.3f} s "
+                                                      f"(> max_state_age_s {self.cfg.max_state_age_s} s)")
         return {"frames": frames, "proprio": state.astype(np.float32)}
 
     def _send(self, target: np.ndarray) -> None:

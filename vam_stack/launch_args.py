@@ -1,17 +1,35 @@
-"""The launch arguments of robot.launch.py and sim.launch.py: one table, and the helpers that
-turn an argument into a typed node parameter.
+"""The launch files' one table: their arguments, the vam_stack processes they start and the
+parameters each process gets from an argument.
 
-`arguments(launch)` gives the name -> (default, description) table of one launch file; the
-launch files declare exactly those (`declare(launch)`). `text`, `flag` and `integer` wrap an
-argument as a node parameter of that type. `launch` and `launch_ros` are imported only by those
-helpers, so the table itself reads (and is tested) without ROS.
+Two readers, one table:
+- `launch/robot.launch.py` and `launch/sim.launch.py` declare `declare(launch)` and start
+  `node_actions(launch)` (launch_ros `Node` actions; `launch` and `launch_ros` are imported only
+  there);
+- `processes(launch, args)` turns the same rows into the command lines launch_ros would run
+  (`<exe> --ros-args -r __node:=<name> --params-file <params_file> --params-file <overrides>`,
+  the overrides written as launch_ros writes a parameter dict: under `/**`), with the launch's
+  conditions evaluated. `vam-stack ros-graph` and the process-level tests start exactly those,
+  so a machine without launch_ros (a pip-installed rclpy) runs the launch files' wiring.
+
+Argument values are checked here before anything starts: an unknown name, a value outside a
+closed set, a flag that is not true/false/1/0 or an integer that is not one is an error naming it.
 """
 from __future__ import annotations
 
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
 LAUNCH_FILES = ("robot", "sim")
+
+# the node-parameters YAML each launch file passes every process first (argument params_file)
+PARAMS_FILES = {"robot": "vam_stack.params.yaml", "sim": "vam_stack_sim.params.yaml"}
 
 # name: (description, {launch file: default}); "" config paths = the shipped config/ files
 TABLE: dict[str, tuple[str, dict[str, str]]] = {
+    "params_file": ("node parameters YAML; empty = the shipped config/vam_stack.params.yaml (robot) or "
+                    "config/vam_stack_sim.params.yaml (sim)", {"robot": "", "sim": ""}),
     "camera_config": ("camera bridge YAML; empty = config/cameras.yaml", {"robot": ""}),
     "preset": ("model preset used when no checkpoint is given", {"robot": "real", "sim": "libero64"}),
     "checkpoint": ("policy checkpoint (safetensors); empty = models/<preset>.safetensors if shipped",
@@ -31,7 +49,6 @@ TABLE: dict[str, tuple[str, dict[str, str]]] = {
     "use_rqt": ("start rqt with config/vam_stack.perspective", {"robot": "false", "sim": "false"}),
 }
 
-
 # arguments with a closed set of values: launch refuses anything else before a node starts
 CHOICES: dict[str, tuple[str, ...]] = {
     "guidance": ("none", "flat", "tr_adaptive"),
@@ -40,20 +57,186 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "sim_task": ("handover", "relay", "tray_lift"),
 }
 
+# what launch's conditions take as a boolean on Humble and Jazzy (any case, surrounding spaces)
+BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
+KINDS = ("text", "integer", "flag")   # how an argument becomes a typed parameter
+
+
+@dataclass(frozen=True)
+class LaunchedNode:
+    """One vam_stack process a launch file starts."""
+
+    executable: str               # console script of setup.py (installed under lib/vam_stack by colcon)
+    name: str | None              # node name given at launch; None: a process of several nodes keeps theirs
+    parameters: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # parameter -> (argument, kind)
+    when: str = ""                # "" always; "mujoco" only with sim:=mujoco; "hardware" only with sim:=none
+
+
+_POLICY = {"preset": ("preset", "text"), "checkpoint": ("checkpoint", "text"), "guidance": ("guidance", "text"),
+           "backend": ("backend", "text"), "device": ("device", "text")}
+
+NODES: dict[str, tuple[LaunchedNode, ...]] = {
+    "robot": (
+        LaunchedNode("camera_bridge", "camera_bridge", {"config_file": ("camera_config", "text")}, when="hardware"),
+        LaunchedNode("vam_policy_node", "vam_policy_node", {**_POLICY, "instruction": ("instruction", "text")}),
+        LaunchedNode("tr_monitor_node", "tr_monitor_node"),
+        LaunchedNode("yam_driver", "yam_driver", {"use_emulator": ("use_emulated_driver", "flag")}, when="hardware"),
+        # one process, three nodes (yam_mujoco_sim, camera_bridge, yam_driver): no name, which would rename all three
+        LaunchedNode("yam_mujoco_sim", None, {"task": ("sim_task", "text")}, when="mujoco"),
+    ),
+    "sim": (
+        LaunchedNode("libero_bridge", "libero_bridge", {"suite": ("suite", "text"), "first_task": ("task", "integer"),
+                                                        "episodes": ("episodes", "integer")}),
+        LaunchedNode("vam_policy_node", "vam_policy_node", dict(_POLICY)),
+        LaunchedNode("tr_monitor_node", "tr_monitor_node"),
+    ),
+}
+
+
+class LaunchArgumentError(ValueError):
+    """A launch argument with an unknown name or a value its row does not allow."""
+
+
+def _check_launch(launch: str) -> None:
+    if launch not in LAUNCH_FILES:
+        raise ValueError(f"launch must be one of {LAUNCH_FILES}, got {launch!r}")
+
 
 def arguments(launch: str) -> dict[str, tuple[str, str]]:
     """name -> (default, description) of the arguments launch file `launch` declares."""
-    if launch not in LAUNCH_FILES:
-        raise ValueError(f"launch must be one of {LAUNCH_FILES}, got {launch!r}")
+    _check_launch(launch)
     return {name: (defaults[launch], text_) for name, (text_, defaults) in TABLE.items() if launch in defaults}
 
 
-def declare(launch: str) -> list:
-    """DeclareLaunchArgument actions for every argument of `launch`."""
-    from launch.actions import DeclareLaunchArgument
+def nodes(launch: str) -> tuple[LaunchedNode, ...]:
+    _check_launch(launch)
+    return NODES[launch]
 
-    return [DeclareLaunchArgument(n, default_value=d, description=t, **({"choices": list(CHOICES[n])} if n in CHOICES else {}))
-            for n, (d, t) in arguments(launch).items()]
+
+def resolve(launch: str, given: Mapping[str, str]) -> dict[str, str]:
+    """Every argument of `launch`: the defaults with `given` over them, each checked."""
+    declared = arguments(launch)
+    values = {name: default for name, (default, _) in declared.items()}
+    for name, value in given.items():
+        if name not in declared:
+            near = difflib.get_close_matches(name, declared, n=1)
+            raise LaunchArgumentError(f"{launch}.launch.py has no argument {name!r}"
+                                      + (f" (did you mean {near[0]!r}?)" if near else "")
+                                      + f"; it takes {sorted(declared)}")
+        values[name] = str(value)
+    for name, value in values.items():
+        if name in CHOICES and value not in CHOICES[name]:
+            raise LaunchArgumentError(f"argument {name}:={value!r} must be one of {list(CHOICES[name])}")
+    for node in NODES[launch]:   # a typed parameter from a value that is not of its type fails here, named
+        for param, (arg, kind) in node.parameters.items():
+            typed(kind, values[arg], f"{arg} (parameter {param} of {node.executable})")
+    return values
+
+
+def typed(kind: str, value: str, what: str = "value"):
+    """The launch argument's text as the parameter type launch_ros gives it."""
+    if kind == "text":
+        return str(value)
+    if kind == "integer":
+        try:
+            return int(str(value).strip())
+        except ValueError:
+            raise LaunchArgumentError(f"argument {what} must be an integer, got {value!r}") from None
+    if kind == "flag":
+        key = str(value).strip().lower()
+        if key not in BOOLEANS:
+            raise LaunchArgumentError(f"argument {what} must be one of {sorted(BOOLEANS)}, got {value!r}")
+        return BOOLEANS[key]
+    raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+
+
+def starts(node: LaunchedNode, values: Mapping[str, str]) -> bool:
+    """Whether the launch condition of `node` holds for the resolved argument `values`."""
+    if node.when == "":
+        return True
+    mujoco = values.get("sim", "none") == "mujoco"
+    return mujoco if node.when == "mujoco" else not mujoco
+
+
+@dataclass(frozen=True)
+class Process:
+    """One process as launch_ros would start it (the parameter dict not yet written to a file)."""
+
+    executable: str
+    name: str | None
+    params_file: str                 # the launch's params_file (resolved to a path)
+    overrides: dict                  # typed parameters from arguments, launch_ros' dict parameters
+
+    def argv(self, overrides_file: str | Path | None) -> list[str]:
+        """The command line: executable, then the ROS arguments launch_ros gives it."""
+        ros = ["--ros-args"]
+        if self.name is not None:
+            ros += ["-r", f"__node:={self.name}"]
+        ros += ["--params-file", self.params_file]
+        if overrides_file is not None:
+            ros += ["--params-file", str(overrides_file)]
+        return [self.executable, *ros]
+
+    def overrides_yaml(self) -> str:
+        """The overrides as launch_ros writes a parameter dict: for every node of the process."""
+        import yaml
+
+        return yaml.safe_dump({"/**": {"ros__parameters": dict(self.overrides)}}, default_flow_style=False)
+
+
+def processes(launch: str, given: Mapping[str, str] | None = None) -> list[Process]:
+    """The vam_stack processes `launch` starts with arguments `given` (rviz2/rqt are not ours:
+    they are left out), in the launch file's order."""
+    values = resolve(launch, given or {})
+    params_file = values["params_file"]
+    if not params_file:
+        from vam_stack.paths import config_dir
+
+        params_file = str(config_dir() / PARAMS_FILES[launch])
+    elif not Path(params_file).is_file():
+        raise LaunchArgumentError(f"argument params_file:={params_file!r} is not a file")
+    out = []
+    for node in NODES[launch]:
+        if starts(node, values):
+            overrides = {p: typed(kind, values[arg]) for p, (arg, kind) in node.parameters.items()}
+            out.append(Process(node.executable, node.name, params_file, overrides))
+    return out
+
+
+# --- launch_ros side (imported only by the launch files) ----------------------------------------
+
+def declare(launch: str) -> list:
+    """DeclareLaunchArgument actions for every argument of `launch` (params_file's empty default
+    becomes the shipped file's path in the package share)."""
+    from launch.actions import DeclareLaunchArgument
+    from launch.substitutions import PathJoinSubstitution
+    from launch_ros.substitutions import FindPackageShare
+
+    out = []
+    for name, (default, text_) in arguments(launch).items():
+        if name == "params_file":
+            default = PathJoinSubstitution([FindPackageShare("vam_stack"), "config", PARAMS_FILES[launch]])
+        out.append(DeclareLaunchArgument(name, default_value=default, description=text_,
+                                         **({"choices": list(CHOICES[name])} if name in CHOICES else {})))
+    return out
+
+
+def node_actions(launch: str) -> list:
+    """launch_ros Node actions for every row of NODES[launch]: the params file, then the
+    argument-typed parameters, under the row's condition."""
+    from launch.conditions import IfCondition, UnlessCondition
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import Node
+
+    out = []
+    for node in nodes(launch):
+        params = {p: _typed_substitution(arg, kind) for p, (arg, kind) in node.parameters.items()}
+        condition = {"": None, "mujoco": IfCondition(is_mujoco()), "hardware": UnlessCondition(is_mujoco())}[node.when]
+        kwargs = {"name": node.name} if node.name is not None else {}
+        out.append(Node(package="vam_stack", executable=node.executable, output="screen",
+                        parameters=[LaunchConfiguration("params_file"), *([params] if params else [])],
+                        condition=condition, **kwargs))
+    return out
 
 
 def is_mujoco():
@@ -63,28 +246,13 @@ def is_mujoco():
     return PythonExpression(["'", LaunchConfiguration("sim"), "' == 'mujoco'"])
 
 
-def text(name: str):
-    """The argument as a string parameter ("" stays a string, not an empty YAML value)."""
-    return _typed(name, str)
-
-
-def integer(name: str):
-    return _typed(name, int)
-
-
-def _typed(name: str, value_type: type):
-    from launch.substitutions import LaunchConfiguration
-    from launch_ros.descriptions import ParameterValue
-
-    return ParameterValue(LaunchConfiguration(name), value_type=value_type)
-
-
-def flag(name: str):
-    """A bool argument as a bool parameter. It takes what launch's conditions take on Humble and
-    Jazzy (true/false/1/0, any case); a parameter typed bool alone would refuse 1/0 on Humble,
-    and anything else fails the launch."""
+def _typed_substitution(name: str, kind: str):
+    """The argument as a typed node parameter. A flag takes what launch's conditions take on
+    Humble and Jazzy (BOOLEANS); a parameter typed bool alone would refuse 1/0 on Humble."""
     from launch.substitutions import LaunchConfiguration, PythonExpression
     from launch_ros.descriptions import ParameterValue
 
-    return ParameterValue(PythonExpression(["{'true': True, '1': True, 'false': False, '0': False}['",
-                                            LaunchConfiguration(name), "'.strip().lower()]"]), value_type=bool)
+    if kind == "flag":
+        expression = [repr(BOOLEANS), "['", LaunchConfiguration(name), "'.strip().lower()]"]
+        return ParameterValue(PythonExpression(expression), value_type=bool)
+    return ParameterValue(LaunchConfiguration(name), value_type={"text": str, "integer": int}[kind])

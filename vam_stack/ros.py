@@ -35,17 +35,18 @@ class ParameterError(ValueError):
 
 # --- QoS and classes ----------------------------------------------------------------------
 
-def qos(key_or_name: str | Topic) -> Any:
-    """rclpy QoSProfile of a topic-table row (key like "tr" or name like "/vam/tr")."""
+def qos(key_or_name: str | Topic, reader: bool = False) -> Any:
+    """rclpy QoSProfile of a topic-table row (key like "tr" or name like "/vam/tr"): the row's
+    own for a publisher; for a subscription (`reader`), a latched row is read volatile."""
     from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
     spec = (key_or_name if isinstance(key_or_name, Topic) else resolve(key_or_name)).qos_spec
+    latched = spec.durability == "transient_local" and not reader
     return QoSProfile(
         history=HistoryPolicy.KEEP_LAST, depth=spec.depth,
         reliability=(ReliabilityPolicy.RELIABLE if spec.reliability == "reliable"
                      else ReliabilityPolicy.BEST_EFFORT),
-        durability=(DurabilityPolicy.TRANSIENT_LOCAL if spec.durability == "transient_local"
-                    else DurabilityPolicy.VOLATILE))
+        durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
 
 
 @lru_cache(maxsize=None)
@@ -62,25 +63,19 @@ def publisher(node: Any, key: str) -> Any:
 
 
 def subscription(node: Any, key: str, callback: Any, callback_group: Any = None) -> Any:
-    """A subscription for a topic-table row: its name, its type, its QoS."""
+    """A subscription for a topic-table row: its name, its type, its QoS as a reader.
+
+    A latched (transient-local) row is read volatile. A volatile reader matches every publisher
+    a person would use: a latched one (it then gets each new message, not the kept one) and a
+    volatile one (Jazzy's plain `ros2 topic pub`), where a transient-local reader is incompatible
+    with the latter, gets nothing from it, and makes it warn about incompatible QoS on every
+    publish. What is given up: a value published before the node started is not replayed to it.
+    The nodes are built not to need it: the e-stop and instruction are events to them (an e-stop
+    latches inside each node; a node starts holding), and the one late-join publisher of an
+    instruction, libero_bridge, announces an episode once a policy is there to hear it."""
     t = resolve(key)
-    return node.create_subscription(ros_class(t.msgtype), t.name, callback, qos(t), callback_group=callback_group)
-
-
-def subscription_any_durability(node: Any, key: str, callback: Any, callback_group: Any = None) -> list:
-    """Two subscriptions on a latched (transient-local) row, so a message arrives from any publisher
-    a person would use: the row's own (it also receives the last value a latched publisher kept,
-    for a node that starts late) and a volatile one (a transient-local subscription is QoS-
-    incompatible with a volatile publisher, e.g. Jazzy's plain `ros2 topic pub`). A latched
-    publisher reaches both, so `callback` must be idempotent (an e-stop state, not an event)."""
-    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-
-    t = resolve(key)
-    volatile = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=max(t.qos_spec.depth, 10),
-                          reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE)
-    cls = ros_class(t.msgtype)
-    return [node.create_subscription(cls, t.name, callback, qos(t), callback_group=callback_group),
-            node.create_subscription(cls, t.name, callback, volatile, callback_group=callback_group)]
+    return node.create_subscription(ros_class(t.msgtype), t.name, callback, qos(t, reader=True),
+                                    callback_group=callback_group)
 
 
 # --- conversion ---------------------------------------------------------------------------
@@ -213,45 +208,76 @@ def diagnostics(node: Any, statuses: Sequence[dict]) -> Any:
 
 # --- process entry point ------------------------------------------------------------------
 
-def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None) -> None:
-    """`spin_node` for several nodes in one process (a simulator standing in for the hardware):
-    `nodes_factory()` returns them in start order; all spin on one executor and are destroyed in
-    reverse order on every exit path, the ones built before a failing one included."""
-    import rclpy
-    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_threads: int = 1,
+               callback_timeout_s: float = 3.0) -> None:
+    """Every node process's `main()`: init, build, spin until SIGINT/SIGTERM or an external
+    shutdown, then stop safely. `nodes_factory(nodes)` appends each node as it is built (several
+    for a simulator standing in for the hardware).
 
-    rclpy.init(args=args)
+    The order on every exit path: stop taking callbacks (`executor.shutdown()`), wait up to
+    `callback_timeout_s` for the ones still running in the pool, destroy the nodes in reverse
+    build order (each `destroy_node` drives its hardware to a safe state and may still publish:
+    the context is valid), and only then shut rclpy down. rclpy's own signal handlers are not
+    installed: they shut the context down the moment the signal arrives, before a node can hold
+    the arm (and a worker thread's last publish fails on the dead context). SIGINT and SIGTERM
+    (what launch sends) both end the spin here; the spin wakes every 0.1 s to see them."""
+    import signal
+    import threading
+
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
+
+    stop = threading.Event()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     nodes: list = []
+    executor = None
     try:
-        nodes_factory(nodes)                   # appends each node as it is built
-        executor = MultiThreadedExecutor(num_threads=4)
+        nodes_factory(nodes)
+        # One thread unless a node needs more (the policy node: a service that waits up to
+        # command_timeout_s must not delay its e-stop). rclpy's executors run in Python; the
+        # multi-threaded one costs several times the CPU of the single-threaded one for the same
+        # callbacks (docs/benchmarks.md, "ROS graph"), CPU the policy's inference needs on 2 cores.
+        executor = MultiThreadedExecutor(num_threads=num_threads) if num_threads > 1 else SingleThreadedExecutor()
         for node in nodes:
             executor.add_node(node)
-        executor.spin()
+        while not stop.is_set() and executor.context.ok():
+            executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        for node in reversed(nodes):
-            node.destroy_node()
-        rclpy.try_shutdown()
+        try:
+            if executor is not None:
+                executor.shutdown(timeout_sec=0.0)
+                _wait_for_callbacks(executor, callback_timeout_s)
+        finally:
+            try:
+                for node in reversed(nodes):
+                    node.destroy_node()
+            finally:
+                rclpy.try_shutdown()
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
 
 
-def spin_node(node_factory: Any, args: Sequence[str] | None = None) -> None:
-    """Every node's `main()`: init, build, spin until Ctrl-C or shutdown, then always destroy
-    the node (its `destroy_node` drives the hardware to a safe state) and shut rclpy down."""
-    import rclpy
-    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+def _wait_for_callbacks(executor: Any, timeout_s: float) -> None:
+    """Wait (bounded) for callbacks still running in a MultiThreadedExecutor's pool: rclpy's
+    `shutdown()` does not (Jazzy 7.1). The nodes lock what must not overlap their destruction
+    (the driver's bus) either way; this only makes a clean exit the usual one."""
+    import threading
 
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = node_factory()
-        # several threads: a service that waits (start/reset up to command_timeout_s) never delays
-        # the e-stop, which each node keeps in its own callback group
-        rclpy.spin(node, executor=MultiThreadedExecutor(num_threads=4))
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    pool = getattr(executor, "_executor", None)     # the thread pool of MultiThreadedExecutor (Humble, Jazzy)
+    if pool is None:
+        return
+    waiter = threading.Thread(target=pool.shutdown, kwargs={"wait": True}, daemon=True)
+    waiter.start()
+    waiter.join(timeout_s)
+
+
+def spin_node(node_factory: Any, args: Sequence[str] | None = None, num_threads: int = 1) -> None:
+    """`spin_nodes` for a process of one node."""
+    spin_nodes(lambda nodes: nodes.append(node_factory()), args, num_threads)

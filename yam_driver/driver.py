@@ -119,7 +119,8 @@ class YamDriver:
         self._hold = np.full(self.n, np.nan)
         self._targets: np.ndarray | None = None
         self._target_stamp = 0.0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()          # the targets (set from any thread)
+        self._bus_lock = threading.RLock()     # start / step / clear_faults / shutdown never overlap on the bus
         self._stop = threading.Event()
         self._stop_reason = ""
         self.tick = 0
@@ -146,6 +147,10 @@ class YamDriver:
     # --- start / shutdown --------------------------------------------------------------
     def start(self) -> np.ndarray:
         """Connect, read the present position, hold it, enable torque; returns the position."""
+        with self._bus_lock:
+            return self._start()
+
+    def _start(self) -> np.ndarray:
         if self.mode != Mode.IDLE:
             raise RuntimeError(f"start() needs mode idle, driver is {self.mode.value}")
         try:
@@ -179,7 +184,12 @@ class YamDriver:
         return reading.position
 
     def shutdown(self) -> None:
-        """Hold where the arm is, then torque off (as configured), then close. Idempotent."""
+        """Hold where the arm is, then torque off (as configured), then close. Idempotent, and
+        safe from any thread: it waits for a tick in progress, and no tick runs after it."""
+        with self._bus_lock:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
         if self.mode == Mode.STOPPED:
             return
         errors: list[str] = []
@@ -211,6 +221,10 @@ class YamDriver:
 
     def clear_faults(self) -> None:
         """Operator reset after a fault: re-read every joint, hold it, torque on, ramp again."""
+        with self._bus_lock:
+            self._clear_faults()
+
+    def _clear_faults(self) -> None:
         if self.mode != Mode.FAULT:
             return
         present = self._read_all_or_raise("fault reset")
@@ -236,8 +250,20 @@ class YamDriver:
     # --- one tick ----------------------------------------------------------------------
     def step(self) -> TickReport:
         """One tick: read, update health, choose and slew-limit the command, write, report."""
-        if self.mode in (Mode.IDLE, Mode.STOPPED):
-            raise RuntimeError(f"step() needs a started driver, mode is {self.mode.value}")
+        with self._bus_lock:
+            if self.mode in (Mode.IDLE, Mode.STOPPED):
+                raise RuntimeError(f"step() needs a started driver, mode is {self.mode.value}")
+            return self._step()
+
+    def try_step(self) -> TickReport | None:
+        """`step()`, or None when the driver is not started or already shut down (a timer tick
+        that raced `shutdown()` from another thread: nothing reaches the bus after it)."""
+        with self._bus_lock:
+            if self.mode in (Mode.IDLE, Mode.STOPPED):
+                return None
+            return self._step()
+
+    def _step(self) -> TickReport:
         now = self.clock()
         budget = self.config.period_s * self.config.io_budget_fraction
         t0 = time.monotonic()

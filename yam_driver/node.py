@@ -71,8 +71,8 @@ class YamDriverNode(Node):
             raise
         sub = ros.subscription(self, "joint_targets", self._on_targets)
         self._targets_topic = sub.topic_name  # as resolved (and remapped) for this node
-        self.estop_group = MutuallyExclusiveCallbackGroup()   # never behind another callback
-        ros.subscription_any_durability(self, "estop", self._on_estop, self.estop_group)
+        self.estop_group = MutuallyExclusiveCallbackGroup()   # not behind another group's callback if multi-threaded
+        ros.subscription(self, "estop", self._on_estop, self.estop_group)
         self.create_timer(cfg.period_s, self._tick)
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
         where = " (emulated)" if self.rig else (f" on {type(self.driver.bus).__name__}" if driver is not None else "")
@@ -121,9 +121,9 @@ class YamDriverNode(Node):
         self.get_logger().warning("e-stop: holding, targets ignored" if self.estopped else "e-stop released")
 
     def _tick(self) -> None:
-        if self.driver.mode == Mode.STOPPED:
+        report = self.driver.try_step()      # None once destroy_node shut the driver down
+        if report is None:
             return
-        report = self.driver.step()
         now = time.monotonic()
         self._ticks = [t for t in self._ticks if t > now - 1.0] + [now]  # achieved rate over 1 s
         for f in report.new_faults:
@@ -159,6 +159,12 @@ class YamDriverNode(Node):
     def destroy_node(self) -> None:
         """Safe state first (hold, torque off as configured), then the ROS entities."""
         self._release()
+        d = self.driver
+        torque = "torque off" if d.config.torque_off_on_exit else "torque left on (torque_off_on_exit: false)"
+        if d.shutdown_errors:
+            self.get_logger().error(f"driver shut down with problems ({torque}): {'; '.join(d.shutdown_errors)}")
+        else:
+            self.get_logger().info(f"driver shut down: arm held, {torque}")
         super().destroy_node()
 
 

@@ -1,4 +1,4 @@
-"""camera_bridge node through rclpy (real or the fake): pushed camera frames in, stacked and
+"""camera_bridge node through rclpy: pushed camera frames in, stacked and
 per-view Images (sensor-data QoS) and per-camera diagnostics out; a failed camera stops the
 stacked stream and is named in the diagnostics."""
 from __future__ import annotations

@@ -23,17 +23,17 @@ class FakeClock:
         return self.t
 
 
-def tel(step, tr, latency=20.0, attention=None):
+def tel(step, tr, latency=20.0, attention=None, token_grid=(2, 4)):
     s = float(np.clip(tr - 1.0, 0, 2))
     d = {"step": step, "tr": tr, "tr_steps": [tr] * 10, "tr0": 1.0, "s": s, "w_lang": 0.1 * s,
-         "w_plan": 0.3 * s, "branches_computed": ["cond"], "latency_ms": latency}
+         "w_plan": 0.3 * s, "branches_computed": ["cond"], "latency_ms": latency, "token_grid": list(token_grid)}
     if attention is not None:
         d["attention"] = attention
     return d
 
 
 def small(**kw):
-    return MonitorConfig(plot=PlotConfig(width_px=320, height_px=240), token_grid=(2, 4), **kw)
+    return MonitorConfig(plot=PlotConfig(width_px=320, height_px=240), **kw)
 
 
 def test_outputs_carry_the_replan_values_and_phase_changes():
@@ -61,6 +61,26 @@ def test_overlay_needs_both_attention_and_a_frame():
     assert out.attention_overlay.shape == (40, 80, 3)
     with pytest.raises(ValueError, match="RGB uint8"):
         mon.on_frame(np.zeros((40, 80), np.uint8))
+
+
+def test_the_overlay_uses_the_token_grid_the_telemetry_names():
+    """No per-preset grid in any config: the policy's telemetry names its head grid (a yam64 policy
+    sends 180 tokens = 5 frames of 12x3; a monitor set up for the real 6x21 grid drew nothing)."""
+    mon = TRMonitor(small())
+    mon.on_frame(np.full((48, 192, 3), 90, np.uint8))
+    att = np.zeros((4, 180))
+    att[:, 5] = 1.0                                        # frame 0, row 1, col 2 of a 12x3 grid... or not
+    out = mon.on_telemetry(tel(0, 1.0, attention=att, token_grid=(3, 12)))
+    assert mon.trace.token_grid == (3, 12) and out.attention_overlay.shape == (48, 192, 3)
+    no_grid = {k: v for k, v in tel(10, 1.0, attention=att).items() if k != "token_grid"}
+    assert mon.on_telemetry(no_grid).attention_overlay is not None     # the grid stays known
+    # a grid that does not divide the attention: the replan is kept, the overlay is not drawn
+    out = mon.on_telemetry(tel(20, 1.2, attention=att, token_grid=(6, 21)))
+    assert out.attention_overlay is None and len(mon.trace.replans) == 3 and mon.rejected == 0
+    assert "not a whole number of 6x21" in mon.diagnostics()["values"]["last_error"]
+    for bad in ([0, 3], [3], "3x12", [3.0, 12], [True, 12]):
+        with pytest.raises(TelemetryError, match="token_grid"):
+            mon.on_telemetry(tel(30, 1.0, token_grid=bad))
 
 
 def test_diagnostics_report_stale_ok_warn_and_rate():
@@ -123,8 +143,6 @@ def test_outputs_convert_to_messages_and_record_to_mcap(tmp_path):
 
 def test_shipped_config_loads_and_bad_values_are_rejected():
     cfg = from_yaml(MonitorConfig, config_dir() / "tr_monitor.yaml", "tr_monitor")
-    assert cfg.token_grid == (7, 14) and cfg.trace.enter_planning_ratio > cfg.trace.exit_planning_ratio
-    with pytest.raises(ConfigError, match="token_grid"):
-        MonitorConfig(token_grid=(0, 14))
+    assert cfg.trace.enter_planning_ratio > cfg.trace.exit_planning_ratio
     with pytest.raises(ConfigError, match="render_every_replans"):
         MonitorConfig(render_every_replans=0)

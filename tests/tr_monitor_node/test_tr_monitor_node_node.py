@@ -1,4 +1,4 @@
-"""tr_monitor_node through rclpy (real or the fake): telemetry in, plottable values, phase,
+"""tr_monitor_node through rclpy: telemetry in, plottable values, phase,
 trace image, attention overlay and diagnostics out; malformed input logged, not fatal."""
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-from rclpy.parameter import Parameter
 
 from tr_monitor_node.node import TRMonitorNode
 from vam_stack import msgs
@@ -17,13 +16,13 @@ pytestmark = pytest.mark.adapter
 def telemetry(step: int, tr: float) -> dict:
     return {"step": step, "replan": step // 10, "tr": tr, "tr_steps": [tr, tr * 0.9], "tr0": 1.0,
             "s": max(tr - 1.0, 0.0), "w_lang": 0.1 * max(tr - 1.0, 0.0), "w_plan": 0.3 * max(tr - 1.0, 0.0),
-            "branches_computed": ["cond", "null_text", "plan"] if tr > 1.0 else ["cond"], "latency_ms": 12.5}
+            "branches_computed": ["cond", "null_text", "plan"] if tr > 1.0 else ["cond"], "latency_ms": 12.5,
+            "token_grid": [2, 4]}
 
 
 @pytest.fixture
 def monitor(ros_harness):
-    node = ros_harness.add(TRMonitorNode(parameter_overrides=[
-        Parameter("token_rows", value=2), Parameter("token_cols", value=4)]))
+    node = ros_harness.add(TRMonitorNode())
     keys = ("tr", "tr0", "s", "w_lang", "w_plan", "latency_ms", "tr_steps", "phase", "trace_image",
             "attention_overlay", "diagnostics")
     return ros_harness, node, {k: ros_harness.capture(k) for k in keys}

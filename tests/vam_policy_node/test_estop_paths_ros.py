@@ -1,10 +1,12 @@
-"""The e-stop arrives from any publisher a person would use, and a waiting service never delays it.
+"""The e-stop arrives from any publisher a person would use, without a QoS warning, and a waiting
+service never delays it.
 
 - `ros2 topic pub /vam/estop ...` on Jazzy publishes volatile; the topic table's row is latched
-  (transient-local). A transient-local subscription is QoS-incompatible with a volatile
-  publisher, so both nodes also subscribe volatile (`ros.subscription_any_durability`).
-- The policy node's start/reset services wait for the control thread (up to 10 s); under the
-  multi-threaded executor every node's `main()` spins, the e-stop has its own callback group.
+  (transient-local). Both nodes read it volatile (`ros.subscription`), which matches a volatile
+  and a latched publisher alike; a transient-local reader would make a volatile publisher warn
+  "requesting incompatible QoS" on every e-stop.
+- The policy node's start/reset services wait for the control thread (up to 10 s): they are
+  coroutines, so the single-threaded executor every node's `main()` spins keeps serving the e-stop.
 """
 from __future__ import annotations
 
@@ -47,11 +49,15 @@ class SlowStartPolicy:
                 "w_lang": 0.0, "w_plan": 0.0, "branches_computed": ["cond"], "latency_ms": 1.0}
 
 
-def volatile_estop_publisher(node):
-    """What Jazzy's plain `ros2 topic pub /vam/estop std_msgs/msg/Bool` creates."""
+def volatile_estop_publisher(node, incompatible: list | None = None):
+    """What Jazzy's plain `ros2 topic pub /vam/estop std_msgs/msg/Bool` creates (its default event
+    handler logs the incompatible-QoS warning an operator would see; `incompatible` collects them)."""
+    from rclpy.event_handler import PublisherEventCallbacks
+
     qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                      durability=DurabilityPolicy.VOLATILE)
-    return node.create_publisher(Bool, "/vam/estop", qos)
+    events = PublisherEventCallbacks(incompatible_qos=incompatible.append) if incompatible is not None else None
+    return node.create_publisher(Bool, "/vam/estop", qos, event_callbacks=events)
 
 
 def test_a_volatile_publishers_estop_reaches_the_policy_and_the_driver(ros_harness, tmp_path):
@@ -67,7 +73,8 @@ def test_a_volatile_publishers_estop_reaches_the_policy_and_the_driver(ros_harne
     (tmp_path / "d.yaml").write_text(yaml.safe_dump(data))
     driver = h.add(YamDriverNode(parameter_overrides=[Parameter("config_file", value=str(tmp_path / "d.yaml")),
                                                       Parameter("use_emulator", value=True)]))
-    pub = volatile_estop_publisher(h.node)
+    incompatible: list = []
+    pub = volatile_estop_publisher(h.node, incompatible)
     assert h.spin_until(lambda: pub.get_subscription_count() >= 2, timeout=5)   # one volatile sub per node
     pub.publish(Bool(data=True))
     assert h.spin_until(lambda: policy.runtime.estopped and driver.estopped, timeout=5)
@@ -77,17 +84,18 @@ def test_a_volatile_publishers_estop_reaches_the_policy_and_the_driver(ros_harne
     assert h.spin_until(lambda: policy.runtime.estopped and driver.estopped, timeout=5)
     h.spin_for(0.5)                                       # let /rosout deliver the log lines
     warnings = [m for lvl, n, m in h.logs if n.endswith("vam_policy_node") and "e-stop: holding" in m]
-    assert len(warnings) == 2, warnings                   # once per latch, not once per subscription
+    assert len(warnings) == 2, warnings                   # once per latch
+    assert incompatible == [], "a volatile e-stop publisher met a subscription it cannot serve"
 
 
 def test_a_waiting_service_does_not_delay_the_estop(ros_harness):  # noqa: ARG001 (rclpy.init)
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
 
-    # the harness owns rclpy.init; this test spins its own multi-threaded executor
+    # the harness owns rclpy.init; this test spins the node on one thread, as its main() does
     node = VamPolicyNode(policy=SlowStartPolicy(reset_s=3.0))
     operator = rclpy.create_node("operator")
-    ex = MultiThreadedExecutor(num_threads=4)
+    ex = SingleThreadedExecutor()
     ex.add_node(node)
     ex.add_node(operator)
     spin = threading.Thread(target=ex.spin, daemon=True)
@@ -107,6 +115,11 @@ def test_a_waiting_service_does_not_delay_the_estop(ros_harness):  # noqa: ARG00
         latency = time.monotonic() - t0
         assert node.runtime.estopped and latency < 1.0, f"e-stop took {latency:.2f} s behind a waiting service"
         assert not future.done(), "the service should still be waiting (the test did not exercise the overlap)"
+        end = time.monotonic() + 10
+        while not future.done() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert future.done() and future.result().success is False, future.result()   # the e-stop refused the start
+        assert "e-stop" in future.result().message and not node.runtime.executor.running
     finally:
         ex.shutdown()
         spin.join(5)

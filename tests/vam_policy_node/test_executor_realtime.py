@@ -114,6 +114,39 @@ def test_inference_exception_holds_then_retries():
     assert log[i_next][0] // 1000 == 2  # the retry (call 2) took over
 
 
+def test_an_observation_not_yet_available_holds_and_logs_one_line_per_reason(caplog):
+    """A window still filling is expected at every start: one warning per reason, no traceback,
+    the arm held, and the first real observation resumes the policy."""
+    from vam_policy_node.executor import ObservationUnavailable
+
+    calls = {"n": 0}
+
+    def obs():
+        calls["n"] += 1
+        if calls["n"] <= 4:
+            raise ObservationUnavailable("window", f"frame window not ready: {calls['n']} of 17 frames received")
+        if calls["n"] <= 6:
+            raise ObservationUnavailable("frame_age", "newest camera frame is 0.6 s old")
+        return {"proprio": np.zeros(14, np.float32)}
+
+    rec = Recorder()
+    ex = ChunkExecutor(SlowPolicy(delay=0.002), robot_config(rate_hz=RATE, chunk=CHUNK, execute=EXECUTE,
+                                                             retry_after_s=0.02),
+                       obs_fn=obs, sink=rec, initial_target=np.full(DIM, -1.0))
+    rec.ex = ex
+    with caplog.at_level("INFO", logger="vam_policy_node.executor"), ex:
+        end = time.monotonic() + 20
+        while ex.replans < 1 and time.monotonic() < end:
+            time.sleep(0.01)
+    assert ex.replans >= 1 and calls["n"] >= 7
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "no observation" in r.getMessage()]
+    assert [("window" in r.getMessage(), "0.6 s old" in r.getMessage()) for r in warnings] == [(True, False), (False, True)]
+    assert not any(r.exc_info for r in caplog.records)
+    assert any("available again" in r.getMessage() for r in caplog.records)
+    held = [v for v, info in rec.log if info is not None and info.reason == "error"]
+    assert held and all(v == -1.0 for v in held)          # held at the initial target meanwhile
+
+
 class SeamPolicy:
     """Chunks on a common ramp (0.002 rad/tick from the observation tick) that each sit 0.08 rad
     above the previous chunk: every seam has the same 0.08 rad gap whatever the latency was."""

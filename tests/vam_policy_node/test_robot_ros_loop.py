@@ -1,4 +1,4 @@
-"""Policy node -> yam_driver node over ROS topics (real rclpy or the fake), emulated motors:
+"""Policy node -> yam_driver node over ROS topics (real rclpy), emulated motors:
 the driver's /joint_states prime the policy's safety filter, the policy's named 30 Hz
 targets move the emulated arm, and the e-stop stops both. A scripted policy stands in for
 the networks (it asks for joint 1 of the left arm to move by 0.1 rad)."""

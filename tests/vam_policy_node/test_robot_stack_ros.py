@@ -1,4 +1,4 @@
-"""The robot stack of launch/robot.launch.py in one process over rclpy (real or the fake),
+"""The robot stack of launch/robot.launch.py in one process over rclpy,
 on a CPU: synthetic cameras -> camera_bridge -> vam_policy_node (tiny_real preset: the real
 robot's 672x168 input, 14 joints at 30 Hz) -> yam_driver (emulated motors), tr_monitor_node
 watching. Checks that the pieces fit: frame geometry, joint names, rates, QoS, telemetry."""
@@ -30,7 +30,7 @@ def test_robot_stack_runs_the_policy_on_the_emulated_arm(ros_harness, tmp_path):
     p = lambda **kw: [Parameter(k, value=v) for k, v in kw.items()]  # noqa: E731
     h.add(CameraBridgeNode(parameter_overrides=p(config_file="cameras_synthetic.yaml")))
     driver = h.add(YamDriverNode(parameter_overrides=p(config_file=str(tmp_path / "driver.yaml"), use_emulator=True)))
-    h.add(TRMonitorNode(parameter_overrides=p(token_rows=6, token_cols=21)))
+    h.add(TRMonitorNode())
     policy = h.add(VamPolicyNode(parameter_overrides=p(preset="tiny_real", instruction="fold the towel",
                                                        max_frame_age_s=0.5, max_state_age_s=0.5)))
     assert h.spin_until(lambda: out["telemetry"] and out["attention_overlay"] and len(out["joint_targets"]) > 30,

@@ -1,4 +1,4 @@
-"""vam_policy_node through rclpy (real, or the fake in tests/fake_rclpy): frames and joint
+"""vam_policy_node through real rclpy: frames and joint
 states in, joint targets through the safety filter out, telemetry, e-stop, bad input, shutdown.
 
 A scripted policy stands in for the networks (the node's wiring is what is tested); its

@@ -1,7 +1,7 @@
 """vam_stack.ros: rosbags <-> rclpy message conversion for every type on the topic table,
-QoS profiles from the table, parameter declaration; and the rclpy behaviour the fake claims
-(typed fields, QoS matching, transient local, CDR between publisher and subscriber). Runs
-against real rclpy where installed, else against tests/fake_rclpy."""
+QoS profiles from the table, parameter declaration; and the rclpy behaviour the nodes rely on
+(typed fields under the strict checks the tests switch on, QoS matching, transient local, CDR
+between publisher and subscriber), on real rclpy."""
 from __future__ import annotations
 
 import array
@@ -74,6 +74,11 @@ def test_config_path_finds_shipped_files_by_name():
 
 
 def test_message_fields_are_typed_as_rclpy_types_them():
+    """Humble's generated setters always check these; Jazzy's only with ROS_PYTHON_CHECK_FIELDS=1,
+    which tests/conftest.py sets: `to_ros` must pass them either way."""
+    import os
+
+    assert os.environ.get("ROS_PYTHON_CHECK_FIELDS") == "1"
     js = JointState()
     with pytest.raises(AssertionError):
         js.position = np.zeros(2)  # a numpy array is not a sequence for rclpy's setters

@@ -1,5 +1,7 @@
-"""Launch files, parameter files, rviz/rqt layouts and package metadata, checked statically
-(no ROS needed); the launch descriptions themselves are built where launch_ros exists."""
+"""Launch files, their table (vam_stack/launch_args.py), parameter files, rviz/rqt layouts and
+package metadata, checked statically (launch_ros is not on the package index); the launch
+descriptions themselves are built where launch_ros exists. The same table's processes run over
+DDS in test_ros_graph_processes.py."""
 from __future__ import annotations
 
 import ast
@@ -66,13 +68,18 @@ def declared_arguments(path: Path) -> set[str]:
 
 
 def used_arguments(path: Path) -> set[str]:
-    """Arguments a launch file reads: LaunchConfiguration (as `arg`) and the typed helpers."""
+    """Arguments a launch file reads: LaunchConfiguration (as `arg`) in the file, and what the
+    table's processes read (`node_actions(NAME)`: params_file, each parameter's argument, `sim`
+    for a conditional process)."""
     calls = [c for c in ast.walk(ast.parse(path.read_text())) if isinstance(c, ast.Call)]
     used = {c.args[0].value for c in calls
-            if getattr(c.func, "id", None) in ("arg", "LaunchConfiguration", "text", "flag", "integer")
+            if getattr(c.func, "id", None) in ("arg", "LaunchConfiguration")
             and c.args and isinstance(c.args[0], ast.Constant)}
-    if any(getattr(c.func, "id", None) == "is_mujoco" for c in calls):   # the condition reads `sim`
-        used.add("sim")
+    for c in calls:
+        if getattr(c.func, "id", None) == "node_actions":
+            rows = launch_args.nodes(c.args[0].value)
+            used |= {"params_file"} | {a for n in rows for a, _ in n.parameters.values()}
+            used |= {"sim"} if any(n.when for n in rows) else set()
     return used
 
 
@@ -103,20 +110,70 @@ def test_the_launch_argument_table_is_checked():
     assert launch_args.arguments("robot")["sim_task"][0] in TASKS
 
 
-@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
-def test_every_launched_executable_is_an_entry_point_with_a_main(path):
+@pytest.mark.parametrize("launch", launch_args.LAUNCH_FILES)
+def test_every_launched_executable_is_an_entry_point_with_a_main(launch):
     scripts = console_scripts()
-    ours = [n for n in launched_nodes(path) if n.get("package") == "vam_stack"]
-    assert ours, f"{path.name} starts no vam_stack node"
-    for n in ours:
-        exe = n["executable"]
-        assert exe in scripts, f"{path.name}: executable {exe!r} is not a console_scripts entry point"
+    path = ROOT / "launch" / f"{launch}.launch.py"
+    assert "node_actions" in path.read_text() and not [n for n in launched_nodes(path) if n.get("package") == "vam_stack"]
+    for n in launch_args.nodes(launch):
+        exe = n.executable
+        assert exe in scripts, f"{launch}: executable {exe!r} is not a console_scripts entry point"
         module, func = scripts[exe].split(":")
         assert module == NODE_MODULES[exe] and callable(getattr(importlib.import_module(module), func))
-        unknown = set(n["param_keys"]) - set(node_params(exe))
-        assert not unknown, f"{path.name}: {exe} gets undeclared parameters {unknown}"
-    others = {n["package"] for n in launched_nodes(path)} - {"vam_stack"}
+        unknown = set(n.parameters) - set(node_params(exe))
+        assert not unknown, f"{launch}: {exe} gets undeclared parameters {unknown}"
+        assert n.name in (None, exe), "a node's launch name is its own name: its params-file section"
+        for param, (arg, kind) in n.parameters.items():
+            assert kind in launch_args.KINDS and arg in launch_args.arguments(launch)
+            default = node_params(exe)[param].default
+            assert type(launch_args.typed(kind, launch_args.arguments(launch)[arg][0])) is type(default), (launch, param)
+    others = {n["package"] for n in launched_nodes(path)}
     assert others <= {"rviz2", "rqt_gui"}
+
+
+def test_processes_follow_the_launch_conditions_and_type_their_parameters():
+    robot = {p.executable: p for p in launch_args.processes("robot")}
+    assert list(robot) == ["camera_bridge", "vam_policy_node", "tr_monitor_node", "yam_driver"]
+    assert robot["yam_driver"].overrides == {"use_emulator": False}
+    assert robot["vam_policy_node"].params_file.endswith("config/vam_stack.params.yaml")
+    emu = {p.executable: p for p in launch_args.processes("robot", {"use_emulated_driver": " TRUE "})}
+    assert emu["yam_driver"].overrides == {"use_emulator": True}
+    mujoco = launch_args.processes("robot", {"sim": "mujoco", "preset": "yam64", "instruction": "hand it over"})
+    assert [p.executable for p in mujoco] == ["vam_policy_node", "tr_monitor_node", "yam_mujoco_sim"]
+    policy, _, world = mujoco
+    assert policy.overrides["preset"] == "yam64" and policy.overrides["instruction"] == "hand it over"
+    assert world.name is None and world.overrides == {"task": "handover"}
+    argv = policy.argv("/tmp/o.yaml")
+    assert argv[:4] == ["vam_policy_node", "--ros-args", "-r", "__node:=vam_policy_node"]
+    assert argv[4:] == ["--params-file", policy.params_file, "--params-file", "/tmp/o.yaml"]
+    assert "__node" not in " ".join(world.argv(None))          # one process, three nodes keep their names
+    assert yaml.safe_load(policy.overrides_yaml())["/**"]["ros__parameters"]["preset"] == "yam64"
+    sim = launch_args.processes("sim", {"task": "3", "episodes": "2"})
+    assert sim[0].overrides == {"suite": "goal", "first_task": 3, "episodes": 2}
+
+
+@pytest.mark.parametrize("launch, given, match", [
+    ("robot", {"sim": "mujok"}, r"sim:='mujok' must be one of"),
+    ("robot", {"use_emulated_driver": "yes"}, "use_emulated_driver"),
+    ("sim", {"episodes": "three"}, "must be an integer"),
+    ("sim", {"tsk": "1"}, "did you mean 'task'"),
+    ("robot", {"params_file": "/nowhere/params.yaml"}, "is not a file"),
+])
+def test_bad_launch_arguments_are_refused_before_anything_starts(launch, given, match):
+    with pytest.raises(launch_args.LaunchArgumentError, match=match):
+        launch_args.processes(launch, given)
+
+
+def test_launch_tests_wait_only_on_reliable_topics():
+    """launch_testing_ros's WaitForTopics subscribes reliable: on a best-effort topic it never
+    receives anything, and the test times out on a ROS machine."""
+    for path in ROOT.glob("tests/**/test_launch_*.py"):
+        tree = ast.parse(path.read_text())
+        waited = [elt.elts[0].value for a in ast.walk(tree) if isinstance(a, ast.Assign)
+                  and getattr(a.targets[0], "id", "") == "topics" for elt in a.value.elts]
+        assert waited, f"{path.name}: no topics list found"
+        for name in waited:
+            assert resolve(name).qos_spec.reliability == "reliable", f"{path.name} waits reliably on best-effort {name}"
 
 
 @pytest.mark.parametrize("name", ["vam_stack.params.yaml", "vam_stack_sim.params.yaml"])
@@ -183,10 +240,14 @@ def test_package_xml_is_format_3_and_depends_on_what_nodes_and_launch_files_use(
             used |= {n.split(".")[0] for n in names} & ros_pkgs
     for path in LAUNCH_FILES:
         used |= {"launch", "launch_ros"} | {n["package"] for n in launched_nodes(path)} - {"vam_stack"}
+    for module in ("vam_stack.launch_args",):   # the table's launch_ros side
+        tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text())
+        used |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} \
+            & {"launch", "launch_ros"}
     assert used - deps == set(), f"package.xml lacks exec_depend on {sorted(used - deps)}"
 
 
-@pytest.mark.skipif(not HAVE_LAUNCH_ROS, reason="launch_ros is not installed (ROS 2 cannot be installed here); "
+@pytest.mark.skipif(not HAVE_LAUNCH_ROS, reason="launch_ros is not installed (not on the package index); "
                                                 "the launch files are checked statically above")
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
 def test_launch_descriptions_build(path):

@@ -325,3 +325,48 @@ def test_holding_keeps_damiao_motors_alive_and_a_stalled_driver_faults():
         assert report.mode == Mode.FAULT
         assert len(driver.faults) == 14 and "communication loss" in driver.faults[0].reason
         driver.shutdown()
+
+
+def test_a_tick_racing_shutdown_from_another_thread_never_writes_after_torque_off():
+    """A MultiThreadedExecutor can run a driver tick in a pool thread while destroy_node shuts the
+    driver down: ticks and shutdown take one lock, and no write reaches the bus after torque off."""
+    with EmulatedRig(_cfg("damiao"), tau_s=0.003) as rig:
+        driver = YamDriver(rig.config)
+        driver.start()
+        events: list[str] = []
+        bus = driver.bus
+        write, disable = bus.write_targets, bus.disable
+
+        def logged_write(*a, **kw):
+            events.append("write")
+            time.sleep(0.002)                     # widen the window a racing shutdown would hit
+            return write(*a, **kw)
+
+        def logged_disable(*a, **kw):
+            events.append("disable")
+            out = disable(*a, **kw)
+            time.sleep(0.02)                      # a slow torque-off: a tick without the lock would write now
+            return out
+
+        bus.write_targets, bus.disable = logged_write, logged_disable
+        driver.set_targets(driver._present.copy())
+        ticks = []
+
+        def spin():
+            while True:
+                report = driver.try_step()
+                if report is None:
+                    return
+                ticks.append(report.tick)
+
+        t = threading.Thread(target=spin)
+        t.start()
+        time.sleep(0.3)
+        driver.shutdown()
+        t.join(5)
+        assert not t.is_alive() and len(ticks) > 5
+        assert driver.mode == Mode.STOPPED and driver.try_step() is None
+        assert "disable" in events and "write" not in events[events.index("disable"):], events[-6:]
+        assert not any(_all_torque(rig))
+        with pytest.raises(RuntimeError, match="started driver"):
+            driver.step()

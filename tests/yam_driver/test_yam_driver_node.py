@@ -1,4 +1,4 @@
-"""yam_driver node on emulated Damiao buses, through rclpy (real or the fake)."""
+"""yam_driver node on emulated Damiao buses, through rclpy."""
 from __future__ import annotations
 
 import time

@@ -1,8 +1,8 @@
 """libero_bridge node: the mocked LIBERO environment on the topics of cameras and driver.
 
 Out: the stacked frame and each view (as camera_bridge publishes them), /joint_states (the
-8-dim proprio, named), /vam/instruction at every episode start (so the policy starts the
-episode), /libero/episode_status (latched JSON). In: /vam/joint_targets
+8-dim proprio, named), /vam/instruction at every episode start, once a policy publishes joint
+targets (so the policy starts the episode), /libero/episode_status (latched JSON). In: /vam/joint_targets
 (the 7-dim end-effector delta, matched by name). A timer at the environment's control rate
 observes and, once actions flow, steps it with the newest action; an action older than
 `action_timeout_s` is replaced by a hold (zero motion, gripper command kept), as the real
@@ -43,7 +43,7 @@ class LiberoBridgeNode(Node):
         self.pub = {k: ros.publisher(self, k) for k in keys}
         self.view_pubs = {v: self.create_publisher(ros.ros_class("sensor_msgs/msg/Image"), camera_topic(v).name,
                                                    ros.qos(camera_topic(v))) for v in ("agentview", "wrist")}
-        ros.subscription(self, "joint_targets", self._on_action)
+        self._targets_topic = ros.subscription(self, "joint_targets", self._on_action).topic_name
         self.index, self.results = 0, []
         self._action, self._action_t, self._acting = None, -1e9, False
         self._begin()
@@ -58,9 +58,19 @@ class LiberoBridgeNode(Node):
             self.env.max_steps = min(self.env.max_steps, p["max_steps"])
         self.obs = self.env.reset()
         self._acting, self._action = False, None
-        self.pub["instruction"].publish(ros.to_ros(msgs.string_msg(self.env.instruction)))
+        self._announced = False
+        self._announce()
         self._status()
         self.get_logger().info(f"episode {self.index}: {p['suite']} task {task} rep {rep}: {self.env.instruction!r}")
+
+    def _announce(self) -> None:
+        """Publish the episode's instruction once a policy is there to hear it (a publisher of joint
+        targets exists: the policy node creates it after its model is built). Subscribers read the
+        latched instruction volatile (vam_stack.ros.subscription), so one published earlier would be lost."""
+        if self._announced or self.count_publishers(self._targets_topic) == 0:
+            return
+        self.pub["instruction"].publish(ros.to_ros(msgs.string_msg(self.env.instruction)))
+        self._announced = True
 
     def _on_action(self, msg) -> None:
         try:
@@ -73,6 +83,7 @@ class LiberoBridgeNode(Node):
             self.get_logger().error(f"action rejected (holding): {e}")
 
     def _tick(self) -> None:
+        self._announce()
         if self.env.done:
             if self.index + 1 >= self.p["episodes"]:
                 return

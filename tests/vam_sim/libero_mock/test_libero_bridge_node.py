@@ -1,5 +1,5 @@
-"""libero_bridge node through rclpy (real or the fake): observations and the instruction out
-before any action, steps driven by /vam/joint_targets, holds on stale actions, bad actions
+"""libero_bridge node through rclpy: observations out, the instruction once a policy
+publishes joint targets, nothing stepped before an action, steps driven by /vam/joint_targets, holds on stale actions, bad actions
 rejected, episodes chained."""
 from __future__ import annotations
 
@@ -21,6 +21,10 @@ def make(h, **params):
     out["wrist"] = h.capture(camera_topic("wrist").name)
     params = {"episodes": 2, "max_steps": 4, "suite": "spatial", **params}
     node = h.add(LiberoBridgeNode(parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]))
+    assert h.spin_until(lambda: len(out["stacked_image"]) >= 2)
+    h.spin_for(0.3)
+    assert not out["instruction"], "an instruction published before any policy listens is lost to it"
+    h.advertise("joint_targets")                      # a policy node appears
     return h, node, out
 
 

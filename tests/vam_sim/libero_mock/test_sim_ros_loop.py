@@ -1,4 +1,4 @@
-"""The simulated stack of launch/sim.launch.py in one process over rclpy (real or the fake):
+"""The simulated stack of launch/sim.launch.py in one process over rclpy:
 libero_bridge -> vam_policy_node (tiny preset, realtime executor) -> libero_bridge, with
 tr_monitor_node watching. Checks that the loop closes: the bridge's instruction starts the
 episode, the policy's actions step the environment, TR telemetry reaches the monitor."""

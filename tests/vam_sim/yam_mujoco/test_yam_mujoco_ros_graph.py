@@ -1,4 +1,4 @@
-"""The robot graph of `robot.launch.py sim:=mujoco` in one process over rclpy (real or the fake):
+"""The robot graph of `robot.launch.py sim:=mujoco` in one process over rclpy:
 yam_mujoco_sim (the MuJoCo world on the host clock, with the unchanged camera_bridge and
 yam_driver nodes on it) -> vam_policy_node (yam64: the robot-path policy, its safety filter) ->
 yam_driver -> MuJoCo, tr_monitor_node watching. The policy acts on the simulated arm: the driver
@@ -43,7 +43,7 @@ def test_the_policy_drives_the_simulated_arm_over_ros(ros_harness, tmp_path, ren
     for n in nodes:
         h.add(n)
     world, camera, driver = nodes
-    h.add(TRMonitorNode(parameter_overrides=p(token_rows=3, token_cols=12)))
+    h.add(TRMonitorNode())
     policy = h.add(VamPolicyNode(parameter_overrides=p(preset="yam64", instruction=TASKS["handover"].instruction,
                                                        max_frame_age_s=0.5, max_state_age_s=0.5)))
     start = None

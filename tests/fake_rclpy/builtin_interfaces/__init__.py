@@ -1,1 +1,0 @@
-"""Fake builtin_interfaces (tests only): classes from rosbags' typestore, see rclpy/_messages.py."""

@@ -1,1 +1,0 @@
-"""Fake diagnostic_msgs (tests only): classes from rosbags' typestore, see rclpy/_messages.py."""

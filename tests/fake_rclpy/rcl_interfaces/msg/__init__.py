@@ -1,4 +1,0 @@
-"""Fake rcl_interfaces.msg: message classes generated on first use."""
-from rclpy._messages import install
-
-__getattr__ = install("rcl_interfaces", "msg")

@@ -1,1 +1,0 @@
-"""rclpy.impl of the fake: the logger (rcutils_logger), its severities, the "C extension"."""

@@ -1,1 +1,0 @@
-"""Fake sensor_msgs (tests only): classes from rosbags' typestore, see rclpy/_messages.py."""

@@ -1,4 +1,0 @@
-"""Fake sensor_msgs.msg: message classes generated on first use."""
-from rclpy._messages import install
-
-__getattr__ = install("sensor_msgs", "msg")

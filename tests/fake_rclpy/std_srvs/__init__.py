@@ -1,1 +1,0 @@
-"""Fake std_srvs (tests only)."""

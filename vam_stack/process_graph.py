@@ -1,0 +1,230 @@
+"""A launch file's vam_stack processes started as launch would start them, without launch.
+
+`ProcessGraph(launch, args)` takes the rows of `vam_stack.launch_args` (the table the launch
+files read), writes each process's parameter overrides to a file as launch_ros does, and
+starts every node from its installed console script as its own OS process with exactly the
+launch files' ROS arguments. It stops them as launch does: SIGINT to every process, SIGTERM to
+those still running after `sigterm_timeout_s`, SIGKILL after `sigkill_timeout_s` more (launch's
+defaults: 5 s each), and reports each exit code. Every process's output goes to
+`<log_dir>/<label>.log` and, with `echo`, to this terminal with a `[label]` prefix.
+
+Used by `vam-stack ros-graph` (the graph on a machine whose ROS 2 came from pip, where launch
+does not exist) and by the process-level tests. It imports no rclpy: the processes do.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, TextIO
+
+from vam_stack.launch_args import Process, processes
+
+
+def find_executable(name: str) -> str:
+    """An installed console script: beside this Python (a venv), under a colcon install's
+    lib/vam_stack (where `ros2 run` looks), or on PATH."""
+    here = Path(sys.executable).parent / name
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    for prefix in filter(None, os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)):
+        p = Path(prefix) / "lib" / "vam_stack" / name
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise FileNotFoundError(f"console script {name!r} is not installed (pip install -e . or colcon build "
+                            f"and source install/setup.bash)")
+
+
+def _parent_death_signal():
+    """A preexec function giving each child SIGINT when this process dies, however it dies (Linux
+    prctl PR_SET_PDEATHSIG): a killed test run or terminal leaves no node holding a port or the
+    arm. Resolved here, before any thread starts, so the child only calls into libc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig, sigint = 1, int(signal.SIGINT)
+    return lambda: prctl(pr_set_pdeathsig, sigint)
+
+
+_PREEXEC = _parent_death_signal()
+
+
+@dataclass
+class Running:
+    """One started process."""
+
+    label: str
+    process: Process
+    popen: subprocess.Popen
+    log_path: Path
+    reader: threading.Thread
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+
+class ProcessGraph:
+    """See the module docstring. A context manager: leaving it stops every process."""
+
+    def __init__(self, launch: str, args: Mapping[str, str] | None = None, log_dir: str | Path | None = None,
+                 env: Mapping[str, str] | None = None, echo: TextIO | None = None,
+                 sigterm_timeout_s: float = 5.0, sigkill_timeout_s: float = 5.0):
+        self.launch = launch
+        self.processes = processes(launch, args or {})        # checked before anything starts
+        self.log_dir = Path(log_dir) if log_dir is not None else None   # None: a new temporary folder at start
+        self.env = dict(os.environ if env is None else env)
+        self.env.setdefault("PYTHONUNBUFFERED", "1")
+        self.echo = echo
+        self.sigterm_timeout_s, self.sigkill_timeout_s = sigterm_timeout_s, sigkill_timeout_s
+        self.running: list[Running] = []
+        self._echo_lock = threading.Lock()
+
+    def start(self) -> "ProcessGraph":
+        if self.log_dir is None:
+            self.log_dir = Path(tempfile.mkdtemp(prefix=f"vam_{self.launch}_"))
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for i, proc in enumerate(self.processes):
+                label = proc.name or proc.executable
+                overrides = None
+                if proc.overrides:
+                    overrides = self.log_dir / f"launch_params_{i}_{label}.yaml"
+                    overrides.write_text(proc.overrides_yaml())
+                argv = proc.argv(overrides)
+                argv[0] = find_executable(argv[0])
+                log_path = self.log_dir / f"{label}.log"
+                popen = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env,
+                                         start_new_session=True,   # a terminal's Ctrl-C reaches us; we forward it
+                                         preexec_fn=_PREEXEC)
+                reader = threading.Thread(target=self._pump, args=(label, popen, log_path), daemon=True,
+                                          name=f"log-{label}")
+                reader.start()
+                self.running.append(Running(label, proc, popen, log_path, reader))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _pump(self, label: str, popen: subprocess.Popen, log_path: Path) -> None:
+        with open(log_path, "w", buffering=1) as log:
+            for raw in iter(popen.stdout.readline, b""):
+                line = raw.decode(errors="replace")
+                log.write(line)
+                if self.echo is not None:
+                    with self._echo_lock:
+                        self.echo.write(f"[{label}] {line}")
+                        self.echo.flush()
+        popen.stdout.close()
+
+    def poll(self) -> dict[str, int | None]:
+        """label -> exit code (None while running)."""
+        return {r.label: r.returncode for r in self.running}
+
+    def exited(self) -> dict[str, int]:
+        return {k: v for k, v in self.poll().items() if v is not None}
+
+    def log(self, label: str) -> str:
+        for r in self.running:
+            if r.label == label:
+                return r.log_path.read_text(errors="replace") if r.log_path.exists() else ""
+        raise KeyError(f"no process {label!r}; have {[r.label for r in self.running]}")
+
+    def pid(self, label: str) -> int:
+        return next(r.popen.pid for r in self.running if r.label == label)
+
+    def signal(self, sig: int, labels: list[str] | None = None) -> None:
+        for r in self.running:
+            if (labels is None or r.label in labels) and r.returncode is None:
+                try:
+                    r.popen.send_signal(sig)
+                except ProcessLookupError:
+                    pass
+
+    def stop(self, labels: list[str] | None = None) -> dict[str, int]:
+        """SIGINT, then SIGTERM, then SIGKILL, as launch escalates; label -> exit code."""
+        chosen = [r for r in self.running if labels is None or r.label in labels]
+        for sig, wait_s in ((signal.SIGINT, self.sigterm_timeout_s), (signal.SIGTERM, self.sigkill_timeout_s),
+                            (signal.SIGKILL, 5.0)):
+            alive = [r for r in chosen if r.returncode is None]
+            if not alive:
+                break
+            self.signal(sig, [r.label for r in alive])
+            end = time.monotonic() + wait_s
+            while time.monotonic() < end and any(r.returncode is None for r in alive):
+                time.sleep(0.05)
+        for r in chosen:
+            r.reader.join(2.0)
+        return {r.label: r.returncode for r in chosen}
+
+    def __enter__(self) -> "ProcessGraph":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+# --- `vam-stack ros-graph` ------------------------------------------------------------------------
+
+def add_arguments(p) -> None:
+    p.add_argument("launch", choices=("robot", "sim"), help="the launch file whose processes to start")
+    p.add_argument("arguments", nargs="*", metavar="NAME:=VALUE",
+                   help="launch arguments, as `ros2 launch` takes them (e.g. sim:=mujoco preset:=yam64)")
+    p.add_argument("--log-dir", default=None, help="one log file per process (default: a new temporary folder)")
+    p.add_argument("--quiet", action="store_true", help="write the processes' output only to the log files")
+    p.add_argument("--dry-run", action="store_true", help="print each command line and its parameters, start nothing")
+
+
+def parse_assignments(items) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition(":=")
+        if not sep or not name:
+            raise ValueError(f"launch arguments are NAME:=VALUE, got {item!r}")
+        out[name] = value
+    return out
+
+
+def run(args) -> int:
+    graph = ProcessGraph(args.launch, parse_assignments(args.arguments), log_dir=args.log_dir,
+                         echo=None if args.quiet else sys.stdout)
+    if args.dry_run:
+        for proc in graph.processes:
+            print(" ".join(proc.argv("<overrides.yaml>" if proc.overrides else None)))
+            if proc.overrides:
+                print("  overrides: " + ", ".join(f"{k}={v!r}" for k, v in proc.overrides.items()))
+        return 0
+
+    def interrupt(signum, _frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):   # stopped from outside: stop the graph as Ctrl-C would
+        signal.signal(sig, interrupt)
+    graph.start()
+    print(f"[ros-graph] {args.launch}: {len(graph.processes)} processes, logs in {graph.log_dir}; Ctrl-C stops them",
+          flush=True)
+    try:
+        while not graph.exited():
+            time.sleep(0.2)
+        print(f"[ros-graph] {', '.join(graph.exited())} exited; stopping the others", flush=True)
+    except KeyboardInterrupt as e:
+        print(f"[ros-graph] {e or 'Ctrl-C'}: SIGINT to every process", flush=True)
+    codes = graph.stop()
+    for label, code in codes.items():
+        print(f"[ros-graph] {label}: exit code {code}")
+    return 0 if all(c == 0 for c in codes.values()) else 1
