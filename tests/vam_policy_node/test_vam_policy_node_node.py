@@ -199,3 +199,34 @@ def test_destroy_node_stops_sending_targets(ros_harness):
     n = len(out["joint_targets"])
     h.spin_for(0.3)
     assert len(out["joint_targets"]) == n
+
+
+def test_an_inference_finishing_after_destroy_node_publishes_nothing(ros_harness, caplog):
+    """The worker thread can still be inside `infer` when the node is destroyed (the executor's stop
+    waits a bounded time, 5 s): its telemetry must not reach a destroyed publisher."""
+    h, policy = ros_harness, ScriptedPolicy()
+    entered, release = threading.Event(), threading.Event()
+    infer = policy.infer
+
+    def slow_infer(obs):
+        if policy.calls >= 1:
+            entered.set()
+            release.wait(20)
+        return infer(obs)
+
+    policy.infer = slow_infer
+    node, out = start(h, policy, instruction="close the microwave")
+    stop = node.runtime.executor.stop
+    node.runtime.executor.stop = lambda timeout=5.0: stop(timeout=0.2)   # gives up on the worker sooner
+    assert h.spin_until(lambda: entered.is_set(), every=feed(h), timeout=30)
+    h.remove(node)
+    stopper = threading.Thread(target=node.destroy_node)
+    with caplog.at_level("ERROR"):
+        stopper.start()
+        stopper.join(5)                                   # destroy_node gave up waiting for the worker
+        release.set()                                     # the inference ends; its result comes back
+        stopper.join(30)
+        h.spin_for(0.3)
+    assert not stopper.is_alive()
+    failed = [r.getMessage() for r in caplog.records if "callback failed" in r.getMessage() or r.exc_info]
+    assert not failed, failed
