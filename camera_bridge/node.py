@@ -37,6 +37,7 @@ class CameraBridgeNode(Node):
                                                         ros.qos(camera_topic(c.name)))
                           for c in cfg.cameras} if p["publish_views"] else {}
         self._last_stamp = None
+        self.published = 0   # stacked frames published (a subscriber's drop rate counts against it)
         self._last_skew_ms = float("nan")
         failed = self.bridge.connect(strict=False)
         for name, problem in failed.items():
@@ -56,6 +57,7 @@ class CameraBridgeNode(Node):
         stamp = msgs.time_from_ns(max(ns, 0))
         frame = w.frames[-1]  # [H, W*cams, 3] RGB
         self.stacked_pub.publish(ros.image(self, "stacked_image", frame, stamp))
+        self.published += 1
         vw = self.bridge.cfg.view_width
         for i, (name, pub) in enumerate(self.view_pubs.items()):
             pub.publish(ros.image(self, camera_topic(name), frame[:, i * vw:(i + 1) * vw], stamp))
@@ -74,7 +76,8 @@ class CameraBridgeNode(Node):
         w = self.bridge.latest()
         statuses.append({"name": "camera_bridge: stacked", "level": "ok" if w.ready else "warn",
                          "message": "ready" if w.ready else "; ".join(w.reasons),
-                         "values": {"loop_hz": self.bridge.loop_hz, "overruns": self.bridge.overruns,
+                         "values": {"published": self.published, "loop_hz": self.bridge.loop_hz,
+                                    "overruns": self.bridge.overruns,
                                     "newest_age_ms": w.newest_age_ms if w.newest_age_ms is not None else float("nan"),
                                     "skew_ms": self._last_skew_ms}})
         self.diag_pub.publish(ros.diagnostics(self, statuses))

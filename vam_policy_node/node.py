@@ -26,6 +26,7 @@ from vam_model.backends.base import BACKENDS, PRECISIONS
 from vam_model.guidance import TR_BASELINES, GuidanceConfig, guidance_label
 from vam_policy_node.executor import libero_config, robot_config
 from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
+from vam_stack.arrivals import ArrivalStats
 from vam_stack.safety import SafetyFilter, load_safety_config
 from vam_stack import msgs, ros
 from vam_stack.robot import check_layers
@@ -63,6 +64,8 @@ PARAMS = (
     P("policy_process", False, "run the policy in a child process (its Python work off the tick thread's GIL)"),
     P("on_overrun", "hold", "inference slower than a whole chunk: hold (keep trying, arm held) or stop "
                             "(end the episode)", choices=("hold", "stop")),
+    P("camera_rate_hz", 30.0, "nominal rate of the stacked camera topic: frames missed on /diagnostics count against "
+                              "it [Hz]", range=(1.0, 1000.0)),
     P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
 )
 
@@ -127,6 +130,7 @@ class VamPolicyNode(Node):
         self._publish_lock, self._closing = threading.Lock(), False
         self.runtime = PolicyRuntime(self.policy, ex_cfg, cfg, state_names, self._publish_target, self._publish_telemetry,
                                      safety, log=self.get_logger())
+        self.frames_in = ArrivalStats(p["camera_rate_hz"])   # capture -> policy latency, gaps (diagnostics)
         ros.subscription(self, "stacked_image", self._on_image)
         ros.subscription(self, "joint_states", self._on_state)
         ros.subscription(self, "instruction", lambda m: self.runtime.request_start(m.data))
@@ -148,6 +152,8 @@ class VamPolicyNode(Node):
                                f"window {s.frames}x{s.height}x{s.width} every {cfg.frame_skip} frames")
 
     def _on_image(self, msg) -> None:
+        stamp = msg.header.stamp
+        self.frames_in.add(self.get_clock().now().nanoseconds * 1e-9, stamp.sec + stamp.nanosec * 1e-9)
         try:
             self.runtime.add_frame(msgs.image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/Image")))
         except ValueError as e:  # MessageError included
@@ -216,8 +222,11 @@ class VamPolicyNode(Node):
             level, message = "error", "overrun: inference slower than a whole chunk, no chunk usable (holding)"
         elif status.get("safety_watchdog"):
             level, message = "error", "safety watchdog: no target reached the filter in time (holding)"
-        self.pub["diagnostics"].publish(ros.diagnostics(self, [{"name": "vam_policy_node: executor", "level": level,
-                                                                "message": message, "values": status}]))
+        self.pub["diagnostics"].publish(ros.diagnostics(self, [
+            {"name": "vam_policy_node: executor", "level": level, "message": message, "values": status},
+            {"name": "vam_policy_node: camera input", "level": "ok" if self.frames_in.count else "stale",
+             "message": f"{self.frames_in.count} frames received",
+             "values": self.frames_in.summary("frames_")}]))
 
     def destroy_node(self) -> None:
         """Safe state: stop the executor (the driver then holds), then the ROS entities."""

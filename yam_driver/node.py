@@ -23,6 +23,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 
 from vam_stack import msgs, ros
+from vam_stack.arrivals import ArrivalStats
 from vam_stack.robot import check_layers
 from yam_driver.command_gate import CommandGate
 from yam_driver.config import default_config_path, load_config
@@ -69,6 +70,7 @@ class YamDriverNode(Node):
         except BaseException:
             self._release()
             raise
+        self.targets_in = ArrivalStats(cfg.rate_hz)   # policy -> driver: latency, period jitter, missed ticks
         sub = ros.subscription(self, "joint_targets", self._on_targets)
         self._targets_topic = sub.topic_name  # as resolved (and remapped) for this node
         self.estop_group = MutuallyExclusiveCallbackGroup()   # not behind another group's callback if multi-threaded
@@ -79,6 +81,8 @@ class YamDriverNode(Node):
         self.get_logger().info(f"{cfg.bus} driver at {cfg.rate_hz} Hz{where}")
 
     def _on_targets(self, msg) -> None:
+        stamp = msg.header.stamp
+        self.targets_in.add(self.get_clock().now().nanoseconds * 1e-9, stamp.sec + stamp.nanosec * 1e-9)
         with self._cmd_lock:   # an e-stop cannot land between the check and the set below
             self._follow(msg)
 
@@ -147,7 +151,7 @@ class YamDriverNode(Node):
             message = f"targets refused: {self._refusal}"
         values = {"mode": d.mode.value, "ticks": d.tick, "rate_hz": rate, "io_p50_ms": p50, "io_p99_ms": p99,
                   "estop": self.estopped, "faults": "; ".join(map(str, d.faults)) or "none",
-                  **{f"refused_{k}": v for k, v in self.gate.counts.items()}}
+                  **{f"refused_{k}": v for k, v in self.gate.counts.items()}, **self.targets_in.summary("targets_")}
         self.pub["diagnostics"].publish(ros.diagnostics(self, [{"name": "yam_driver", "level": level,
                                         "message": message, "values": values}]))
 
