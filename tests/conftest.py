@@ -10,14 +10,12 @@ any message module is imported:
 from __future__ import annotations
 
 import os
-import random
 
-os.environ["ROS_PYTHON_CHECK_FIELDS"] = "1"
-os.environ["ROS_DOMAIN_ID"] = os.environ.get("VAM_TEST_ROS_DOMAIN_ID") or str(random.SystemRandom().randint(1, 100))
-if os.environ.get("ROS_DISTRO", "jazzy") == "humble":
-    os.environ["ROS_LOCALHOST_ONLY"] = "1"          # Humble's switch; Jazzy deprecates it
-else:
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ["ROS_PYTHON_CHECK_FIELDS"] = "1"             # read by each message module at its import
+
+from vam_stack.process_graph import isolate_ros  # noqa: E402  (imports no message module)
+
+isolate_ros(int(os.environ["VAM_TEST_ROS_DOMAIN_ID"]) if os.environ.get("VAM_TEST_ROS_DOMAIN_ID") else None)
 
 
 # --- a harness for node tests ------------------------------------------------------------------

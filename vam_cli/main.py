@@ -38,6 +38,8 @@ BENCHES: dict[str, tuple[str, str]] = {
     "libero": ("vam_bench.libero", "mocked LIBERO: physics step, each camera, full env step"),
     "backends": ("vam_bench.backends", "feature-extractor latency and parity per backend"),
     "yam-mujoco": ("vam_bench.yam_mujoco", "simulated YAM: physics and three-view render time per 30 Hz tick"),
+    "ros": ("vam_bench.ros_graph", "the ROS graph over DDS between processes: camera->policy latency and drops, "
+                                   "target jitter and missed ticks, e-stop latency"),
     "all": ("vam_bench.run_all", "every benchmark in one run, one JSON"),
 }
 

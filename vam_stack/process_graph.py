@@ -14,6 +14,7 @@ does not exist) and by the process-level tests. It imports no rclpy: the process
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,21 @@ from pathlib import Path
 from typing import Mapping, TextIO
 
 from vam_stack.launch_args import Process, processes
+
+
+def isolate_ros(domain_id: int | None = None) -> int:
+    """Put this process (and the processes it starts) on a ROS 2 domain of its own (`domain_id`, or
+    a random one in 1-100) with discovery limited to this machine; before rclpy.init. Tests and
+    benchmarks start an emulated arm that publishes joint targets: it must never meet a real one."""
+    domain = domain_id if domain_id is not None else random.SystemRandom().randint(1, 100)
+    if not 0 <= domain <= 232:
+        raise ValueError(f"ROS_DOMAIN_ID must be in [0, 232], got {domain!r}")
+    os.environ["ROS_DOMAIN_ID"] = str(domain)
+    if os.environ.get("ROS_DISTRO", "jazzy") == "humble":
+        os.environ["ROS_LOCALHOST_ONLY"] = "1"          # Humble's switch; Jazzy deprecates it
+    else:
+        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    return domain
 
 
 def find_executable(name: str) -> str:
