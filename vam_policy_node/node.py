@@ -45,7 +45,7 @@ PARAMS = (
     P("w_lang_base", 0.1, "language (null-text) guidance base weight", range=(0.0, 5.0)),
     P("w_plan_base", 0.3, "long-horizon plan guidance base weight", range=(0.0, 5.0)),
     P("s_max", 2.0, "upper clip of tr_adaptive's scale on the base weights", range=(0.0, 10.0)),
-    P("seed", 0, "noise seed of the policy", range=(0, 2**31 - 1)),
+    P("seed", 0, "noise seed of the policy", range=(0, 2**32 - 1)),
     P("threads", 0, "torch intra-op threads of the policy (in its child process with policy_process); 0 = torch's "
                     "default (one per core)", range=(0, 256)),
     P("action_temperature", 1.0, "scale of the flow's initial action noise (1 = the trained prior)", range=(0.0, 1.0)),

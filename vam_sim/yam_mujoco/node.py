@@ -30,7 +30,7 @@ P = ros.Param
 PARAMS = (
     P("sim_config", "", "simulator YAML (sections yam_mujoco and camera_bridge); empty = config/yam_mujoco.yaml"),
     P("task", "handover", "task whose objects populate the scene", choices=tuple(sorted(TASKS))),
-    P("seed", 0, "seed of the scene's initial state", range=(0, 2**31 - 1)),
+    P("seed", 0, "seed of the scene's initial state (vam-stack sim's episode seeds are 32-bit)", range=(0, 2**32 - 1)),
     P("diagnostics_period_s", 1.0, "period of /diagnostics and of the real-time-factor log [s]", range=(0.1, 60.0)),
 )
 
