@@ -14,8 +14,10 @@ of the window, so the window's own numbers):
 - e-stop: `--estops` times, a volatile publish (as `ros2 topic pub`) -> the driver's hold
   (its "e-stop: holding" line on /rosout, stamped by the driver), p50/max; each followed by a
   release.
-The replans during the window (count, latency p50) show the policy was inferring. Numbers
-are for this machine's load: the three processes and this one share its cores.
+The replans during the window (count, latency p50) show the policy was inferring; the CPU
+each node process used over the window (its children included: the policy's child process)
+shows what competes for the cores. Numbers are for this machine: the graph and this process
+share its cores.
 """
 from __future__ import annotations
 
@@ -70,9 +72,10 @@ def measure(args: argparse.Namespace) -> dict:
         time.sleep(args.warmup)
         before = {s: probe.values(s) for s in ("vam_policy_node: camera input", "yam_driver", "camera_bridge: stacked")}
         n_tel = len(probe.telemetry)
-        t0 = time.monotonic()
+        cpu0, t0 = graph.cpu_seconds(), time.monotonic()
         time.sleep(args.seconds)
         window = time.monotonic() - t0
+        cpu1 = graph.cpu_seconds()
         after = {s: probe.values(s) for s in before}
         tel = probe.telemetry[n_tel:]
         cam_b, cam_a = before["vam_policy_node: camera input"], after["vam_policy_node: camera input"]
@@ -108,6 +111,8 @@ def measure(args: argparse.Namespace) -> dict:
         "estop_to_driver_hold": {"n": int(lat_ms.size), "ms_p50": float(np.median(lat_ms)),
                                  "ms_max": float(lat_ms.max())},
         "replans": {"n": len(tel), "latency_ms_p50": float(np.median([t["latency_ms"] for t in tel])) if tel else None},
+        "cpu_percent": {k: (100.0 * (cpu1[k] - cpu0[k]) / window if cpu0[k] is not None and cpu1[k] is not None
+                            else None) for k in cpu0},     # of one core, over the window, children included
         "exit_codes": codes,
     }
 
@@ -124,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
           f"jitter p99 {d['jitter_ms_p99']:.2f} ms, missed ticks {d['missed_ticks']}, "
           f"latency p50/p99 {d['latency_ms_p50']:.1f}/{d['latency_ms_p99']:.1f} ms")
     print(f"  e-stop -> driver hold: p50 {e['ms_p50']:.1f} ms, max {e['ms_max']:.1f} ms (n={e['n']})")
+    cpu = ", ".join(f"{k} {v:.0f} %" for k, v in r["cpu_percent"].items() if v is not None)
+    print(f"  CPU (of one core, children included): {cpu}")
     print(f"  exit codes: {r['exit_codes']}")
     if args.json is not None:
         write_json_output(args.json, r)

@@ -80,6 +80,22 @@ def _parent_death_signal():
 _PREEXEC = _parent_death_signal()
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process and its descendants (Linux /proc; None elsewhere or when
+    the process is gone): the policy node's policy runs in a child process."""
+    total, stack, hz = 0.0, [pid], os.sysconf("SC_CLK_TCK")
+    try:
+        while stack:
+            p = stack.pop()
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / hz
+            for task in Path(f"/proc/{p}/task").iterdir():
+                stack += [int(c) for c in (task / "children").read_text().split()]
+    except (OSError, ValueError, IndexError):
+        return None if total == 0.0 else total
+    return total
+
+
 @dataclass
 class Running:
     """One started process."""
@@ -163,6 +179,10 @@ class ProcessGraph:
 
     def pid(self, label: str) -> int:
         return next(r.popen.pid for r in self.running if r.label == label)
+
+    def cpu_seconds(self) -> dict[str, float | None]:
+        """label -> CPU seconds used so far by the process and its children."""
+        return {r.label: cpu_seconds(r.popen.pid) for r in self.running}
 
     def signal(self, sig: int, labels: list[str] | None = None) -> None:
         for r in self.running:
