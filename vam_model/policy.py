@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from vam_stack.config import check
+from vam_stack.instruction import check_instruction
 
 from . import device as devices
 from .backends import BackendConfig, make_backend
@@ -178,8 +179,10 @@ class VamPolicy:
         included): a longer instruction is cut there, so two instructions that differ only after
         the window get the same embedding. This is logged once per distinct instruction
         (`logging.warning` with the token count and the window), not refused."""
-        if not isinstance(instruction, str) or not instruction.strip():
-            raise InputError(f"instruction must be a non-empty string, got {instruction!r}")
+        try:
+            check_instruction(instruction)
+        except ValueError as e:
+            raise InputError(str(e)) from None
         if self.text_encoder is None:
             raise InputError("this policy has no text encoder (PolicyConfig.text_encoder)")
         with torch.no_grad():

@@ -37,6 +37,7 @@ import numpy as np
 
 from camera_bridge.window import FrameRing
 from vam_policy_node.executor import ChunkExecutor, ExecutorConfig, ObservationUnavailable
+from vam_stack.instruction import check_instruction, shorten
 from vam_stack.safety import SafetyFilter
 from vam_stack.config import check
 
@@ -201,9 +202,17 @@ class PolicyRuntime:
         if self._estop.is_set():
             self.pending = None
             return self._refuse("e-stop latched: release it first")
-        if not instruction or not instruction.strip():
-            return self._refuse(f"no instruction to start an episode with (got {instruction!r})")
+        if instruction is None:
+            return self._refuse("no instruction to start an episode with (none was given yet)")
+        try:
+            check_instruction(instruction)       # refused before the running episode is touched
+        except ValueError as e:
+            return self._refuse(f"episode not started: {e}")
         self._stop("new episode")
+        if self.executor.running:     # the last inference outlived the executor's stop (it waits 5 s)
+            self.pending = None
+            return self._refuse("episode not started: the previous episode's inference is still running (the arm "
+                                "holds); send the instruction again once it has finished")
         self.pending = self.instruction = instruction
         with self._lock:
             state, fresh = self._state, self.clock() - self._state_t <= self.cfg.max_state_age_s
@@ -222,8 +231,8 @@ class PolicyRuntime:
             self.pending = None
             return self._refuse(f"episode not started: {type(e).__name__}: {e}")
         self.pending = None
-        self.log.info(f"episode started: {instruction!r}")
-        return True, f"episode started: {instruction!r}"
+        self.log.info(f"episode started: {shorten(repr(instruction))}")
+        return True, f"episode started: {shorten(repr(instruction))}"
 
     def _refuse(self, message: str, level: str = "error") -> tuple[bool, str]:
         # one call site per severity: rclpy's logger refuses a call site that changes severity

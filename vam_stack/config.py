@@ -140,12 +140,35 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+MAX_YAML_VALUES = 100_000   # values a config may expand to; YAML aliases can make a 2 kB file expand exponentially
+MAX_MESSAGE_CHARS = 2000     # a ConfigError quotes at most this much (a value pasted into a message is cut)
+
+
+def _check_size(data: Any, source: str) -> Any:
+    """Refuse YAML whose aliases expand past MAX_YAML_VALUES values (an alias bomb), before any
+    code formats or validates it; stops counting at the bound, so the check itself is cheap."""
+    count, stack = 0, [data]
+    while stack:
+        x = stack.pop()
+        count += 1
+        if count > MAX_YAML_VALUES:
+            raise ConfigError(f"{source}: expands to more than {MAX_YAML_VALUES} values (YAML aliases nested "
+                              f"into each other?); refusing it")
+        if isinstance(x, dict):
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+    return data
+
+
 def parse_yaml(text: str, source: str = "<string>") -> Any:
     """Parse YAML text with the duplicate-key check; errors are ConfigError naming `source`."""
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
         raise ConfigError(f"{source}: not valid YAML: {e}") from None
+    return _check_size(data, source)
 
 
 def load_yaml(path: str | Path) -> dict:
@@ -157,6 +180,7 @@ def load_yaml(path: str | Path) -> dict:
         data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    _check_size(data, str(p))
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a mapping at top level, got {type(data).__name__}")
     return data
@@ -184,8 +208,11 @@ def to_dict(cfg: Any) -> dict:
 
 
 def check(cond: bool, message: str) -> None:
-    """Raise ConfigError(message) when `cond` is false (used in __post_init__)."""
+    """Raise ConfigError(message) when `cond` is false (used in __post_init__); a message longer than
+    MAX_MESSAGE_CHARS (a huge value quoted in it) is cut, saying how long it was."""
     if not cond:
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = f"{message[:MAX_MESSAGE_CHARS]}... (message cut: {len(message)} characters)"
         raise ConfigError(message)
 
 

@@ -8,7 +8,10 @@ the target actually sent and the names of the limits that changed it:
 - stale commands: a command whose stamp is older than `stale_after_s` is rejected (hold), and
   `poll(now)` reports the watchdog when no command arrived for `stale_after_s`;
 - per-joint position limits (the YAM model's range shrunk by `margin_rad`) and gripper range;
-- per-tick maximum change (velocity limit x tick period) relative to the last sent target.
+- maximum change relative to the last sent target: one tick's step (velocity limit x tick
+  period), scaled down when the command comes sooner after the previous one than 1/1.5 of a
+  period (tick jitter allowed), so commands in a burst cannot add their steps up; a command
+  dated before the previous one, or with a non-finite stamp, is held.
 
 Position clipping comes before rate limiting, so a sent target always moves toward the
 allowed range by at most one tick's step. The filter must be primed with the measured
@@ -42,6 +45,8 @@ log = logging.getLogger(__name__)
 
 JOINTS_PER_ARM = load_robot().arm_joints  # YAM: 6 revolute joints, then one gripper value per arm
 FUTURE_TOLERANCE_S = 0.05  # a command stamped further ahead than this is refused (clock mismatch)
+JITTER_SLACK = 0.5  # a command 1/1.5 of a period after the previous one still gets a whole step (tick jitter);
+#   over any span the filter never exceeds 1.5x the velocity limit, and a burst shares one step
 
 
 @dataclass(frozen=True)
@@ -118,11 +123,11 @@ class SafetyResult:
     clipped: frozenset[str]  # limit names that changed it: "position", "gripper", "velocity"
     clipped_dims: dict[str, tuple[int, ...]] = field(default_factory=dict)  # name -> dims changed
     held: bool = False  # True when the command was rejected and the last target held
-    reason: str | None = None  # why it held: "estop", "nonfinite", "stale", "future"
+    reason: str | None = None  # why it held: "estop", "nonfinite", "stale", "future", "backwards"
 
 
 COUNTER_NAMES = ("commands", "sent", "held", "position", "gripper", "velocity", "nonfinite",
-                 "estop", "stale", "future", "watchdog")
+                 "estop", "stale", "future", "backwards", "watchdog")
 
 
 class SafetyFilter:
@@ -138,7 +143,8 @@ class SafetyFilter:
         self._gripper[list(cfg.gripper_dims())] = True
         self._lock = threading.Lock()
         self._last: np.ndarray | None = None
-        self._last_time: float | None = None
+        self._last_time: float | None = None      # when the last target was sent (filter's clock)
+        self._last_cmd_t: float | None = None     # time of the last command sent (its stamp, else `now`)
         self._estop_reason: str | None = None
         self._watchdog_tripped = False
         self.counts: dict[str, int] = {k: 0 for k in COUNTER_NAMES}
@@ -153,6 +159,7 @@ class SafetyFilter:
             # Hold where the arm is; clipping into range here would command a jump.
             self._last = m.copy()
             self._last_time = self._clock()
+            self._last_cmd_t = None      # the first command after a reset may move one tick's step
             self._watchdog_tripped = False
             return self._last.copy()
 
@@ -195,6 +202,9 @@ class SafetyFilter:
                 bad = np.flatnonzero(~np.isfinite(t)).tolist()
                 log.error("safety: non-finite target rejected (dims %s); holding", bad)
                 return self._hold("nonfinite", now)
+            if stamp is not None and not math.isfinite(stamp):
+                log.error("safety: command with a non-finite stamp %r rejected; holding", stamp)
+                return self._hold("nonfinite", now)
             if stamp is not None and now - stamp > self.cfg.stale_after_s:
                 log.warning("safety: stale command rejected (age %.3f s > %.3f s); holding",
                             now - stamp, self.cfg.stale_after_s)
@@ -203,8 +213,19 @@ class SafetyFilter:
                 log.warning("safety: command dated %.3f s in the future rejected (clock mismatch?); holding",
                             stamp - now)
                 return self._hold("future", now)
+            t_cmd = now if stamp is None else stamp
+            if self._last_cmd_t is not None and t_cmd < self._last_cmd_t:
+                log.warning("safety: command dated %.3f s before the previous one rejected; holding",
+                            self._last_cmd_t - t_cmd)
+                return self._hold("backwards", now)
+            # the step limit is a velocity bound over the commands' times, never more than one tick's
+            # step: commands in a burst (30 at one instant) share one tick's motion, they do not add up.
+            # JITTER_SLACK lets a tick that comes a little early (its stamp is its wake time) keep its step.
+            frac = 1.0 if self._last_cmd_t is None else \
+                min(1.0, (t_cmd - self._last_cmd_t) * self.cfg.rate_hz * (1.0 + JITTER_SLACK))
+            step = self._step * frac
             pos = t.clip(self._lo, self._hi)
-            sent = pos.clip(self._last - self._step, self._last + self._step)
+            sent = pos.clip(self._last - step, self._last + step)
             clipped: dict[str, tuple[int, ...]] = {}
             if (sent != t).any():  # slow path only when something was clipped: name the limits
                 changed = pos != t
@@ -220,6 +241,7 @@ class SafetyFilter:
             self.counts["sent"] += 1
             self._last = sent
             self._last_time = now
+            self._last_cmd_t = t_cmd
             self._watchdog_tripped = False
             return SafetyResult(sent=sent.copy(), clipped=frozenset(clipped), clipped_dims=clipped)
 

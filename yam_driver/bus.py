@@ -38,6 +38,8 @@ class BusReading:
     errors: dict[int, str] = field(default_factory=dict)  # joint index -> reason
     retries: int = 0  # extra requests sent to get the replies in
     stamp: float = 0.0  # time.monotonic() when the read finished
+    torque_off: np.ndarray | None = None  # bool (n,): the motor says its torque is off (no error flag
+    #   needed: a Damiao in the disabled state, a Dynamixel with Torque Enable 0); None = not read this time
 
     @classmethod
     def empty(cls, n: int) -> "BusReading":
@@ -134,13 +136,15 @@ class JointBus(abc.ABC):
         return deadline
 
     def _reading_from_motor(self, pos: np.ndarray, vel: np.ndarray, eff: np.ndarray, ok: np.ndarray,
-                            hw: np.ndarray, errors: dict[int, str], retries: int) -> BusReading:
+                            hw: np.ndarray, errors: dict[int, str], retries: int,
+                            torque_off: np.ndarray | None = None) -> BusReading:
         jm = self.joint_map
         return BusReading(
             position=np.where(ok, jm.to_driver(pos), np.nan),
             velocity=np.where(ok, jm.velocity_to_driver(vel), np.nan),
             effort=np.where(ok, eff, np.nan),
             ok=ok, hardware_error=hw, errors=errors, retries=retries, stamp=time.monotonic(),
+            torque_off=None if torque_off is None else np.asarray(torque_off, bool) & ok,
         )
 
     def __enter__(self) -> "JointBus":

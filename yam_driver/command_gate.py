@@ -11,7 +11,9 @@ it refuses whatever does not look like that one stream:
 - a `frame_id` other than the filter's tag (`SOURCE`): a plain JointState from elsewhere;
 - a stamp older than the driver's watchdog, or more than `future_tolerance_s` ahead of its
   clock: a stale or clock-confused command;
-- a stamp not later than the last one followed: out of order or replayed.
+- a stamp not later than the last one followed: out of order or replayed. If the clock itself
+  steps back (the last followed stamp is then ahead of it), the order restarts from the next
+  fresh target instead of refusing every target until the clock catches up.
 
 Plain Python (no rclpy): the driver node asks `check` on every message and counts reasons.
 """
@@ -34,6 +36,7 @@ class CommandGate:
     last_stamp: float | None = None  # stamp of the last target followed [s]
     counts: dict[str, int] = field(default_factory=lambda: {r: 0 for r in REASONS})
     last_reason: str | None = None  # reason of the most recent refusal (None after a followed target)
+    clock_steps_back: int = 0  # times the clock went back behind the last followed stamp (order restarted)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.max_age_s) and self.max_age_s > 0):
@@ -55,6 +58,11 @@ class CommandGate:
             return self._refuse("stale", f"target is {age:.3f} s old (> {self.max_age_s:.3f} s)")
         if -age > self.future_tolerance_s:
             return self._refuse("future", f"target is dated {-age:.3f} s in the future (clock mismatch?)")
+        if self.last_stamp is not None and self.last_stamp - now_s > self.future_tolerance_s:
+            # the last followed stamp is ahead of the clock: the clock stepped back (NTP, a manual set).
+            # Order restarts from here; a replay is still refused as stale, the fresh stream is followed.
+            self.clock_steps_back += 1
+            self.last_stamp = None
         if self.last_stamp is not None and stamp_s <= self.last_stamp:
             return self._refuse("order", f"target stamp {stamp_s:.6f} is not after the last one followed "
                                          f"({self.last_stamp:.6f}): out of order or replayed")

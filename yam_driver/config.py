@@ -107,6 +107,17 @@ class DriverConfig:
     can_bitrate: int = 1_000_000  # CAN bit rate (YAM/i2rt: 1 Mbit/s)
     log_every_s: float = 5.0  # how often the loop logs its achieved rate
     stats_window: int = 1000  # ticks kept for p50/p99 timing statistics
+    # hardware that lies: what the driver checks every tick
+    max_tracking_error: float = 0.3  # rad: an arm joint this far from its command for `tracking_error_ticks`
+    #   ticks in a row latches a fault (a motor that lost torque sags or lags); grippers are exempt: a
+    #   grasp holds them off their command by design
+    tracking_error_ticks: int = 5  # consecutive ticks over `max_tracking_error` before the fault (~0.17 s)
+    reading_speed_factor: float = 1.5  # a reading that moved more than this x the joint's speed ceiling
+    #   (config/yam_robot.yaml) over the time since the last plausible reading (+ `reading_margin`) is
+    #   refused as a glitch: counted as a failed read, never used as a position or a hold target
+    reading_margin: float = 0.02  # driver units added to the glitch bound (quantisation, sensor noise)
+    torque_check_period_s: float = 0.1  # Dynamixel: read Torque Enable this often (Damiao reports it in
+    #   every feedback frame); a motor that is off while the driver holds torque is a fault at once
 
     # safety-relevant timings a driver file states explicitly (no silent default)
     YAML_REQUIRED = ("bus", "arms", "rate_hz", "watchdog_s", "ramp_speed_scale", "ramp_tolerance", "on_fault")
@@ -134,6 +145,17 @@ class DriverConfig:
         check_within("reply_timeout_ms", self.reply_timeout_ms, 0.1, 1000.0 * self.period_s, "ms", "one control period")
         check_within("log_every_s", self.log_every_s, 0.1, 3600.0, "s")
         check_driver(self)             # rate, watchdog, names, limits and speeds against the robot description
+        check_within("connect_retries", self.connect_retries, 1, 20, "attempts", "start-up must end")
+        check_within("max_retries", self.max_retries, 0, 20, "rounds")
+        check_within("max_tracking_error", self.max_tracking_error, 0.02, 1.0, "rad",
+                     "larger lets a motor that lost torque sag unnoticed")
+        check_within("tracking_error_ticks", self.tracking_error_ticks, 1, max(1, int(self.rate_hz)), "ticks",
+                     "one second")
+        check_within("reading_speed_factor", self.reading_speed_factor, 1.0, 10.0, "x the speed ceiling",
+                     "larger takes a glitched reading as a position")
+        check_within("reading_margin", self.reading_margin, 0.0, 0.2, "driver units")
+        check_within("torque_check_period_s", self.torque_check_period_s, self.period_s, 1.0, "s",
+                     "a motor without torque must be noticed within a second")
         self._check_ids()
         if self.bus == "damiao":
             self._check_damiao()

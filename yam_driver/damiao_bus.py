@@ -111,17 +111,28 @@ class DamiaoBus(JointBus):
                     break
                 retries += len(pending)
             attempt += 1
+            lost = {}                     # channels whose adapter failed this round -> why
             for ch in {id(self._channel_of[i]): self._channel_of[i] for i in pending}.values():
-                self._drain(ch)
-            for idx, (arb, data) in pending.items():
                 try:
-                    self._channel_of[idx].bus.send(can.Message(arbitration_id=arb, data=data, is_extended_id=False))
-                except can.CanError as e:
+                    self._drain(ch)
+                except (can.CanError, OSError, ValueError) as e:   # adapter gone, interface down
+                    lost[ch.name] = f"CAN channel {ch.name!r} failed: {type(e).__name__}: {e}"
+            for idx, (arb, data) in pending.items():
+                ch = self._channel_of[idx]
+                if ch.name in lost:
+                    reasons[idx] = lost[ch.name]
+                    continue
+                try:
+                    ch.bus.send(can.Message(arbitration_id=arb, data=data, is_extended_id=False))
+                except (can.CanError, OSError, ValueError) as e:
                     reasons[idx] = f"send failed: {e}"
             until = time.monotonic() + self._timeout_s
             if deadline is not None and rounds is None:
                 until = min(until, max(deadline, time.monotonic()))
-            self._collect(pending, got, reasons, until)
+            self._collect({i: f for i, f in pending.items() if self._channel_of[i].name not in lost}, got, reasons,
+                          until)
+            for idx in got:
+                pending.pop(idx, None)
         for idx in pending:
             reasons.setdefault(idx, "no reply")
             reasons[idx] = f"CAN id {self.can_ids[idx]:#x}: {reasons[idx]}"
@@ -140,7 +151,13 @@ class DamiaoBus(JointBus):
                 return
             progressed = False
             for ch in channels.values():
-                msg = ch.bus.recv(timeout=left if len(channels) == 1 else 0)
+                try:
+                    msg = ch.bus.recv(timeout=left if len(channels) == 1 else 0)
+                except (can.CanError, OSError, ValueError) as e:   # the adapter went away mid-read
+                    for idx in [i for i in pending if self._channel_of[i] is ch]:
+                        reasons[idx] = f"CAN channel {ch.name!r} failed: {type(e).__name__}: {e}"
+                        del pending[idx]
+                    continue
                 if msg is None:
                     continue
                 progressed = True
@@ -185,14 +202,15 @@ class DamiaoBus(JointBus):
     def _reading(self, got: dict[int, dmp.Feedback], reasons: dict[int, str], retries: int) -> BusReading:
         n = self.n
         pos, vel, eff = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
-        ok, hw = np.zeros(n, bool), np.zeros(n, bool)
+        ok, hw, off = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
         errors = dict(reasons)
         for idx, fb in got.items():
             pos[idx], vel[idx], eff[idx], ok[idx] = fb.position, fb.velocity, fb.torque, True
+            off[idx] = fb.state == dmp.STATE_DISABLED     # every feedback frame says whether it holds torque
             if fb.error:
                 hw[idx] = True
                 errors[idx] = f"hardware error: {fb.error}"
-        return self._reading_from_motor(pos, vel, eff, ok, hw, errors, retries)
+        return self._reading_from_motor(pos, vel, eff, ok, hw, errors, retries, torque_off=off)
 
     def read_state(self, deadline: float | None = None, mask: np.ndarray | None = None) -> BusReading:
         if not self.connected:

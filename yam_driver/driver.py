@@ -19,6 +19,7 @@ holds the measured position, then disables torque when `torque_off_on_exit`.
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 import time
@@ -32,9 +33,11 @@ import numpy as np
 from vam_stack.pacing import DeadlinePacer
 
 from .bus import BusError, BusReading, JointBus, WriteResult, make_bus
-from .config import DriverConfig
+from .config import DriverConfig, is_gripper
 
 log = logging.getLogger(__name__)
+
+FUTURE_TOLERANCE_S = 0.005  # s: a target stamp this far ahead of the driver clock is still "now"
 
 
 class Mode(str, Enum):
@@ -107,6 +110,15 @@ class YamDriver:
         jm = self.bus.joint_map
         self._lower, self._upper = jm.lower, jm.upper
         self._max_speed = np.array([j.max_speed for _, j in config.joints])
+        from vam_stack.robot import load_robot
+
+        robot = load_robot()
+        self._gripper = np.array([is_gripper(a, j) for a, j in config.joints])
+        per_arm = list(robot.max_joint_speed) + [robot.max_gripper_speed]
+        self._ceiling = np.array([per_arm[a.joints.index(j)] for a, j in config.joints], np.float64)  # (14,)
+        self._seen_t = np.full(self.n, np.nan)   # monotonic time of each joint's last plausible reading
+        self._over = np.zeros(self.n, int)        # consecutive ticks over max_tracking_error
+        self.glitches = 0                         # readings refused as implausible jumps
         self.mode = Mode.IDLE
         self.faults: list[JointFault] = []
         self.shutdown_errors: list[str] = []
@@ -135,9 +147,17 @@ class YamDriver:
         bad = ~np.isfinite(arr)
         if bad.any():
             raise ValueError(f"non-finite targets: { {self.names[i]: float(arr[i]) for i in np.flatnonzero(bad)} }")
+        now = self.clock()
+        if stamp is not None:     # the staleness check must never read a bad stamp as fresh
+            stamp = float(stamp)
+            if not math.isfinite(stamp):
+                raise ValueError(f"target stamp must be finite, got {stamp!r}")
+            if stamp > now + FUTURE_TOLERANCE_S:
+                raise ValueError(f"target stamp {stamp:.6f} is {stamp - now:.3f} s ahead of the driver clock "
+                                 f"({now:.6f}): another clock (wall time?) or a future-dated target")
         with self._lock:
             self._targets = arr.copy()
-            self._target_stamp = self.clock() if stamp is None else float(stamp)
+            self._target_stamp = now if stamp is None else stamp
 
     def request_stop(self, reason: str = "requested") -> None:
         """Ask `run()` to end after the current tick (thread- and signal-safe)."""
@@ -157,6 +177,7 @@ class YamDriver:
             self.bus.connect()
             present = self._read_all_or_raise("start-up")
             self._present = present.copy()
+            self._seen_t[:] = time.monotonic()
             self._command = np.clip(present, self._lower, self._upper)
             self._hold = self._command.copy()
             self.bus.write_targets(self._command)  # goal = present before torque on: no jump
@@ -227,15 +248,20 @@ class YamDriver:
     def _clear_faults(self) -> None:
         if self.mode != Mode.FAULT:
             return
+        reopen = getattr(self.bus, "reopen_lost", None)     # a port that was unplugged and is back
+        if reopen is not None:
+            for name in reopen():
+                log.warning("yam_driver: port %s reopened", name)
         present = self._read_all_or_raise("fault reset")
         self._present, self._command = present.copy(), np.clip(present, self._lower, self._upper)
+        self._seen_t[:] = time.monotonic()
         self._hold = self._command.copy()
-        self.bus.write_targets(self._command)
-        if not self.bus.torque_enabled:
-            self.bus.enable()
+        self.bus.write_targets(self._command)     # goal = measured before torque comes back: no jump
+        self.bus.enable()                         # every motor: a reconnected or power-cycled one is disabled
         self.faults.clear()
         self._faulted[:] = False
         self._fail_count[:] = 0
+        self._over[:] = 0
         with self._lock:
             self._targets = None  # a fresh target is needed after a reset
         self.mode = Mode.RAMPING
@@ -273,10 +299,13 @@ class YamDriver:
             reading = BusReading.empty(self.n)
             reading.errors = {i: f"bus error: {e}" for i in range(self.n)}
         t1 = time.monotonic()
+        self._refuse_glitches(reading, t1)
         self._present = np.where(reading.ok, reading.position, self._present)
         self._velocity = np.where(reading.ok, reading.velocity, self._velocity)
         self._effort = np.where(reading.ok, reading.effort, self._effort)
         new_faults = self._latch_hardware(reading.hardware_error, reading.errors, now)
+        new_faults += self._check_torque(reading, now)
+        new_faults += self._check_tracking(reading, now)
 
         desired, speed, age, clipped = self._desired(now)
         cmd = np.full(self.n, np.nan)
@@ -310,6 +339,52 @@ class YamDriver:
         return TickReport(self.tick, self.mode, self._present.copy(), self._velocity.copy(), self._effort.copy(),
                           cmd, written, reading.ok.copy(), clipped, errors, new_faults, age, t1 - t0, t2 - t1,
                           retries)
+
+    def _refuse_glitches(self, reading: BusReading, t: float) -> None:
+        """A reading further from the last plausible one than the joint could have moved (its speed
+        ceiling x `reading_speed_factor` over the time between them, at least one period, + `reading_margin`) is refused:
+        not ok this tick (a failed read, counted toward a fault), never a position or hold target."""
+        c = self.config
+        # at least one period: the command itself moves a period's step per tick, however fast ticks come
+        dt = np.where(np.isfinite(self._seen_t), np.maximum(t - self._seen_t, c.period_s), np.inf)
+        bound = self._ceiling * c.reading_speed_factor * dt + c.reading_margin
+        jump = np.abs(reading.position - self._present)
+        glitch = reading.ok & np.isfinite(self._present) & (jump > bound)
+        for i in np.flatnonzero(glitch):
+            self.glitches += 1
+            reading.errors[i] = (f"implausible reading {reading.position[i]:+.3f}: {jump[i]:.3f} from the last "
+                                 f"plausible {self._present[i]:+.3f} in {1e3 * dt[i]:.0f} ms (bound {bound[i]:.3f})")
+        reading.ok = reading.ok & ~glitch
+        self._seen_t = np.where(reading.ok, t, self._seen_t)
+
+    def _check_torque(self, reading: BusReading, now: float) -> list[JointFault]:
+        """A motor that says its torque is off while the driver holds torque is not holding the arm:
+        a fault at once, named (no error flag needed: a brown-out or power-cycled motor comes back disabled)."""
+        if reading.torque_off is None or not self.bus.torque_enabled:
+            return []
+        lost = reading.torque_off & ~self._faulted
+        new = [self._latch(i, "motor reports torque off while the driver holds torque (not holding the arm)", now)
+               for i in np.flatnonzero(lost)]
+        if new:
+            self._enter_fault()
+        return new
+
+    def _check_tracking(self, reading: BusReading, now: float) -> list[JointFault]:
+        """An arm joint further than `max_tracking_error` from its command for `tracking_error_ticks`
+        ticks in a row is a fault (sagging without torque, blocked, a slipped coupling). Grippers are
+        exempt: a grasp holds them off their command."""
+        c = self.config
+        if not self.bus.torque_enabled or self.mode in (Mode.IDLE, Mode.STOPPED):
+            return []
+        err = np.abs(reading.position - self._command)
+        over = reading.ok & ~self._faulted & ~self._gripper & np.isfinite(err) & (err > c.max_tracking_error)
+        self._over = np.where(over, self._over + 1, 0)
+        new = [self._latch(i, f"tracking error {err[i]:.3f} rad > {c.max_tracking_error} for {self._over[i]} ticks "
+                              f"(commanded {self._command[i]:+.3f}, measured {reading.position[i]:+.3f})", now)
+               for i in np.flatnonzero(self._over >= c.tracking_error_ticks)]
+        if new:
+            self._enter_fault()
+        return new
 
     def _latch_hardware(self, hw: np.ndarray, reasons: dict[int, str], now: float) -> list[JointFault]:
         """A hardware error flag latches at once (the motor itself has stopped)."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import select
+import termios
 import time
 
 import dynamixel_sdk as sdk
@@ -38,6 +39,9 @@ MIN_ROUND_MS = 1.0  # a retry round needs at least this much of the budget left
 
 
 CONNECT_REPLY_TIMEOUT_MS = 100.0  # PING window at connect (per try); ticks use reply_timeout_ms
+# what a serial port that went away raises from inside the SDK (pyserial's SerialException is an
+# OSError; a flush on a dead tty is a termios.error): caught per port, a fault of that arm's joints
+PORT_ERRORS = (OSError, ValueError, TypeError, termios.error)
 
 
 class TimedPortHandler(sdk.PortHandler):
@@ -106,6 +110,8 @@ class _Port:
         self.ids: list[int] = []  # servo ids, same order
         self.writer = sdk.GroupSyncWrite(self.handler, self.packet, dxl.ADDR_GOAL_POSITION, 4)
         self.reader = StatusSyncRead(self.handler, self.packet, dxl.ADDR_PRESENT_CURRENT, dxl.STATE_BLOCK_LEN)
+        self.torque_reader = StatusSyncRead(self.handler, self.packet, dxl.ADDR_TORQUE_ENABLE, 1)
+        self.lost = ""  # why the port failed (an unplugged adapter); no I/O on it until `reopen`
 
 
 class DynamixelBus(JointBus):
@@ -121,6 +127,7 @@ class DynamixelBus(JointBus):
             port = self.ports.setdefault(arm.port, _Port(arm.port, config))
             port.indices.append(idx)
             port.ids.append(joint.id)
+        self._torque_due = 0.0   # monotonic time of the next Torque Enable read (config.torque_check_period_s)
 
     # --- connect / torque ------------------------------------------------------------
     def connect(self) -> None:
@@ -190,14 +197,39 @@ class DynamixelBus(JointBus):
         reason = port.packet.getTxRxResult(result) if result != sdk.COMM_SUCCESS else port.packet.getRxPacketError(err)
         raise BusError(f"joint {self.joint_names[idx]!r} (id {dxl_id}): write of address {addr} failed: {reason}")
 
+    def reopen_lost(self) -> list[str]:
+        """Reopen every port marked lost (the adapter is back); returns the names reopened. A port
+        that still fails stays lost, its reason updated."""
+        reopened = []
+        for port in self.ports.values():
+            if not port.lost:
+                continue
+            try:
+                if port.handler.is_open:
+                    port.handler.closePort()
+                if not port.handler.openPort():
+                    raise OSError("openPort returned False")
+            except PORT_ERRORS as e:
+                port.lost = f"reopen failed: {type(e).__name__}: {e}"
+                continue
+            port.lost = ""
+            reopened.append(port.name)
+        return reopened
+
     def _set_torque(self, on: int) -> dict[int, str]:
         failures: dict[int, str] = {}
         for port in self.ports.values():
+            if port.lost:
+                failures.update({idx: f"joint {self.joint_names[idx]!r}: port {port.name!r} lost ({port.lost})"
+                                 for idx in port.indices})
+                continue
             for idx, dxl_id in zip(port.indices, port.ids):
                 try:
                     self._write_register(port, idx, dxl_id, dxl.ADDR_TORQUE_ENABLE, on, 1)
                 except BusError as e:
                     failures[idx] = str(e)
+                except PORT_ERRORS as e:   # the port is gone
+                    failures[idx] = f"joint {self.joint_names[idx]!r}: port {port.name!r} failed: {e}"
         return failures
 
     def enable(self) -> None:
@@ -227,21 +259,54 @@ class DynamixelBus(JointBus):
         ok, hw = np.zeros(n, bool), np.zeros(n, bool)
         errors: dict[int, str] = {}
         retries = 0
+        check_torque = self.torque_enabled and time.monotonic() >= self._torque_due
+        off = np.zeros(n, bool) if check_torque else None
         for port in self.ports.values():
             wanted = {dxl_id: idx for idx, dxl_id in zip(port.indices, port.ids) if mask[idx]}
-            got, reasons, r = self._read_port(port, list(wanted), deadline)
-            retries += r
-            for dxl_id, idx in wanted.items():
-                if dxl_id not in got:
-                    errors[idx] = f"no valid reply from id {dxl_id} ({reasons.get(dxl_id, 'not tried')})"
-                    continue
-                data, err = got[dxl_id]
-                self._decode(data, idx, pos, vel, eff)
-                ok[idx] = True
-                if err & dxl.ERR_ALERT:
-                    hw[idx] = True
-                    errors[idx] = "hardware error: " + self._hardware_error_text(port, dxl_id)
-        return self._reading_from_motor(pos, vel, eff, ok, hw, errors, retries)
+            try:
+                if port.lost:
+                    raise OSError(port.lost)
+                got, reasons, r = self._read_port(port, list(wanted), deadline)
+                retries += r
+                for dxl_id, idx in wanted.items():
+                    if dxl_id not in got:
+                        errors[idx] = f"no valid reply from id {dxl_id} ({reasons.get(dxl_id, 'not tried')})"
+                        continue
+                    data, err = got[dxl_id]
+                    self._decode(data, idx, pos, vel, eff)
+                    ok[idx] = True
+                    if err & dxl.ERR_ALERT:
+                        hw[idx] = True
+                        errors[idx] = "hardware error: " + self._hardware_error_text(port, dxl_id)
+                if check_torque:
+                    for dxl_id, on in self._read_torque(port, [i for i in wanted if i in got]).items():
+                        off[wanted[dxl_id]] = not on
+            except PORT_ERRORS as e:  # the port is gone (unplugged adapter): that arm's joints, not the other's
+                port.lost = port.lost or f"{type(e).__name__}: {e}"
+                for dxl_id, idx in wanted.items():
+                    ok[idx] = False
+                    errors[idx] = f"port {port.name!r} lost ({port.lost})"
+        if check_torque:
+            self._torque_due = time.monotonic() + self.config.torque_check_period_s
+        return self._reading_from_motor(pos, vel, eff, ok, hw, errors, retries, torque_off=off)
+
+    def _read_torque(self, port: _Port, ids: list[int]) -> dict[int, bool]:
+        """Torque Enable (64) of `ids` in one sync read: a servo can drop torque without an error flag
+        (a brown-out reset, a write from another tool). Servos that do not answer are left out."""
+        if not ids:
+            return {}
+        port.torque_reader.clearParam()
+        for dxl_id in ids:
+            port.torque_reader.addParam(dxl_id)
+        port.torque_reader.status = {}
+        port.torque_reader.txRxPacket()
+        out = {}
+        for dxl_id in ids:
+            result, _err = port.torque_reader.status.get(dxl_id, (None, 0))
+            data = port.torque_reader.data_dict.get(dxl_id)
+            if result == sdk.COMM_SUCCESS and data is not None and len(data) == 1:
+                out[dxl_id] = bool(data[0])
+        return out
 
     def _read_port(self, port: _Port, ids: list[int], deadline: float):
         """Sync-read `ids`; re-read the ones that failed in rounds while the deadline allows.
@@ -320,12 +385,20 @@ class DynamixelBus(JointBus):
             for idx in sent:
                 dxl_id = port.ids[port.indices.index(idx)]
                 port.writer.addParam(dxl_id, int(ticks[idx]).to_bytes(4, "little", signed=True))
-            result = port.writer.txPacket()
-            for _ in range(self.config.max_retries):
-                if result == sdk.COMM_SUCCESS or time.monotonic() >= deadline:
-                    break
-                retries += 1
+            try:
+                if port.lost:
+                    raise OSError(port.lost)
                 result = port.writer.txPacket()
+                for _ in range(self.config.max_retries):
+                    if result == sdk.COMM_SUCCESS or time.monotonic() >= deadline:
+                        break
+                    retries += 1
+                    result = port.writer.txPacket()
+            except PORT_ERRORS as e:  # the port is gone: that arm's joints, not the other's
+                port.lost = port.lost or f"{type(e).__name__}: {e}"
+                for idx in sent:
+                    errors[idx] = f"port {port.name!r} lost ({port.lost})"
+                continue
             if result != sdk.COMM_SUCCESS:
                 for idx in sent:
                     errors[idx] = f"sync write failed ({port.packet.getTxRxResult(result)})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -70,6 +71,7 @@ class SourceStats:
     reconnects: int = 0  # successful reopenings after a loss
     last_error: str = ""  # newest problem, empty when none happened yet
     measured_fps: float = 0.0  # rate of distinct frames over the last ~second
+    bad_stamps: int = 0  # frames refused for a non-finite capture stamp
 
 
 class CameraSource(abc.ABC):
@@ -170,7 +172,9 @@ class CameraSource(abc.ABC):
             raise CameraDisconnected(self.name, self.stats.last_error)
         if self._latest is None:
             raise NoFrameYet(self.name, "connected, waiting for the first frame")
-        age_ms = (now - self._latest.stamp_s) * 1000.0
+        # never fresher than the host's own arrival time says: a device clock that lies (ahead of the
+        # host's) cannot keep a stopped camera's frame "fresh"; non-finite stamps are refused on arrival
+        age_ms = max(now - self._latest.stamp_s, now - self._last_new_at) * 1000.0
         if age_ms > max_age:
             raise FrameStale(self.name, age_ms, max_age)
         return self._latest
@@ -191,6 +195,10 @@ class CameraSource(abc.ABC):
         self._next_attempt_at = now if retry else float("inf")
 
     def _accept(self, frame: Frame, now: float) -> None:
+        if not math.isfinite(frame.stamp_s):
+            self.stats.bad_stamps += 1
+            self.stats.last_error = f"frame {frame.seq} refused: capture stamp {frame.stamp_s!r} is not finite"
+            raise CameraError(self.name, self.stats.last_error)
         prev = self._latest
         if prev is not None and frame.seq > prev.seq + 1:
             self.stats.dropped += frame.seq - prev.seq - 1
@@ -224,6 +232,10 @@ class ClockMapper:
         self._last_device_s = None
 
     def map(self, device_ms: float, arrival_s: float) -> float:
+        """Host time of a frame the device stamped `device_ms`; a non-finite device stamp is a
+        ValueError and leaves the estimate untouched (one NaN would make every later stamp NaN)."""
+        if not (math.isfinite(device_ms) and math.isfinite(arrival_s)):
+            raise ValueError(f"device timestamp {device_ms!r} ms (arrival {arrival_s!r} s) is not finite")
         device_s = device_ms / 1000.0
         last = self._last_device_s
         if last is not None and (device_s < last or device_s - last > self.reset_after_s):

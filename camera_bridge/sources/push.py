@@ -5,6 +5,7 @@ so freshness, size and encoding checks apply to pushed frames too.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -28,6 +29,8 @@ class PushSource(CameraSource):
         if not isinstance(image, np.ndarray):
             raise TypeError(f"camera {self.name!r}: push() needs a numpy array, got {type(image).__name__}")
         stamp = self.clock() if stamp_s is None else float(stamp_s)
+        if not math.isfinite(stamp):
+            raise ValueError(f"camera {self.name!r}: push() stamp must be finite, got {stamp_s!r}")
         with self._lock:
             self._pending = Frame(self.name, image, encoding or self.cfg.encoding, stamp, self._seq)
             self._seq += 1

@@ -178,5 +178,8 @@ class RealSenseSource(CameraSource):
         fmt = str(color.get_profile().format()).split(".")[-1]
         device_ms = float(color.get_timestamp())
         self.timestamp_domain = str(color.get_frame_timestamp_domain()).split(".")[-1]
-        stamp = self._mapper.map(device_ms, now)
+        try:
+            stamp = self._mapper.map(device_ms, now)
+        except ValueError as e:        # the device's clock lied: this frame is refused, the mapping kept
+            raise CameraError(self.name, f"frame {color.get_frame_number()} refused: {e}") from None
         return Frame(self.name, image, fmt, stamp, int(color.get_frame_number()), device_ms)

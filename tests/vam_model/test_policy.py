@@ -132,7 +132,7 @@ def test_missing_instruction(micro_model, encoder):
     p = VamPolicy(micro_model, PolicyConfig(), encoder)
     with pytest.raises(InputError, match="call reset"):
         p.infer(obs())
-    with pytest.raises(InputError, match="non-empty"):
+    with pytest.raises(InputError, match="no visible character"):
         p.reset("")
 
 

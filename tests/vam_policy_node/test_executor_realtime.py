@@ -179,9 +179,11 @@ def test_blended_seams_stay_within_the_safety_velocity_limit(blend):
     safety.reset(HOME)
     ref: list = []
     pol = SeamPolicy(ref)
-    ex = ChunkExecutor(pol, robot_config(rate_hz=RATE, chunk=CHUNK, execute=EXECUTE, blend_ticks=blend),
+    # the executor ticks at the filter's rate: the filter bounds velocity over the targets' stamps
+    ex = ChunkExecutor(pol, robot_config(rate_hz=30.0, chunk=CHUNK, execute=EXECUTE, blend_ticks=blend),
                        obs_fn=lambda: {"tick": ex.last_info.tick if ex.last_info else 0},
-                       sink=safety.filter, initial_target=HOME)
+                       sink=lambda target: safety.filter(target, stamp=ex.last_info.time),   # as the runtime
+                       initial_target=HOME)
     end = time.monotonic() + 30
     with ex:
         while ex.replans < 6 and time.monotonic() < end:

@@ -75,7 +75,7 @@ def test_estop_latches_and_blocks_a_restart(runtime):
     assert not ok and "e-stop" in message
     runtime.estop(False)
     ok, message = runtime.request_start("  ", wait=True)
-    assert not ok and "no instruction" in message
+    assert not ok and "no visible character" in message
     feed(runtime, home)
     assert runtime.request_start(None, wait=True)[0]
 

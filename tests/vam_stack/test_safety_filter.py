@@ -143,8 +143,8 @@ def test_velocity_limit_caps_per_tick_change(cfg, home):
     t[0] += 0.5
     t[3] -= 0.5
     sent = []
-    for _ in range(10):
-        r = f.filter(t)
+    for k in range(10):
+        r = f.filter(t, now=100.0 + k / cfg.rate_hz)       # one command per tick
         sent.append(r.sent.copy())
     d = np.diff(np.stack([home] + sent), axis=0)
     assert np.all(np.abs(d) <= step + 1e-12)

@@ -1,9 +1,11 @@
 """Checkpoints: safetensors weights with the preset (and normalisation stats) stored beside them.
 
 `save_checkpoint(path, model, cfg, extra)` writes `path` (.safetensors) whose metadata holds the
-model config as JSON, any `extra` JSON (e.g. action/proprio statistics) and `tensor_sha256`, an
-integrity hash of the tensors (`tensor_digest`: SHA-256 over every tensor's name, dtype, shape
-and raw bytes, in name order).
+model config as JSON, any `extra` JSON (e.g. action/proprio statistics, the text encoder) and two
+integrity hashes: `tensor_sha256` over the tensors (`tensor_digest`: SHA-256 over every tensor's
+name, dtype, shape and raw bytes, in name order) and `checkpoint_sha256` over that and every other
+metadata field (`checkpoint_digest`): an edit of the stored config, the normalisation statistics
+or the text-encoder path changes behaviour as surely as an edited weight, and is refused too.
 
 Loading refuses, with the file named:
   - a missing file, a file that is not safetensors, a stored config that does not validate;
@@ -11,7 +13,9 @@ Loading refuses, with the file named:
     geometry (action type and size, proprio size, cameras, chunk, rates) differs from it: a
     LIBERO-trained checkpoint relabelled as the robot preset is not that preset;
   - a tensor missing, unexpected or of the wrong shape for the model;
-  - tensor bytes that no longer match `tensor_sha256` (changed after saving), or no hash at all;
+  - tensor bytes that no longer match `tensor_sha256`, metadata that no longer matches
+    `checkpoint_sha256` (changed after saving), or either hash missing;
+  - a tensor whose dtype is not the model's (weights cast to int8 would load as zeros);
   - NaN or inf in any tensor.
 
 A checkpoint written before the hash existed is refused until someone who trusts it adds the
@@ -42,6 +46,8 @@ from .config import ModelConfig, RobotConfig, known_presets, load_config
 
 FORMAT = "vam_stack/v1"
 HASH_KEY = "tensor_sha256"   # metadata key of the tensor integrity hash
+FULL_HASH_KEY = "checkpoint_sha256"   # metadata key of the hash over the tensor hash and every other field
+HASH_KEYS = (HASH_KEY, FULL_HASH_KEY)
 ADD_HASH_COMMAND = "python -m vam_model.networks.checkpoint add-hash"
 
 
@@ -77,16 +83,27 @@ def tensor_digest(tensors: Mapping[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
+def checkpoint_digest(tensor_hash: str, meta: Mapping[str, str]) -> str:
+    """SHA-256 (hex) over the tensor hash and every other metadata field (key and value, in key
+    order): what the file says besides its weights (config, statistics, text encoder) is covered."""
+    h = hashlib.sha256()
+    h.update((json.dumps([HASH_KEY, tensor_hash]) + "\n").encode())
+    for key in sorted(k for k in meta if k not in HASH_KEYS):
+        h.update((json.dumps([key, meta[key]]) + "\n").encode())
+    return h.hexdigest()
+
+
 def _require_hash(path: Path, meta: dict[str, str]) -> None:
-    if not meta.get(HASH_KEY):
+    missing = [k for k in HASH_KEYS if not meta.get(k)]
+    if missing:
         raise CheckpointError(
-            f"{path}: no integrity hash ({HASH_KEY!r}) in the metadata, so changed or corrupted tensors "
-            f"cannot be detected; if you trust this file (e.g. you trained it with an older version), add "
-            f"the hash with `{ADD_HASH_COMMAND} {path}`")
+            f"{path}: no integrity hash ({', '.join(map(repr, missing))}) in the metadata, so changed or "
+            f"corrupted tensors or metadata cannot be detected; if you trust this file (e.g. you trained it "
+            f"with an older version), add the hash with `{ADD_HASH_COMMAND} {path}`")
 
 
 def _check_digest(path: Path, meta: dict[str, str], state: Mapping[str, torch.Tensor]) -> str:
-    """The tensors' hash, after checking it equals the stored one."""
+    """The tensors' hash, after checking it and the whole-checkpoint hash equal the stored ones."""
     _require_hash(path, meta)
     stored, actual = meta[HASH_KEY], tensor_digest(state)
     if actual != stored:
@@ -94,6 +111,13 @@ def _check_digest(path: Path, meta: dict[str, str], state: Mapping[str, torch.Te
             f"{path}: tensor data does not match the checkpoint's integrity hash (stored {HASH_KEY} "
             f"{stored[:12]}..., the tensors hash to {actual[:12]}...): the file was changed after it was "
             f"saved; refusing to load it")
+    full = checkpoint_digest(actual, meta)
+    if full != meta[FULL_HASH_KEY]:
+        fields = sorted(k for k in meta if k not in HASH_KEYS)
+        raise CheckpointError(
+            f"{path}: metadata does not match the checkpoint's integrity hash (stored {FULL_HASH_KEY} "
+            f"{meta[FULL_HASH_KEY][:12]}..., the metadata hashes to {full[:12]}...): one of {fields} (the "
+            f"stored config, normalisation statistics or text encoder) was changed after saving; refusing it")
     return actual
 
 
@@ -185,6 +209,7 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, cfg: ModelConfig, 
     tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     meta = {"format": FORMAT, "config": json.dumps(to_dict(cfg)), "extra": json.dumps(extra or {}),
             HASH_KEY: tensor_digest(tensors)}
+    meta[FULL_HASH_KEY] = checkpoint_digest(meta[HASH_KEY], meta)
     save_file(tensors, str(path), metadata=meta)
     return path
 
@@ -206,6 +231,8 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module) -> dict[str, Any]:
             raise CheckpointError(
                 f"{path}: tensor {name!r} has shape {list(state[name].shape)}, the preset expects {list(tensor.shape)}"
             )
+        if state[name].dtype != tensor.dtype:      # load_state_dict would cast silently (int8 -> zeros)
+            raise CheckpointError(f"{path}: tensor {name!r} is {state[name].dtype}, the model's is {tensor.dtype}")
     unexpected = sorted(set(state) - set(expected))
     if unexpected:
         raise CheckpointError(f"{path}: unexpected tensor {unexpected[0]!r} ({len(unexpected)} in all)")
@@ -240,22 +267,29 @@ def add_hash(path: str | Path, force: bool = False) -> tuple[str, bool]:
     _, _, meta = _parse(path)                                            # format, config, registered preset
     state = load_file(str(path))
     digest = tensor_digest(state)
-    stored = meta.get(HASH_KEY)
-    if stored == digest:
+    full = checkpoint_digest(digest, meta)
+    stored, stored_full = meta.get(HASH_KEY), meta.get(FULL_HASH_KEY)
+    if stored == digest and stored_full == full:
         return digest, False
-    if stored and not force:
+    if stored and stored != digest and not force:
         raise CheckpointError(
             f"{path}: stored {HASH_KEY} {stored[:12]}... does not match the tensors ({digest[:12]}...): they "
             f"changed after saving; re-hash with --force only if you trust the tensors as they are now")
+    if stored_full and stored_full != full and not force:
+        raise CheckpointError(
+            f"{path}: stored {FULL_HASH_KEY} {stored_full[:12]}... does not match the metadata ({full[:12]}...): "
+            f"the config, statistics or text encoder changed after saving; re-hash with --force only if you "
+            f"trust the metadata as it is now")
+    new_meta = {**meta, HASH_KEY: digest, FULL_HASH_KEY: full}
     tmp = path.with_name(path.name + ".hash.tmp")
     try:
-        save_file(state, str(tmp), metadata={**meta, HASH_KEY: digest})
+        save_file(state, str(tmp), metadata=new_meta)
         again = load_file(str(tmp))
         same = set(again) == set(state) and all(
             again[k].dtype == state[k].dtype and again[k].shape == state[k].shape
             and torch.equal(again[k].reshape(-1).view(torch.uint8), state[k].reshape(-1).view(torch.uint8))
             for k in state)
-        if not same or tensor_digest(again) != digest or _read_header(tmp) != {**meta, HASH_KEY: digest}:
+        if not same or tensor_digest(again) != digest or _read_header(tmp) != new_meta:
             raise CheckpointError(f"{path}: rewritten file does not round-trip; the original is left unchanged")
         shutil.copymode(path, tmp)
         os.replace(tmp, path)

@@ -13,6 +13,7 @@ import uuid
 import numpy as np
 
 from ..config import DriverConfig, JointMap
+from ..dxl_protocol import ADDR_TORQUE_ENABLE
 from .damiao_emulator import DamiaoEmulator, EmulatedMotor
 from .dynamixel_emulator import DynamixelEmulator
 from .faults import HARDWARE_ERRORS, FaultInjector
@@ -102,6 +103,31 @@ class EmulatedRig:
         if isinstance(emu, DynamixelEmulator):
             return emu.torque_enabled(motor_id)
         return emu.motor(motor_id).enabled
+
+    def drop_torque(self, joint: str) -> None:
+        """The motor's torque goes off without any error flag (a brown-out, a power-cycled motor):
+        Damiao reports the disabled state, a Dynamixel's Torque Enable reads 0; it stops holding."""
+        emu, motor_id = self._locate(joint)
+        with emu._lock:
+            if isinstance(emu, DynamixelEmulator):
+                emu.servos[motor_id].table[ADDR_TORQUE_ENABLE] = 0
+            else:
+                emu.motors[motor_id].enabled = False
+
+    def stick(self, joint: str, stuck: bool = True) -> None:
+        """The motor keeps reporting torque on but no longer follows its target (the worst case:
+        a loss it does not report); only a tracking check sees it."""
+        emu, motor_id = self._locate(joint)
+        with emu._lock:
+            if isinstance(emu, DynamixelEmulator):
+                emu.servos[motor_id].stuck = stuck
+            else:
+                emu.motors[motor_id].stuck = stuck
+
+    def glitch(self, joint: str, offset: float, count: int = 1) -> None:
+        """The next `count` replies of `joint`'s motor report its position `offset` rad off."""
+        emu, motor_id = self._locate(joint)
+        emu.faults.glitch(motor_id, offset, count)
 
     def stop(self) -> None:
         for emu in self.emulators.values():

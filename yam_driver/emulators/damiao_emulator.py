@@ -39,6 +39,7 @@ class EmulatedMotor:
     error: int = 0  # 0 or a Damiao error code
     last: float = 0.0  # monotonic time of the last update
     last_command: float = 0.0  # monotonic time of the last frame on this motor's CAN id
+    stuck: bool = False  # reports enabled but does not move (a slipped coupling, a torque loss it does not report)
 
 
 class DamiaoEmulator:
@@ -110,7 +111,7 @@ class DamiaoEmulator:
             m.enabled, m.error = False, 0xD  # communication loss
         dt = max(0.0, now - m.last)
         m.last = now
-        if m.enabled and m.kp > 0 and dt > 0:
+        if m.enabled and m.kp > 0 and dt > 0 and not m.stuck:
             old = m.position
             m.position = m.target + (old - m.target) * math.exp(-dt / self.tau_s)
             m.velocity = (m.position - old) / dt
@@ -120,7 +121,8 @@ class DamiaoEmulator:
     def _feedback(self, m: EmulatedMotor) -> bytes:
         state = m.error or (dmp.STATE_ENABLED if m.enabled else dmp.STATE_DISABLED)
         torque = m.kp * (m.target - m.position) - m.kd * m.velocity if m.enabled else 0.0
-        fb = dmp.Feedback(m.can_id & 0xF, state, m.position, m.velocity, torque, 35.0, 30.0)
+        position = m.position + self.faults.next_glitch(m.can_id)
+        fb = dmp.Feedback(m.can_id & 0xF, state, position, m.velocity, torque, 35.0, 30.0)
         return dmp.pack_feedback(fb, dmp.MOTOR_LIMITS[m.motor])
 
     # --- wire ------------------------------------------------------------------------

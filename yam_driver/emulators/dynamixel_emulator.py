@@ -34,6 +34,7 @@ class _Servo:
         self.position = float(ticks)  # continuous present position, ticks
         self.velocity = 0.0  # ticks/s
         self.tau_s = tau_s
+        self.stuck = False  # torque on, but the servo does not move (see EmulatedRig.stick)
         self.last = time.monotonic()
         self._put(dxl.ADDR_GOAL_POSITION, ticks, 4)
         self._sync_outputs()
@@ -51,7 +52,7 @@ class _Servo:
     def update(self, now: float) -> None:
         dt = max(0.0, now - self.last)
         self.last = now
-        if self.torque and dt > 0:
+        if self.torque and dt > 0 and not self.stuck:
             goal = self.get(dxl.ADDR_GOAL_POSITION, 4)
             old = self.position
             self.position = goal + (old - goal) * math.exp(-dt / self.tau_s)
@@ -175,6 +176,19 @@ class DynamixelEmulator:
         except OSError:
             pass
 
+    def _read(self, dxl_id: int, addr: int, size: int) -> bytes:
+        """Control-table bytes for a READ / SYNC_READ, with a pending position glitch applied."""
+        data = bytearray(self.servos[dxl_id].table[addr:addr + size])
+        lo, hi = dxl.ADDR_PRESENT_POSITION, dxl.ADDR_PRESENT_POSITION + 4
+        if addr <= lo and hi <= addr + size:
+            offset = self.faults.next_glitch(dxl_id)
+            if offset:
+                from ..dynamixel_bus import RAD_PER_TICK
+
+                ticks = int.from_bytes(data[lo - addr:hi - addr], "little", signed=True) + round(offset / RAD_PER_TICK)
+                data[lo - addr:hi - addr] = ticks.to_bytes(4, "little", signed=True)
+        return bytes(data)
+
     def _status(self, servo: _Servo, dxl_id: int, error: int, params: bytes = b"") -> bytes:
         if servo.table[dxl.ADDR_HARDWARE_ERROR]:
             error |= dxl.ERR_ALERT
@@ -206,7 +220,7 @@ class DynamixelEmulator:
                 return []
             if inst == dxl.INST_SYNC_READ and len(params) >= 4:
                 addr, size = params[0] | params[1] << 8, params[2] | params[3] << 8
-                return [(i, self._status(self.servos[i], i, 0, bytes(self.servos[i].table[addr:addr + size])))
+                return [(i, self._status(self.servos[i], i, 0, self._read(i, addr, size)))
                         for i in params[4:] if i in self.servos]
             s = self.servos.get(p.dxl_id)
             if s is None:
@@ -215,7 +229,7 @@ class DynamixelEmulator:
                 addr, size = params[0] | params[1] << 8, params[2] | params[3] << 8
                 if addr + size > len(s.table):
                     return [(p.dxl_id, self._status(s, p.dxl_id, dxl.ERR_DATA_LENGTH))]
-                return [(p.dxl_id, self._status(s, p.dxl_id, 0, bytes(s.table[addr:addr + size])))]
+                return [(p.dxl_id, self._status(s, p.dxl_id, 0, self._read(p.dxl_id, addr, size)))]
             if inst == dxl.INST_WRITE and len(params) >= 3:
                 err = s.write(params[0] | params[1] << 8, bytes(params[2:]))
                 return [(p.dxl_id, self._status(s, p.dxl_id, err))]

@@ -1,8 +1,8 @@
 """Fault injection shared by the servo emulators.
 
 Per motor id: drop the next N replies, corrupt the next N replies (bad CRC / malformed
-frame), go silent (stop answering until told otherwise), delay every reply, or raise a
-hardware error flag. Thread-safe: tests set faults while the emulator thread answers.
+frame), go silent (stop answering until told otherwise), delay every reply, raise a
+hardware error flag, or report a wrong position in the next N well-formed replies (a glitch). Thread-safe: tests set faults while the emulator thread answers.
 """
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ class _MotorFaults:
     silent: bool = False  # never answer while set
     delay_s: float = 0.0  # wait this long before every reply
     hardware_error: str | None = None  # one of HARDWARE_ERRORS, or None
+    glitch_rad: float = 0.0  # added to the position of the next `glitch_next` replies (a well-formed lie)
+    glitch_next: int = 0
 
 
 class FaultInjector:
@@ -66,6 +68,23 @@ class FaultInjector:
             raise ValueError(f"hardware error must be one of {HARDWARE_ERRORS} or None, got {kind!r}")
         with self._lock:
             self._get(motor_id).hardware_error = kind
+
+    def glitch(self, motor_id: int, offset_rad: float, count: int = 1) -> None:
+        """The next `count` replies of `motor_id` report its position `offset_rad` off (well-formed frames)."""
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count!r}")
+        with self._lock:
+            f = self._get(motor_id)
+            f.glitch_rad, f.glitch_next = float(offset_rad), count
+
+    def next_glitch(self, motor_id: int) -> float:
+        """Consume one reply's position offset (0 when none is pending)."""
+        with self._lock:
+            f = self._get(motor_id)
+            if f.glitch_next <= 0:
+                return 0.0
+            f.glitch_next -= 1
+            return f.glitch_rad
 
     def hardware_error(self, motor_id: int) -> str | None:
         with self._lock:
