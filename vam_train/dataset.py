@@ -28,11 +28,14 @@ datasets (`collect_yam.py`) store 14-dim proprio and actions and three views sid
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
+
+from vam_stack.instruction import check_instruction
 
 FORMAT = "vam_stack.demos/v1"
 PHASE_CODES = {"planning": 0, "manipulation": 1}
@@ -173,7 +176,10 @@ class Episode:
         return len(self.actions)
 
     def _decode(self, t: int) -> np.ndarray:
-        return decode_frame(self.blob[self.offsets[t]: self.offsets[t + 1]])
+        try:
+            return decode_frame(self.blob[self.offsets[t]: self.offsets[t + 1]])
+        except DatasetError as e:
+            raise DatasetError(f"{self.meta.get('file', '?')}: frame {t}: {e}") from None
 
     def frame(self, t: int) -> np.ndarray:
         return self._decode(t) if self.decoded is None else self.decoded[t]
@@ -193,6 +199,36 @@ def available_memory() -> int | None:
     return None
 
 
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _check_stats(path: Path, stats: dict) -> None:
+    """Every mean/std finite, every std > 0: a NaN or zero std would poison or blow up normalisation."""
+    for key in ("action", "proprio"):
+        for part in ("mean", "std"):
+            name = f"{key}_{part}"
+            try:
+                v = np.asarray(stats[name], dtype=np.float64)
+            except (KeyError, TypeError, ValueError):
+                raise DatasetError(f"{path}: {name!r} is missing or not a list of numbers") from None
+            bad = np.flatnonzero(~np.isfinite(v) | ((v <= 0) if part == "std" else False))
+            if bad.size:
+                raise DatasetError(f"{path}: {name}[{int(bad[0])}] = {float(v[bad[0]])!r} "
+                                   f"({'must be finite and > 0' if part == 'std' else 'must be finite'})")
+
+
+def _check_frames(path: Path, ep: "Episode") -> None:
+    """Frame offsets increase within the blob and every frame starts with the PNG signature (a cheap
+    check of all frames now; a frame that still fails to decode later is named with its file)."""
+    off = ep.offsets.astype(np.int64)
+    if off[0] != 0 or (np.diff(off) <= 8).any() or off[-1] != ep.blob.size:
+        raise DatasetError(f"{path}: frame offsets do not cut the PNG blob of {ep.blob.size} bytes into frames")
+    heads = ep.blob[off[:-1, None] + np.arange(8)]                  # [T, 8] first bytes of each frame
+    bad = np.flatnonzero((heads != np.frombuffer(PNG_MAGIC, np.uint8)).any(axis=1))
+    if bad.size:
+        raise DatasetError(f"{path}: frame {int(bad[0])} is not a PNG ({bad.size} such frames)")
+
+
 class Dataset:
     """All episodes of a dataset directory, in memory (frames stay PNG-compressed)."""
 
@@ -205,8 +241,12 @@ class Dataset:
         if self.info.get("format") != FORMAT:
             raise DatasetError(f"{info_path}: format is {self.info.get('format')!r}, expected {FORMAT!r}")
         self.stats = json.loads((self.root / "meta" / "stats.json").read_text())
+        _check_stats(self.root / "meta" / "stats.json", self.stats)
         lines = (self.root / "meta" / "episodes.jsonl").read_text().splitlines()
-        metas = [json.loads(line) for line in lines if line.strip()]
+        try:
+            metas = [json.loads(line) for line in lines if line.strip()]
+        except json.JSONDecodeError as e:
+            raise DatasetError(f"{self.root / 'meta' / 'episodes.jsonl'}: not JSON lines ({e})") from None
         if suites:
             metas = [m for m in metas if m["suite"] in suites]
         if not metas:
@@ -216,10 +256,18 @@ class Dataset:
             path = self.root / m["file"]
             if not path.is_file():
                 raise DatasetError(f"{self.root}: episode file {m['file']!r} listed in episodes.jsonl is missing")
-            with np.load(path) as z:
-                ep = Episode(m, z["proprio"], z["actions"], z["phase"], z["frame_offsets"], z["frames_png"])
+            try:
+                check_instruction(m.get("instruction"))
+            except ValueError as e:
+                raise DatasetError(f"{self.root}: episode {m.get('index')} ({m['file']}): {e}") from None
+            try:
+                with np.load(path) as z:
+                    ep = Episode(m, z["proprio"], z["actions"], z["phase"], z["frame_offsets"], z["frames_png"])
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:   # truncated, not an npz
+                raise DatasetError(f"{path}: unreadable episode file ({type(e).__name__}: {e})") from None
             if not (len(ep.proprio) == len(ep.actions) == len(ep.phase) == len(ep.offsets) - 1 == m["length"]):
                 raise DatasetError(f"{path}: array lengths disagree with the listed length {m['length']}")
+            _check_frames(path, ep)
             start = m.get("train_from", 0)
             if not (isinstance(start, int) and not isinstance(start, bool) and 0 <= start < m["length"]):
                 raise DatasetError(f"{self.root}: episode {m.get('index')} has train_from {start!r}; it must be an "

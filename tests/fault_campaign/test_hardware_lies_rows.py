@@ -7,7 +7,8 @@ and ramps from the measured position; one implausible reading on the tick target
 a checkpoint whose metadata (statistics, config, text encoder) or dtypes changed after saving;
 a Dynamixel port lost mid-run; target stamps from another clock, the future or NaN; camera
 stamps that are NaN; the safety filter called in a burst, backwards or with a NaN stamp; an
-instruction with no visible character."""
+instruction with no visible character. Lower harm: the clock stepping back, a YAML alias bomb,
+a second instruction during a stuck inference, a damaged dataset."""
 import dataclasses
 import json
 import time
@@ -176,8 +177,8 @@ def test_a_lost_dynamixel_port_faults_that_arm_and_the_other_keeps_holding():
         reports = _run(driver, 6)             # no exception out of step()
         assert driver.mode == Mode.FAULT
         faulted = sorted(f.joint for f in driver.faults)
-        assert faulted == sorted(f"left_{j}" for j in ("joint1", "joint2", "joint3", "joint4", "joint5", "joint6",
-                                                         "gripper"))
+        left = ("joint1", "joint2", "joint3", "joint4", "joint5", "joint6", "gripper")
+        assert faulted == sorted(f"left_{j}" for j in left)
         assert "port" in driver.faults[0].reason
         assert np.isfinite(reports[-1].written[7:]).all()                     # the right arm is still written
         assert all(rig.torque_enabled(f"right_{j}") for j in ("joint1", "joint6"))   # and holds, torque on
@@ -389,3 +390,63 @@ def test_a_second_instruction_during_a_stuck_inference_is_refused_in_the_operato
     finally:
         release.set()
         rt.close()
+
+
+# ---- lower harm: a damaged dataset is named up front ------------------------------------------------------
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory):
+    from vam_sim.libero_mock import LiberoMockConfig, rollout_expert
+    from vam_train.collect import bridge_info
+    from vam_train.dataset import write_dataset
+
+    root = tmp_path_factory.mktemp("ds") / "demos"
+    return write_dataset(root, [rollout_expert("goal", 1, 0, 6), rollout_expert("goal", 6, 0, 6)],
+                         bridge_info(LiberoMockConfig()))
+
+
+def _damaged_copy(src, dst, damage):
+    import shutil
+
+    shutil.copytree(src, dst)
+    damage(dst)
+    return dst
+
+
+def _truncate(root):
+    f = sorted((root / "data").rglob("*.npz"))[1]
+    f.write_bytes(f.read_bytes()[:200])
+
+
+def _corrupt_png(root):
+    f = sorted((root / "data").rglob("*.npz"))[0]
+    with np.load(f) as z:
+        arrays = dict(z)
+    off = int(arrays["frame_offsets"][3])
+    arrays["frames_png"][off:off + 8] = 0                    # frame 3 is no longer a PNG
+    np.savez(f, **arrays)
+
+
+def _nan_std(root):
+    p = root / "meta" / "stats.json"
+    s = json.loads(p.read_text())
+    s["proprio_std"][2] = 0.0
+    p.write_text(json.dumps(s))
+
+
+def _numeric_instruction(root):
+    p = root / "meta" / "episodes.jsonl"
+    lines = [json.loads(line) for line in p.read_text().splitlines()]
+    lines[1]["instruction"] = 42
+    p.write_text("\n".join(json.dumps(m) for m in lines) + "\n")
+
+
+@pytest.mark.parametrize("damage, match", [(_truncate, r"episode_000001\.npz: unreadable episode file"),
+                                           (_corrupt_png, r"episode_000000\.npz: frame 3 is not a PNG"),
+                                           (_nan_std, r"proprio_std\[2\] = 0\.0"),
+                                           (_numeric_instruction, r"episode 1 .*instruction must be a string")])
+def test_a_damaged_dataset_is_refused_when_it_loads_naming_the_file(dataset_dir, tmp_path, damage, match):
+    from vam_train.dataset import Dataset, DatasetError
+
+    root = _damaged_copy(dataset_dir, tmp_path / "copy", damage)
+    with pytest.raises(DatasetError, match=match):
+        Dataset(root)
