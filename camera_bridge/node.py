@@ -7,6 +7,9 @@ frame (frame id camera_stacked) and, optionally, its views cut back out of it (f
 <view>_camera, so every published view is exactly the part of the stacked frame the policy
 sees). Header stamps are the ROS time of the capture (now minus the frame's age). A stacked
 frame that is not ready (stale or failed cameras) is not published; diagnostics say why.
+With `publish_compressed`, every image also goes out as a JPEG sensor_msgs/CompressedImage on
+<topic>/compressed, as image_transport's compressed transport names and formats it (for links
+where raw rgb8 is too much: 10 MB/s for the stacked 672x168 frame at 30 Hz, twice that with its views).
 """
 from __future__ import annotations
 
@@ -21,6 +24,10 @@ P = ros.Param
 PARAMS = (
     P("config_file", "", "camera YAML (section camera_bridge); empty = config/cameras.yaml"),
     P("publish_views", True, "also publish each view on /camera/<view>/image_raw"),
+    P("publish_compressed", False, "also publish each image as JPEG (sensor_msgs/CompressedImage) on "
+                                   "<topic>/compressed, image_transport's compressed transport"),
+    P("jpeg_quality", msgs.JPEG_QUALITY_DEFAULT, "JPEG quality of the compressed images (image_transport's "
+                                                 "jpeg_quality)", range=(1, 100)),
     P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
 )
 
@@ -36,6 +43,11 @@ class CameraBridgeNode(Node):
         self.view_pubs = {c.name: self.create_publisher(ros.ros_class("sensor_msgs/msg/Image"), camera_topic(c.name).name,
                                                         ros.qos(camera_topic(c.name)))
                           for c in cfg.cameras} if p["publish_views"] else {}
+        jpeg = p["publish_compressed"]
+        self.stacked_jpeg_pub = ros.publisher(self, "stacked_image_compressed") if jpeg else None
+        self.view_jpeg_pubs = {name: ros.publisher(self, camera_topic(name, compressed=True).name)
+                               for name in self.view_pubs} if jpeg else {}
+        self.jpeg_bytes = 0   # size of the latest compressed stacked frame (diagnostics)
         self._last_stamp = None
         self.published = 0   # stacked frames published (a subscriber's drop rate counts against it)
         self._last_skew_ms = float("nan")
@@ -57,10 +69,21 @@ class CameraBridgeNode(Node):
         stamp = msgs.time_from_ns(max(ns, 0))
         frame = w.frames[-1]  # [H, W*cams, 3] RGB
         self.stacked_pub.publish(ros.image(self, "stacked_image", frame, stamp))
+        if self.stacked_jpeg_pub is not None:
+            jpeg = self._jpeg(frame, stamp, "camera_stacked")
+            self.jpeg_bytes = len(jpeg.data)
+            self.stacked_jpeg_pub.publish(jpeg)
         self.published += 1
         vw = self.bridge.cfg.view_width
         for i, (name, pub) in enumerate(self.view_pubs.items()):
-            pub.publish(ros.image(self, camera_topic(name), frame[:, i * vw:(i + 1) * vw], stamp))
+            view = frame[:, i * vw:(i + 1) * vw]
+            pub.publish(ros.image(self, camera_topic(name), view, stamp))
+            if name in self.view_jpeg_pubs:
+                self.view_jpeg_pubs[name].publish(self._jpeg(view, stamp, camera_topic(name).frame_id))
+
+    def _jpeg(self, image, stamp, frame_id: str):
+        """rclpy CompressedImage (JPEG, image_transport's format) of an RGB array."""
+        return ros.to_ros(msgs.compressed_image_msg(image, stamp, frame_id, quality=self.p["jpeg_quality"]))
 
     def _publish_diagnostics(self) -> None:
         now = self.bridge.clock()
@@ -78,6 +101,7 @@ class CameraBridgeNode(Node):
                          "message": "ready" if w.ready else "; ".join(w.reasons),
                          "values": {"published": self.published, "loop_hz": self.bridge.loop_hz,
                                     "overruns": self.bridge.overruns,
+                                    **({"jpeg_bytes": self.jpeg_bytes} if self.stacked_jpeg_pub is not None else {}),
                                     "newest_age_ms": w.newest_age_ms if w.newest_age_ms is not None else float("nan"),
                                     "skew_ms": self._last_skew_ms}})
         self.diag_pub.publish(ros.diagnostics(self, statuses))

@@ -64,6 +64,9 @@ PARAMS = (
     P("policy_process", False, "run the policy in a child process (its Python work off the tick thread's GIL)"),
     P("on_overrun", "hold", "inference slower than a whole chunk: hold (keep trying, arm held) or stop "
                             "(end the episode)", choices=("hold", "stop")),
+    P("image_transport", "raw", "stacked frame subscription: raw (/camera/stacked/image_raw) | compressed (its JPEG "
+                                "twin .../image_raw/compressed, image_transport's compressed transport, decoded here)",
+      choices=("raw", "compressed")),
     P("camera_rate_hz", 30.0, "nominal rate of the stacked camera topic: frames missed on /diagnostics count against "
                               "it [Hz]", range=(1.0, 1000.0)),
     P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
@@ -131,7 +134,8 @@ class VamPolicyNode(Node):
         self.runtime = PolicyRuntime(self.policy, ex_cfg, cfg, state_names, self._publish_target, self._publish_telemetry,
                                      safety, log=self.get_logger())
         self.frames_in = ArrivalStats(p["camera_rate_hz"])   # capture -> policy latency, gaps (diagnostics)
-        ros.subscription(self, "stacked_image", self._on_image)
+        self._compressed = p["image_transport"] == "compressed"
+        ros.subscription(self, "stacked_image_compressed" if self._compressed else "stacked_image", self._on_image)
         ros.subscription(self, "joint_states", self._on_state)
         ros.subscription(self, "instruction", lambda m: self.runtime.request_start(m.data))
         # the e-stop in its own group (never behind another group's callback where a multi-threaded
@@ -155,7 +159,11 @@ class VamPolicyNode(Node):
         stamp = msg.header.stamp
         self.frames_in.add(self.get_clock().now().nanoseconds * 1e-9, stamp.sec + stamp.nanosec * 1e-9)
         try:
-            self.runtime.add_frame(msgs.image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/Image")))
+            if self._compressed:
+                frame = msgs.compressed_image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/CompressedImage"))
+            else:
+                frame = msgs.image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/Image"))
+            self.runtime.add_frame(frame)
         except ValueError as e:  # MessageError included
             self.get_logger().error(f"camera frame rejected: {e}")
 

@@ -62,6 +62,11 @@ TOPICS: dict[str, Topic] = {
         "/camera/stacked/image_raw", "sensor_msgs/msg/Image", "sensor_data", "camera_stacked",
         "camera_bridge, libero_bridge",
         "camera views stacked horizontally, rgb8 (real 672x168, LIBERO 448x224)"),
+    "stacked_image_compressed": Topic(
+        "/camera/stacked/image_raw/compressed", "sensor_msgs/msg/CompressedImage", "sensor_data", "camera_stacked",
+        "camera_bridge, libero_bridge (publish_compressed)",
+        "the stacked frame as JPEG, image_transport's compressed transport: format "
+        "'rgb8; jpeg compressed bgr8', header of the raw frame"),
     "joint_states": Topic(
         "/joint_states", "sensor_msgs/msg/JointState", "reliable", "",
         "yam_driver, libero_bridge",
@@ -121,12 +126,17 @@ LIBERO_ACTION_NAMES = ("delta_x", "delta_y", "delta_z",  # end-effector translat
 _VIEW_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-def camera_topic(view: str) -> Topic:
-    """Topic of one camera view, e.g. `camera_topic("agentview")` -> /camera/agentview/image_raw."""
+def camera_topic(view: str, compressed: bool = False) -> Topic:
+    """Topic of one camera view, e.g. `camera_topic("agentview")` -> /camera/agentview/image_raw;
+    `compressed`: its JPEG twin /camera/agentview/image_raw/compressed (image_transport's naming)."""
     if not isinstance(view, str) or not _VIEW_RE.match(view) or view == "stacked":
         raise ValueError(
             f"camera view name must be lowercase letters/digits/underscores and not 'stacked', "
             f"got {view!r}")
+    if compressed:
+        return Topic(f"/camera/{view}/image_raw/compressed", "sensor_msgs/msg/CompressedImage", "sensor_data",
+                     f"{view}_camera", "camera_bridge, libero_bridge (publish_compressed)",
+                     f"camera view {view!r} as JPEG, format 'rgb8; jpeg compressed bgr8'")
     return Topic(f"/camera/{view}/image_raw", "sensor_msgs/msg/Image", "sensor_data",
                  f"{view}_camera", "camera_bridge, libero_bridge", f"camera view {view!r}, rgb8")
 
@@ -146,9 +156,9 @@ def by_name(name: str) -> Topic:
     for t in TOPICS.values():
         if t.name == name:
             return t
-    m = re.match(r"^/camera/([^/]+)/image_raw$", name) if isinstance(name, str) else None
+    m = re.match(r"^/camera/([^/]+)/image_raw(/compressed)?$", name) if isinstance(name, str) else None
     if m and m.group(1) != "stacked":
-        return camera_topic(m.group(1))
+        return camera_topic(m.group(1), compressed=bool(m.group(2)))
     names = [t.name for t in TOPICS.values()]
     close = difflib.get_close_matches(str(name), names, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -166,10 +176,12 @@ def markdown_table() -> str:
     """The topic table as Markdown, for the README."""
     rows = ["| topic | type | QoS | frame_id | publisher | meaning |",
             "|---|---|---|---|---|---|"]
-    cam = camera_topic("view")
+    cam, jpeg = camera_topic("view"), camera_topic("view", compressed=True)
     cam = Topic("/camera/<view>/image_raw", cam.msgtype, cam.qos, "<view>_camera",
                 cam.publisher, "one camera view, rgb8")
-    for t in [*TOPICS.values(), cam]:
+    jpeg = Topic("/camera/<view>/image_raw/compressed", jpeg.msgtype, jpeg.qos, "<view>_camera",
+                 jpeg.publisher, "one camera view as JPEG, format 'rgb8; jpeg compressed bgr8'")
+    for t in [*TOPICS.values(), cam, jpeg]:
         rows.append(f"| `{t.name}` | `{t.msgtype}` | {t.qos} | {t.frame_id or '-'} | "
                     f"{t.publisher} | {t.description} |")
     return "\n".join(rows)

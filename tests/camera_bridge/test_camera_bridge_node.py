@@ -62,6 +62,47 @@ def test_publishes_stacked_and_views_with_frame_ids_and_qos(camera_node):
     assert not h.errors("camera_bridge")
 
 
+def test_publish_compressed_adds_jpeg_twins_with_the_raw_header(ros_harness):
+    h = ros_harness
+    node = h.add(CameraBridgeNode(bridge=push_bridge(), parameter_overrides=[
+        Parameter("publish_compressed", value=True), Parameter("jpeg_quality", value=80),
+        Parameter("diagnostics_period_s", value=0.2)]))
+    raw, jpeg = h.capture("stacked_image"), h.capture("stacked_image_compressed")
+    views = {v: h.capture(camera_topic(v, compressed=True).name) for v in VIEWS}
+    diags = h.capture("diagnostics")
+    assert h.spin_until(lambda: len(jpeg) >= 3 and all(len(v) >= 3 for v in views.values()) and diags,
+                        every=pusher(node))
+    img = jpeg[-1]
+    assert img.format == "rgb8; jpeg compressed bgr8" and img.header.frame_id == "camera_stacked"
+    same = [m for m in raw if m.header.stamp == img.header.stamp]
+    assert same, "a compressed frame without its raw frame (stamps must be copied)"
+    frame = msgs.image_to_numpy(same[0])
+    decoded = msgs.compressed_image_to_numpy(img, shape=frame.shape)
+    assert np.abs(decoded.astype(int) - frame).max() <= 4       # flat colours survive JPEG almost exactly
+    assert img.data.size < frame.size
+    for i, v in enumerate(VIEWS):
+        m = [x for x in views[v] if x.header.stamp == img.header.stamp][0]
+        assert m.header.frame_id == f"{v}_camera" and m.format == "rgb8; jpeg compressed bgr8"
+        assert np.abs(msgs.compressed_image_to_numpy(m).astype(int) - frame[:, 32 * i:32 * (i + 1)]).max() <= 4
+    info = h.node.get_publishers_info_by_topic("/camera/stacked/image_raw/compressed")
+    assert info[0].topic_type == "sensor_msgs/msg/CompressedImage"
+    assert info[0].qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT
+
+    def jpeg_bytes():
+        found = [msgs.diagnostics_to_dict(d).get("camera_bridge: stacked") for d in diags]
+        return [int(f["values"]["jpeg_bytes"]) for f in found if f and "jpeg_bytes" in f["values"]]
+    assert h.spin_until(lambda: any(b > 0 for b in jpeg_bytes()), every=pusher(node))
+    assert not h.errors("camera_bridge")
+
+
+def test_no_compressed_topics_unless_asked(camera_node):
+    h, node = camera_node
+    stacked = h.capture("stacked_image")
+    assert h.spin_until(lambda: len(stacked) >= 2, every=pusher(node))
+    assert node.get_parameter("publish_compressed").value is False and node.get_parameter("jpeg_quality").value == 95
+    assert h.node.get_publishers_info_by_topic("/camera/stacked/image_raw/compressed") == []
+
+
 def test_a_silent_camera_stops_the_stream_and_is_named_in_diagnostics(camera_node):
     h, node = camera_node
     stacked, diags = h.capture("stacked_image"), h.capture("diagnostics")

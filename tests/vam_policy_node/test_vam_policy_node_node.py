@@ -143,6 +143,39 @@ def test_bad_messages_are_rejected_logged_and_the_arm_held(ros_harness):
     assert len(held) > 0 and np.all(held == held[0]), "stale inputs must hold the last target"
 
 
+def test_compressed_transport_takes_jpeg_frames_and_counts_their_arrival(ros_harness):
+    h, policy = ros_harness, ScriptedPolicy()
+    node, out = start(h, policy, image_transport="compressed", instruction="put the cube in the bowl")
+    colour = np.full((H, W, 3), (10, 120, 240), np.uint8)
+    stamp = msgs.time_from_ns(1_234_567_890)
+
+    def every():
+        h.publish("stacked_image_compressed", msgs.compressed_image_msg(colour, stamp, "camera_stacked", quality=90))
+        h.publish("joint_states", msgs.joint_state_msg(NAMES, HOME))
+    assert h.spin_until(lambda: len(out["joint_targets"]) >= 5 and policy.obs, every=every)
+    frames = policy.obs[0]["frames"]
+    assert frames.shape == (FRAMES, H, W, 3) and frames.dtype == np.uint8
+    assert np.abs(frames[-1].astype(int) - colour).max() <= 3, "decoded frame is not the published one (RGB order?)"
+    assert node.frames_in.count > 0                       # arrivals recorded with the header stamp, as for raw
+    assert h.node.get_subscriptions_info_by_topic("/camera/stacked/image_raw") == []
+    subs = h.node.get_subscriptions_info_by_topic("/camera/stacked/image_raw/compressed")
+    assert [i.topic_type for i in subs] == ["sensor_msgs/msg/CompressedImage"]
+    assert not h.errors("vam_policy_node")
+
+    garbage = msgs.compressed_image_msg(colour, 0.0)
+    garbage.data = garbage.data[:20]
+
+    def bad():
+        h.publish("stacked_image_compressed", garbage)
+        h.publish("joint_states", msgs.joint_state_msg(NAMES, HOME))
+    assert h.spin_until(lambda: any("cannot decode 20 bytes of jpeg" in e for e in h.errors("vam_policy_node")), every=bad)
+    assert "camera frame rejected" in " ".join(h.errors("vam_policy_node"))
+    calls = policy.calls
+    assert h.spin_until(lambda: policy.calls > calls, every=every), "the node stopped after a bad frame"
+    with pytest.raises(ros.ParameterError, match="image_transport.*'theora'"):
+        VamPolicyNode(policy=ScriptedPolicy(), parameter_overrides=[Parameter("image_transport", value="theora")])
+
+
 def test_delta_policy_uses_libero_names_and_estop_sends_zero_motion(ros_harness):
     h, policy = ros_harness, ScriptedPolicy(absolute=False)
     node, out = start(h, policy, instruction="pick up the bowl")

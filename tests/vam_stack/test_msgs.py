@@ -186,3 +186,94 @@ def test_deserialize_rejects_garbage_and_unknown_types():
         msgs.deserialize(b"", "sensor_msgs/msg/NoSuch")
     with pytest.raises(MessageError, match="not a ROS message"):
         msgs.serialize({"data": 1.0})
+
+
+# --- compressed images (image_transport's compressed transport) -----------------------------
+
+def _scene(h=168, w=672):
+    """A smooth camera-like RGB frame (gradients, a ripple, a flat red block): what JPEG is for."""
+    y, x = np.mgrid[0:h, 0:w]
+    img = np.stack([255 * x / (w - 1), 255 * y / (h - 1), 128 + 60 * np.sin(x / 17.0) * np.cos(y / 11.0)], -1)
+    img[h // 4: h // 2, w // 5: w // 3] = (200, 30, 30)
+    return img.astype(np.uint8)
+
+
+def test_compressed_image_roundtrip_is_close_and_keeps_stamp_frame_and_format():
+    img = _scene()
+    msg = msgs.roundtrip(msgs.compressed_image_msg(img, 12.25, "camera_stacked", quality=90))
+    assert msgs.msgtype_of(msg) == "sensor_msgs/msg/CompressedImage"
+    assert msg.format == "rgb8; jpeg compressed bgr8"       # compressed_image_transport's string for rgb8
+    assert msg.header.frame_id == "camera_stacked" and msgs.time_to_seconds(msg.header.stamp) == 12.25
+    assert bytes(msg.data[:3]) == b"\xff\xd8\xff" and msg.data.size < img.size / 10
+    out = msgs.compressed_image_to_numpy(msg)
+    assert out.dtype == np.uint8 and out.shape == img.shape
+    err = np.abs(out.astype(int) - img)
+    assert err.mean() < 2.0 and np.percentile(err, 99) <= 8, "colours swapped or JPEG far off"
+    assert abs(int(out[60, 180, 0]) - 200) < 8 and out[60, 180, 2] < 40   # red stays red (RGB order)
+    assert msgs.compressed_image_to_numpy(msg, rgb=False).shape == img.shape
+
+
+def test_quality_trades_size_for_error_and_is_validated():
+    img = _scene()
+    small, big = (msgs.compressed_image_msg(img, 0.0, quality=q) for q in (20, 95))
+    assert small.data.size < big.data.size
+    err = [np.abs(msgs.compressed_image_to_numpy(m).astype(int) - img).mean() for m in (small, big)]
+    assert err[1] < err[0]
+    assert msgs.JPEG_QUALITY_DEFAULT == 95                   # compressed_image_transport's jpeg_quality default
+    for bad in (0, 101, 90.0, True, "90"):
+        with pytest.raises(MessageError, match="JPEG quality must be an integer in \\[1, 100\\]"):
+            msgs.compressed_image_msg(img, 0.0, quality=bad)
+
+
+def test_compress_image_copies_the_raw_header_and_bgr8_mono8_keep_their_order():
+    img = _scene(24, 32)
+    stamp = msgs.time_from_ns(1_700_000_000_123_456_789)
+    raw = msgs.image_msg(img, stamp, "wrist_camera")
+    jpeg = msgs.compress_image(raw, 95)
+    assert jpeg.header == raw.header and jpeg.format == "rgb8; jpeg compressed bgr8"
+    bgr = msgs.compress_image(msgs.image_msg(img[:, :, ::-1].copy(), 0.0, encoding="bgr8"))
+    assert bgr.format == "bgr8; jpeg compressed bgr8"
+    assert np.abs(msgs.compressed_image_to_numpy(bgr).astype(int) - img).mean() < 3
+    assert np.abs(msgs.compressed_image_to_numpy(bgr, rgb=False).astype(int) - img[:, :, ::-1]).mean() < 3
+    gray = msgs.compressed_image_msg(img[:, :, 0].copy(), 0.0, encoding="mono8")
+    assert gray.format == "mono8; jpeg compressed mono8"
+    assert msgs.compressed_image_to_numpy(gray).shape == (24, 32)
+    legacy = msgs.compressed_image_msg(img, 0.0)
+    legacy.format = "jpeg"                                  # older publishers: BGR inside, no encoding named
+    assert np.abs(msgs.compressed_image_to_numpy(legacy).astype(int) - img).mean() < 3
+    np.testing.assert_array_equal(msgs.jpeg_roundtrip(img), msgs.compressed_image_to_numpy(msgs.compress_image(
+        msgs.image_msg(img, 0.0))))
+
+
+@pytest.mark.parametrize("fmt", ["rgb8", "rgb8; jpeg", "rgba8; jpeg compressed bgr8", "rgb8; jpeg compressed mono8",
+                                 "16UC1; jpeg compressed bgr8", "rgb8; h264 compressed bgr8", "", "JPEG"])
+def test_bad_format_strings_are_rejected_by_name(fmt):
+    msg = msgs.compressed_image_msg(_scene(8, 8), 0.0)
+    msg.format = fmt
+    with pytest.raises(MessageError, match=f"unsupported CompressedImage format {fmt!r}"):
+        msgs.compressed_image_to_numpy(msg)
+
+
+def test_undecodable_data_and_unexpected_shapes_are_rejected():
+    good = msgs.compressed_image_msg(_scene(16, 24), 0.0)
+    cases = [(np.zeros(0, np.uint8), "has no data"),
+             (np.arange(64, dtype=np.uint8), "starting 00010203\\) is not jpeg data"),
+             (good.data[:40], "cannot decode 40 bytes of jpeg data"),
+             (np.concatenate([good.data[:3], np.zeros(200, np.uint8)]), "cannot decode 203 bytes")]
+    for data, match in cases:
+        msg = msgs.compressed_image_msg(_scene(16, 24), 0.0)
+        msg.data = data
+        with pytest.raises(MessageError, match=match):
+            msgs.compressed_image_to_numpy(msg)
+    png = msgs.compressed_image_msg(_scene(16, 24), 0.0)
+    png.format = "rgb8; png compressed bgr8"                # says PNG, holds a JPEG
+    with pytest.raises(MessageError, match="is not png data"):
+        msgs.compressed_image_to_numpy(png)
+    gray = msgs.compressed_image_msg(_scene(16, 24)[:, :, 0].copy(), 0.0, encoding="mono8")
+    gray.format = "rgb8; jpeg compressed bgr8"              # one channel inside, the format says three
+    with pytest.raises(MessageError, match="shape \\(16, 24\\); format 'rgb8; jpeg compressed bgr8' says bgr8"):
+        msgs.compressed_image_to_numpy(gray)
+    with pytest.raises(MessageError, match="shape \\(16, 24, 3\\), expected \\(24, 16, 3\\)"):
+        msgs.compressed_image_to_numpy(good, shape=(24, 16, 3))
+    with pytest.raises(MessageError, match="HxWx3"):
+        msgs.compressed_image_msg(np.zeros((4, 4), np.uint8), 0.0)

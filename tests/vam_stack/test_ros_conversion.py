@@ -20,6 +20,8 @@ pytestmark = pytest.mark.adapter
 
 SAMPLES = {
     "sensor_msgs/msg/Image": lambda: msgs.image_msg(np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3), 1.25, "cam"),
+    "sensor_msgs/msg/CompressedImage": lambda: msgs.compressed_image_msg(
+        np.full((8, 16, 3), (10, 120, 240), np.uint8), 1.25, "cam", quality=90),
     "sensor_msgs/msg/JointState": lambda: msgs.joint_state_msg(["a", "b"], [0.5, -1.0], [0.1, 0.2], stamp_s=3.0),
     "std_msgs/msg/Float32": lambda: msgs.float32_msg(0.75),
     "std_msgs/msg/Float32MultiArray": lambda: msgs.float32_array_msg(np.ones((2, 3)), ["r", "c"]),
@@ -48,7 +50,7 @@ def _same(a, b):
 
 
 def test_every_table_type_converts_both_ways_exactly():
-    types = {t.msgtype for t in TOPICS.values()} | {camera_topic("v").msgtype}
+    types = {t.msgtype for t in TOPICS.values()} | {camera_topic("v").msgtype, camera_topic("v", compressed=True).msgtype}
     assert types == set(SAMPLES)
     for msgtype, make in SAMPLES.items():
         rb = make()
@@ -58,6 +60,10 @@ def test_every_table_type_converts_both_ways_exactly():
     image = ros.to_ros(SAMPLES["sensor_msgs/msg/Image"]())
     assert isinstance(image.data, array.array) and image.data.typecode == "B"
     assert ros.to_ros(SAMPLES["diagnostic_msgs/msg/DiagnosticArray"]()).status[0].level == b"\x01"
+    jpeg = ros.to_ros(SAMPLES["sensor_msgs/msg/CompressedImage"]())
+    assert isinstance(jpeg.data, array.array) and jpeg.data.typecode == "B" and jpeg.format == "rgb8; jpeg compressed bgr8"
+    back = msgs.compressed_image_to_numpy(ros.from_ros(jpeg, "sensor_msgs/msg/CompressedImage"))
+    assert np.abs(back.astype(int) - (10, 120, 240)).max() <= 3
 
 
 def test_qos_profiles_follow_the_table():

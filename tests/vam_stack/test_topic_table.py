@@ -43,6 +43,19 @@ def test_lookup_by_key_name_and_camera_view():
     assert topics.camera_topic("eye_in_hand").name == "/camera/eye_in_hand/image_raw"
 
 
+def test_compressed_twins_follow_image_transports_naming_with_the_raw_rows_qos_and_frame():
+    raw, jpeg = topics.topic("stacked_image"), topics.topic("stacked_image_compressed")
+    assert jpeg.name == raw.name + "/compressed" == "/camera/stacked/image_raw/compressed"
+    assert jpeg.msgtype == "sensor_msgs/msg/CompressedImage"
+    assert (jpeg.qos, jpeg.frame_id) == (raw.qos, raw.frame_id) == ("sensor_data", "camera_stacked")
+    view = topics.resolve("/camera/wrist/image_raw/compressed")
+    assert view == topics.camera_topic("wrist", compressed=True)
+    assert (view.msgtype, view.qos, view.frame_id) == ("sensor_msgs/msg/CompressedImage", "sensor_data", "wrist_camera")
+    assert topics.resolve("/camera/stacked/image_raw/compressed") is jpeg
+    with pytest.raises(KeyError):
+        topics.by_name("/camera/wrist/image_raw/theora")
+
+
 def test_unknown_keys_and_names_are_rejected_with_hints():
     with pytest.raises(KeyError, match="did you mean 'w_plan'"):
         topics.topic("w_plam")
@@ -57,7 +70,7 @@ def test_markdown_table_lists_every_topic():
     table = topics.markdown_table()
     for t in topics.TOPICS.values():
         assert f"`{t.name}`" in table
-    assert "/camera/<view>/image_raw" in table
+    assert "/camera/<view>/image_raw" in table and "/camera/<view>/image_raw/compressed" in table
 
 
 def test_libero_joint_names_fit_the_proprio_and_action_sizes():

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from vam_model.guidance import GUIDANCE_LABELS, SCHEDULES as GUIDANCE
+from vam_stack.msgs import JPEG_QUALITY_DEFAULT
 from vam_stack.outputs import claim_out_dir, write_json_atomic
 from vam_stack.recording import Interrupted, stop_on_signals
 
@@ -131,6 +132,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="lockstep: the simulation waits for each replan (deterministic, how results are "
                         "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
                         "the policy infers in a worker thread (missed and held ticks reported)")
+    p.add_argument("--image-transport", default="raw", choices=("raw", "compressed"),
+                   help="libero robots, vam: raw frames, or compressed: every stacked frame JPEG-encoded and decoded "
+                        "before the policy sees it, as over the ROS path's /camera/stacked/image_raw/compressed")
+    p.add_argument("--jpeg-quality", type=int, default=JPEG_QUALITY_DEFAULT, metavar="Q",
+                   help=f"with --image-transport compressed: JPEG quality in [1, 100] (default {JPEG_QUALITY_DEFAULT}, "
+                        f"image_transport's)")
     _device_arguments(p)
     p.add_argument("--no-record", action="store_true", help="do not write recording.mcap")
     p.add_argument("--record-image-every", type=int, default=1, help="write every k-th camera frame to the MCAP")
@@ -153,7 +160,11 @@ def _sim_summary(cfg: SimConfig, runner, episodes: list[dict], t0: float) -> dic
 
 
 def run(args: argparse.Namespace) -> int:
+    transport = (getattr(args, "image_transport", "raw"), getattr(args, "jpeg_quality", JPEG_QUALITY_DEFAULT))
     if args.robot == "yam-mujoco":
+        if transport != ("raw", JPEG_QUALITY_DEFAULT):
+            raise SystemExit("--image-transport/--jpeg-quality are options of the LIBERO robots; the yam-mujoco "
+                             "run feeds its policy raw frames")
         from vam_sim.yam_mujoco.cli import run as run_yam  # imports mujoco only when asked for
 
         return run_yam(args)
@@ -164,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
                     record=not args.no_record, record_image_every=args.record_image_every,
                     first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
                     mock_config=args.mock_config, executor=args.executor, device=args.device, backend=args.backend,
-                    action_temperature=args.action_temperature)
+                    action_temperature=args.action_temperature, image_transport=transport[0],
+                    jpeg_quality=transport[1])
     out = claim_out_dir(args.out, args.overwrite)
     t0 = time.perf_counter()
     runner_cls = SimRunner

@@ -1,6 +1,7 @@
 """libero_bridge node: the mocked LIBERO environment on the topics of cameras and driver.
 
-Out: the stacked frame and each view (as camera_bridge publishes them), /joint_states (the
+Out: the stacked frame and each view (as camera_bridge publishes them; with `publish_compressed`
+also as JPEG on <topic>/compressed, image_transport's compressed transport), /joint_states (the
 8-dim proprio, named), /vam/instruction at every episode start, once a policy publishes joint
 targets (so the policy starts the episode), /libero/episode_status (latched JSON). In: /vam/joint_targets
 (the 7-dim end-effector delta, matched by name). A timer at the environment's control rate
@@ -31,6 +32,10 @@ PARAMS = (
     P("max_steps", 0, "cap on episode length in steps; 0 = the suite's limit", range=(0, 100000)),
     P("config_file", "", "environment YAML (section libero_mock); empty = config/libero_mock.yaml"),
     P("action_timeout_s", 0.3, "an action older than this is replaced by a hold [s]", range=(0.01, 10.0)),
+    P("publish_compressed", False, "also publish each image as JPEG (sensor_msgs/CompressedImage) on "
+                                   "<topic>/compressed, image_transport's compressed transport"),
+    P("jpeg_quality", msgs.JPEG_QUALITY_DEFAULT, "JPEG quality of the compressed images (image_transport's "
+                                                 "jpeg_quality)", range=(1, 100)),
 )
 
 
@@ -43,6 +48,10 @@ class LiberoBridgeNode(Node):
         self.pub = {k: ros.publisher(self, k) for k in keys}
         self.view_pubs = {v: self.create_publisher(ros.ros_class("sensor_msgs/msg/Image"), camera_topic(v).name,
                                                    ros.qos(camera_topic(v))) for v in ("agentview", "wrist")}
+        jpeg = p["publish_compressed"]
+        self.jpeg_pubs = {k: ros.publisher(self, name) for k, name in (
+            ("stacked", "stacked_image_compressed"), ("agentview", camera_topic("agentview", compressed=True).name),
+            ("wrist", camera_topic("wrist", compressed=True).name))} if jpeg else {}
         self._targets_topic = ros.subscription(self, "joint_targets", self._on_action).topic_name
         self.index, self.results = 0, []
         self._action, self._action_t, self._acting = None, -1e9, False
@@ -104,6 +113,10 @@ class LiberoBridgeNode(Node):
         self.pub["stacked_image"].publish(ros.image(self, "stacked_image", self.obs["stacked"], stamp))
         for view, pub in self.view_pubs.items():
             pub.publish(ros.image(self, camera_topic(view), self.obs[view], stamp))
+        for view, pub in self.jpeg_pubs.items():
+            frame_id = "camera_stacked" if view == "stacked" else camera_topic(view).frame_id
+            pub.publish(ros.to_ros(msgs.compressed_image_msg(self.obs[view], stamp, frame_id,
+                                                             quality=self.p["jpeg_quality"])))
         state = msgs.joint_state_msg(LIBERO_PROPRIO_NAMES, self.obs["proprio"], stamp_s=stamp)
         self.pub["joint_states"].publish(ros.to_ros(state))
 

@@ -16,6 +16,11 @@ Two executor modes (`SimConfig.executor`):
   motion, gripper kept). Per episode it reports the achieved rate, ticks the clock missed,
   ticks held for want of a chunk, ticks run past `execute`, and the replan latency.
 
+`SimConfig.image_transport` "compressed" passes every stacked frame through the JPEG encode and
+decode of the ROS path's compressed camera topic (`vam_stack.msgs.jpeg_roundtrip`, quality
+`jpeg_quality`) before the policy sees it: the closed-loop cost of image_transport's compressed
+transport between the camera and the policy computer.
+
 Failed replans are counted, never hidden: every policy episode reports `inference_errors`
 (replans whose inference raised; the arm held meanwhile), `refused_inputs` (those of them where
 the policy refused its input with a ValueError) and `first_error`; an episode in which no chunk
@@ -34,6 +39,7 @@ from typing import Any, Callable
 import numpy as np
 
 from camera_bridge.window import FrameRing
+from vam_stack import msgs
 from vam_stack.config import check
 
 from ..episode import EpisodeRunner, PolicyEpisode, RealtimeLoop, check_run_device, check_temperature
@@ -46,6 +52,7 @@ log = logging.getLogger(__name__)
 
 POLICIES = ("vam", "expert")
 EXECUTORS = ("lockstep", "realtime")
+IMAGE_TRANSPORTS = ("raw", "compressed")
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,8 @@ class SimConfig:
     device: str = "auto"             # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
     backend: str = "torch"           # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
     action_temperature: float = 1.0  # vam: scale of the flow's initial action noise (PolicyConfig), in [0, 1]
+    image_transport: str = "raw"     # vam: raw frames | compressed: each frame JPEG-encoded and decoded (msgs.jpeg_roundtrip)
+    jpeg_quality: int = msgs.JPEG_QUALITY_DEFAULT  # compressed: JPEG quality in [1, 100] (95: image_transport's default)
 
     def __post_init__(self):
         from .tasks import canonical_suite
@@ -90,6 +99,16 @@ class SimConfig:
               f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
         check_run_device(self.device, self.backend, self.policy)
         check_temperature(self.action_temperature, self.policy)
+        check(self.image_transport in IMAGE_TRANSPORTS,
+              f"image_transport must be one of {IMAGE_TRANSPORTS}, got {self.image_transport!r}")
+        check(self.image_transport == "raw" or self.policy == "vam",
+              f"image_transport {self.image_transport!r} changes what the vam policy sees; the scripted expert "
+              f"reads no images")
+        check(type(self.jpeg_quality) is int and 1 <= self.jpeg_quality <= 100,
+              f"jpeg_quality must be an integer in [1, 100], got {self.jpeg_quality!r}")
+        check(self.image_transport == "compressed" or self.jpeg_quality == msgs.JPEG_QUALITY_DEFAULT,
+              f"jpeg_quality {self.jpeg_quality!r} is a setting of image_transport 'compressed'; "
+              f"{self.image_transport!r} frames are not encoded")
 
 
 def _require_eef_delta(policy) -> None:
@@ -130,12 +149,14 @@ class PolicyDriver:
     executor. Lockstep (default): `act(obs)` per step, a new chunk every `execute` steps.
     Realtime (`sink` given): `observe(obs)` per step, `executor.start()`/`stop()`; the executor's
     tick thread calls `sink(action)` at the preset's rate and its worker thread reads
-    `observation()`. Frames are fitted to the preset's view size on the way in, and `fitted` is
-    what the policy saw (for recordings)."""
+    `observation()`. Frames are fitted to the preset's view size on the way in (after the JPEG
+    round trip of the compressed camera topic when `jpeg_quality` is given), and `fitted` is what
+    the policy saw (for recordings)."""
 
     def __init__(self, policy, instruction: str, execute: int | None = None,
-                 sink: Callable[[np.ndarray], Any] | None = None):
-        """`execute` overrides the preset's replan interval (1..chunk actions)."""
+                 sink: Callable[[np.ndarray], Any] | None = None, jpeg_quality: int | None = None):
+        """`execute` overrides the preset's replan interval (1..chunk actions); `jpeg_quality`: frames
+        reach the policy JPEG-encoded and decoded at this quality (None: raw)."""
         from vam_policy_node.executor import ChunkExecutor
 
         spec = policy.spec
@@ -150,12 +171,16 @@ class PolicyDriver:
         self._lock = threading.Lock()     # realtime: the tick thread writes, the worker reads
         self.fitted: np.ndarray | None = None
         self._proprio: np.ndarray | None = None
+        self._jpeg_quality = jpeg_quality
 
     def observe(self, obs: dict) -> None:
         """Push the observation's frame and keep its proprio."""
         from camera_bridge.preprocess import fit_views
 
-        fitted = fit_views(obs["stacked"], *self._fit)
+        frame = obs["stacked"]
+        if self._jpeg_quality is not None:       # as the policy node decodes the compressed stacked topic
+            frame = msgs.jpeg_roundtrip(frame, self._jpeg_quality)
+        fitted = fit_views(frame, *self._fit)
         with self._lock:
             self.fitted = fitted
             if self.window is None:
@@ -200,6 +225,11 @@ class SimRunner(EpisodeRunner):
         self.mock = LiberoMockConfig.load(cfg.mock_config)   # the one environment configuration
         self.cfg = cfg
         self.progress = progress
+
+    @property
+    def jpeg_quality(self) -> int | None:
+        """The JPEG quality frames pass through before the policy (None: raw frames)."""
+        return self.cfg.jpeg_quality if self.cfg.image_transport == "compressed" else None
 
     def _build_policy(self):
         c = self.cfg
@@ -270,7 +300,7 @@ class SimRunner(EpisodeRunner):
     def _run_vam(self, env: LiberoMockEnv, obs: dict, result: dict) -> dict:
         ep = _VamEpisode(self, env, obs, result["name"])
         if self.cfg.executor == "lockstep":
-            ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute)
+            ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute, jpeg_quality=self.jpeg_quality)
             while not env.done:
                 action, sinfo = ep.driver.act(ep.obs)
                 if ep.tick(action, sinfo):
@@ -334,7 +364,7 @@ class _VamEpisode:
             return over
 
         loop = RealtimeLoop(step, self.name)
-        self.driver = PolicyDriver(r.policy, env.instruction, r.cfg.execute, sink=loop.sink)
+        self.driver = PolicyDriver(r.policy, env.instruction, r.cfg.execute, sink=loop.sink, jpeg_quality=r.jpeg_quality)
         self.driver.observe(self.obs)
         progress = None if r.progress is None else (lambda: r.progress({"step": self.step, "max_steps": env.max_steps}))
         timing, stalled = loop.run(self.driver.executor, env.max_steps, progress)

@@ -65,3 +65,22 @@ def test_bad_actions_are_rejected_and_stale_ones_held(ros_harness):
     assert h.spin_until(lambda: node.env.done, timeout=5.0)  # no more actions: holds until the step cap
     np.testing.assert_allclose(node.env.world.gripper.pos, pos, atol=1e-9)
     assert tuple(msgs.joint_state_to_numpy(out["joint_states"][-1]).names) == LIBERO_PROPRIO_NAMES
+
+
+def test_publish_compressed_adds_the_jpeg_camera_topics(ros_harness):
+    h = ros_harness
+    jpeg = {k: h.capture(n) for k, n in (("stacked", "stacked_image_compressed"),
+                                         ("wrist", camera_topic("wrist", compressed=True).name),
+                                         ("agentview", camera_topic("agentview", compressed=True).name))}
+    h, node, out = make(h, publish_compressed=True, jpeg_quality=90)
+    assert h.spin_until(lambda: all(len(v) >= 2 for v in jpeg.values()))
+    m = jpeg["stacked"][-1]
+    assert m.format == "rgb8; jpeg compressed bgr8" and m.header.frame_id == "camera_stacked"
+    raw = [r for r in out["stacked_image"] if r.header.stamp == m.header.stamp]
+    assert raw, "the compressed frame must carry its raw frame's stamp"
+    frame = msgs.image_to_numpy(raw[0])
+    decoded = msgs.compressed_image_to_numpy(m, shape=(224, 448, 3))
+    assert np.abs(decoded.astype(int) - frame).mean() < 4 and m.data.size < frame.size / 4
+    assert jpeg["wrist"][-1].header.frame_id == "wrist_camera"
+    assert msgs.compressed_image_to_numpy(jpeg["agentview"][-1]).shape == (224, 224, 3)
+    assert not h.errors("libero_bridge")

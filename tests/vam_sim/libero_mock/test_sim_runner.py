@@ -24,6 +24,48 @@ def test_sim_config_errors():
         SimConfig(policy="expert", device="cpu")
 
 
+@pytest.mark.unit
+def test_sim_image_transport_options_are_validated():
+    assert (SimConfig().image_transport, SimConfig().jpeg_quality) == ("raw", 95)
+    with pytest.raises(ConfigError, match="image_transport must be one of \\('raw', 'compressed'\\), got 'jpeg'"):
+        SimConfig(image_transport="jpeg")
+    for bad in (0, 101, 90.0, True):
+        with pytest.raises(ConfigError, match=f"jpeg_quality must be an integer in \\[1, 100\\], got {bad!r}"):
+            SimConfig(image_transport="compressed", jpeg_quality=bad)
+    with pytest.raises(ConfigError, match="jpeg_quality 75 is a setting of image_transport 'compressed'"):
+        SimConfig(jpeg_quality=75)
+    with pytest.raises(ConfigError, match="the scripted expert reads no images"):
+        SimConfig(policy="expert", image_transport="compressed")
+    assert SimConfig(image_transport="compressed", jpeg_quality=1).jpeg_quality == 1
+    with pytest.raises(SystemExit, match="options of the LIBERO robots"):
+        main(["sim", "--robot", "yam-mujoco", "--image-transport", "compressed", "--out", "unused"])
+
+
+@pytest.mark.sim
+def test_sim_compressed_transport_jpeg_round_trips_every_frame_the_policy_sees(tmp_path, monkeypatch):
+    import numpy as np
+
+    from vam_stack import msgs
+    from vam_stack.recording import read_messages
+
+    seen, real = [], msgs.jpeg_roundtrip
+
+    def spy(image, quality=msgs.JPEG_QUALITY_DEFAULT):
+        out = real(image, quality)
+        seen.append((image.shape, quality, float(np.abs(out.astype(int) - image).mean())))
+        return out
+    monkeypatch.setattr(msgs, "jpeg_roundtrip", spy)
+    out = tmp_path / "jpeg"
+    assert main(["sim", "--suite", "goal", "--episodes", "1", "--guidance", "none", "--max-steps", "3",
+                 "--image-transport", "compressed", "--jpeg-quality", "60", "--out", str(out)]) == 0
+    cfg = json.loads((out / "summary.json").read_text())["config"]
+    assert (cfg["image_transport"], cfg["jpeg_quality"]) == ("compressed", 60)
+    assert len(seen) == 3 and all(shape == (224, 448, 3) and q == 60 for shape, q, _ in seen)
+    assert all(0 < err < 10 for _, _, err in seen), "the frames were not JPEG-degraded, or far too much"
+    frames = list(read_messages(out / "recording.mcap", ["/camera/stacked/image_raw"]))
+    assert len(frames) == 3                                   # recorded: what the policy saw
+
+
 @pytest.mark.sim
 def test_sim_device_and_backend_reach_the_policy(tmp_path, monkeypatch):
     out = tmp_path / "cpu"
