@@ -1,6 +1,7 @@
 """vam_policy_node: the VAM policy, its chunk executor and the safety filter behind ROS 2 topics.
 
-In: the stacked camera frame (a frame window; the newest frame is the current observation),
+In: the stacked camera frame (raw, or JPEG on its /compressed topic with image_transport:=compressed;
+a frame window, the newest frame is the current observation),
 /joint_states (proprio, matched by name), /vam/instruction (each message starts an episode),
 /vam/estop (true latches a hold and stops the policy; false releases the latch, motion waits
 for the next episode), services ~/start_episode and ~/reset (std_srvs/Trigger).
@@ -67,6 +68,11 @@ PARAMS = (
     P("image_transport", "raw", "stacked frame subscription: raw (/camera/stacked/image_raw) | compressed (its JPEG "
                                 "twin .../image_raw/compressed, image_transport's compressed transport, decoded here)",
       choices=("raw", "compressed")),
+    P("command_outputs", "none", "also publish each safety-filtered target for ros2_control: joint_trajectory "
+                                 "(/vam/joint_trajectory, a one-point JointTrajectory reached one period later, for "
+                                 "joint_trajectory_controller) | forward_command (/vam/commands, Float64MultiArray, for "
+                                 "forward_command_controller) | both | none; absolute joint targets only",
+      choices=("none", "joint_trajectory", "forward_command", "both")),
     P("camera_rate_hz", 30.0, "nominal rate of the stacked camera topic: frames missed on /diagnostics count against "
                               "it [Hz]", range=(1.0, 1000.0)),
     P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
@@ -130,6 +136,13 @@ class VamPolicyNode(Node):
         cfg = RuntimeConfig(p["max_frame_age_s"], p["max_state_age_s"], p["frame_skip"] or model_skip,
                             on_overrun=p["on_overrun"])
         self.pub = {k: ros.publisher(self, k) for k in ("joint_targets", "telemetry", "attention", "diagnostics")}
+        outputs = {"none": (), "joint_trajectory": ("joint_trajectory",), "forward_command": ("forward_commands",),
+                   "both": ("joint_trajectory", "forward_commands")}[p["command_outputs"]]
+        if outputs and safety is None:
+            raise ros.ParameterError(f"command_outputs {p['command_outputs']!r} needs absolute joint targets; this "
+                                     f"policy sends {s.action_type!r}")
+        self.pub.update({k: ros.publisher(self, k) for k in outputs})
+        self._period_s = 1.0 / float(s.rate_hz)
         self._publish_lock, self._closing = threading.Lock(), False
         self.runtime = PolicyRuntime(self.policy, ex_cfg, cfg, state_names, self._publish_target, self._publish_telemetry,
                                      safety, log=self.get_logger())
@@ -208,9 +221,16 @@ class VamPolicyNode(Node):
                 self.pub[key].publish(msg)
 
     def _publish_target(self, sent: np.ndarray) -> None:
-        """Executor tick thread: the safety-filtered target, named."""
+        """Executor tick thread: the safety-filtered target, named (and, with command_outputs, the same
+        target for ros2_control's controllers)."""
+        stamp = ros.stamp(self)
         self._publish("joint_targets", ros.to_ros(msgs.joint_state_msg(
-            self.action_names, sent, stamp_s=ros.stamp(self), frame_id=self._target_source)))
+            self.action_names, sent, stamp_s=stamp, frame_id=self._target_source)))
+        if "joint_trajectory" in self.pub:
+            self._publish("joint_trajectory", ros.to_ros(msgs.joint_trajectory_msg(
+                self.action_names, sent[None], [self._period_s], stamp, self._target_source)))
+        if "forward_commands" in self.pub:
+            self._publish("forward_commands", ros.to_ros(msgs.float64_array_msg(sent)))
 
     def _publish_telemetry(self, tel: dict) -> None:
         """Executor worker thread: TR telemetry of one replan, then its attention on its own topic

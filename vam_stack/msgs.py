@@ -315,9 +315,8 @@ def _vector(values: Any, n: int, what: str) -> np.ndarray:
     return arr
 
 
-def joint_state_msg(names: Sequence[str], position: Any, velocity: Any = None,
-                    effort: Any = None, stamp_s: float = 0.0, frame_id: str = "") -> Any:
-    """sensor_msgs/JointState; velocity/effort may be omitted (sent empty, as ROS allows)."""
+def _joint_names(names: Sequence[str]) -> list[str]:
+    """A non-empty list of unique, non-empty joint names, or MessageError naming the bad one."""
     if isinstance(names, str) or not isinstance(names, Sequence):
         raise MessageError(f"joint names must be a list of strings, got {names!r}")
     names = list(names)
@@ -329,6 +328,13 @@ def joint_state_msg(names: Sequence[str], position: Any, velocity: Any = None,
     if len(set(names)) != len(names):
         dup = next(nm for nm in names if names.count(nm) > 1)
         raise MessageError(f"joint names must be unique, {dup!r} appears twice")
+    return names
+
+
+def joint_state_msg(names: Sequence[str], position: Any, velocity: Any = None,
+                    effort: Any = None, stamp_s: float = 0.0, frame_id: str = "") -> Any:
+    """sensor_msgs/JointState; velocity/effort may be omitted (sent empty, as ROS allows)."""
+    names = _joint_names(names)
     n = len(names)
     return msg_class("sensor_msgs/msg/JointState")(
         header=header(stamp_s, frame_id), name=names,
@@ -351,6 +357,45 @@ def joint_state_to_numpy(msg: Any) -> JointStateData:
             raise MessageError(f"JointState has {n} names but {arr.size} {what} entries")
     return JointStateData(names, pos, vel, eff, time_to_seconds(msg.header.stamp),
                           msg.header.frame_id)
+
+
+# --- ros2_control command messages ---------------------------------------------------------
+
+def duration_msg(seconds: float) -> Any:
+    """builtin_interfaces/Duration of a finite, non-negative number of seconds."""
+    if not (isinstance(seconds, (int, float, np.floating)) and math.isfinite(seconds) and seconds >= 0):
+        raise MessageError(f"duration must be a finite number of seconds >= 0, got {seconds!r}")
+    ns = int(round(float(seconds) * 1e9))
+    return msg_class("builtin_interfaces/msg/Duration")(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def joint_trajectory_msg(names: Sequence[str], points: Any, times_s: Sequence[float], stamp_s: Any = 0.0,
+                         frame_id: str = "") -> Any:
+    """trajectory_msgs/JointTrajectory: positions [n_points, n_joints] reached at `times_s` after the
+    header stamp (joint_trajectory_controller's `time_from_start`; a zero stamp means "on arrival")."""
+    names = _joint_names(names)
+    pts = np.asarray(points, dtype=np.float64)
+    if pts.ndim != 2 or pts.shape[1] != len(names) or pts.shape[0] == 0:
+        raise MessageError(f"trajectory points must be [n_points >= 1, {len(names)}], got shape {pts.shape}")
+    times = [float(t) for t in times_s]
+    if len(times) != pts.shape[0] or any(b <= a for a, b in zip(times, times[1:])):
+        raise MessageError(f"trajectory times must be {pts.shape[0]} increasing values, got {times!r}")
+    point_cls = msg_class("trajectory_msgs/msg/JointTrajectoryPoint")
+    empty = np.zeros(0, dtype=np.float64)
+    out = [point_cls(positions=_vector(p, len(names), "trajectory position"), velocities=empty, accelerations=empty,
+                     effort=empty, time_from_start=duration_msg(t)) for p, t in zip(pts, times)]
+    return msg_class("trajectory_msgs/msg/JointTrajectory")(header=header(stamp_s, frame_id), joint_names=names,
+                                                            points=out)
+
+
+def float64_array_msg(values: Any, label: str = "joint") -> Any:
+    """std_msgs/Float64MultiArray of a finite vector (forward_command_controller's `~/commands`)."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
+        raise MessageError(f"Float64MultiArray commands must be a finite, non-empty vector, got {values!r}")
+    dim = msg_class("std_msgs/msg/MultiArrayDimension")(label=label, size=int(arr.size), stride=int(arr.size))
+    layout = msg_class("std_msgs/msg/MultiArrayLayout")(dim=[dim], data_offset=0)
+    return msg_class("std_msgs/msg/Float64MultiArray")(layout=layout, data=arr)
 
 
 # --- std_msgs -----------------------------------------------------------------------------

@@ -75,6 +75,16 @@ TOPICS: dict[str, Topic] = {
         "/vam/joint_targets", "sensor_msgs/msg/JointState", "reliable", "",
         "vam_policy_node", "commanded action at the control rate: 14 absolute joint targets "
         "[rad] (real) or the 7-dim end-effector delta (LIBERO); names say which"),
+    "joint_trajectory": Topic(
+        "/vam/joint_trajectory", "trajectory_msgs/msg/JointTrajectory", "reliable", "vam_safety_filter",
+        "vam_policy_node (command_outputs)",
+        "the safety-filtered target of each tick as a one-point trajectory reached one period later, for "
+        "ros2_control's joint_trajectory_controller (remap to /<controller>/joint_trajectory)"),
+    "forward_commands": Topic(
+        "/vam/commands", "std_msgs/msg/Float64MultiArray", "reliable", "",
+        "vam_policy_node (command_outputs)",
+        "the safety-filtered target of each tick in joint order, for ros2_control's "
+        "forward_command_controller (remap to /<controller>/commands)"),
     "tr": Topic("/vam/tr", "std_msgs/msg/Float32", "reliable", "",
              "tr_monitor_node", "Temporal Ratio TR_i of the latest replan (dimensionless)"),
     "tr0": Topic("/vam/tr0", "std_msgs/msg/Float32", "reliable", "",

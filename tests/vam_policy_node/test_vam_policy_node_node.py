@@ -263,3 +263,31 @@ def test_an_inference_finishing_after_destroy_node_publishes_nothing(ros_harness
     assert not stopper.is_alive()
     failed = [r.getMessage() for r in caplog.records if "callback failed" in r.getMessage() or r.exc_info]
     assert not failed, failed
+
+
+def test_ros2_control_outputs_carry_the_same_filtered_targets(ros_harness):
+    """command_outputs:=both: each tick's safety-filtered target also as a one-point JointTrajectory
+    (reached one period later, joint names, the filter's frame id) and a Float64MultiArray."""
+    h, policy = ros_harness, ScriptedPolicy()
+    node, out = start(h, policy, command_outputs="both")
+    out.update({k: h.capture(k) for k in ("joint_trajectory", "forward_commands")})
+    h.publish("instruction", msgs.string_msg("put the cube in the bowl"))
+    assert h.spin_until(lambda: len(out["joint_trajectory"]) >= 10 and len(out["forward_commands"]) >= 10,
+                        every=feed(h))
+    targets = {msgs.time_to_ns(m.header.stamp): msgs.joint_state_to_numpy(m).position for m in out["joint_targets"]}
+    traj = out["joint_trajectory"][-1]
+    assert list(traj.joint_names) == NAMES and traj.header.frame_id == "vam_safety_filter" and len(traj.points) == 1
+    point = traj.points[0]
+    assert point.time_from_start.sec == 0 and point.time_from_start.nanosec == pytest.approx(1e9 / 30, abs=1)
+    np.testing.assert_allclose(point.positions, targets[msgs.time_to_ns(traj.header.stamp)])
+    cmds = np.array([m.data for m in out["forward_commands"]])
+    assert cmds.shape[1] == 14 and np.all(cmds >= LO - 1e-9) and np.all(cmds <= HI + 1e-9)
+    assert any(np.allclose(cmds[-1], p) for p in targets.values())
+
+
+def test_ros2_control_outputs_need_absolute_joint_targets(ros_harness):
+    from vam_stack.ros import ParameterError
+
+    with pytest.raises(ParameterError, match="command_outputs 'joint_trajectory' needs absolute joint targets"):
+        VamPolicyNode(policy=ScriptedPolicy(absolute=False),
+                      parameter_overrides=[Parameter("command_outputs", value="joint_trajectory")])

@@ -29,6 +29,9 @@ SAMPLES = {
     "std_msgs/msg/Bool": lambda: msgs.bool_msg(True),
     "diagnostic_msgs/msg/DiagnosticArray": lambda: msgs.diagnostic_array_msg(
         [msgs.diagnostic_status("x", {"rate": 29.9}, "warn", "slow", "hw1")], 5.0),
+    "trajectory_msgs/msg/JointTrajectory": lambda: msgs.joint_trajectory_msg(
+        ["a", "b"], [[0.5, -1.0], [0.6, -0.9]], [1 / 30, 2 / 30], 3.0, "vam_safety_filter"),
+    "std_msgs/msg/Float64MultiArray": lambda: msgs.float64_array_msg([0.5, -1.0, 0.25]),
 }
 
 
