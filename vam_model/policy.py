@@ -33,6 +33,7 @@ counter advances). Outputs: absolute joint targets (real) or end-effector deltas
 from __future__ import annotations
 
 import math
+import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -146,6 +147,8 @@ class VamPolicy:
         self.guidance = GuidanceSchedule(cfg.guidance)
         self.stats = self._check_stats(stats or {})
         self.generator = torch.Generator().manual_seed(cfg.seed)   # on the host: the same noise on every device
+        self._pending: dict = {}              # settings `configure` changed, applied at the next replan
+        self._pending_lock = threading.Lock()
         self.device = devices.resolve_device(cfg.device)
         self.model.to(self.device)
         self.backend = backend if backend is not None else make_backend(cfg.backend, model)
@@ -191,6 +194,28 @@ class VamPolicy:
         self.instruction = instruction
         self.guidance.reset()
         self.replan_index = 0
+
+    def configure(self, guidance: GuidanceConfig | None = None, action_temperature: float | None = None) -> None:
+        """Change the guidance settings and/or the action temperature live (an operator tuning in rqt):
+        checked now (ConfigError naming the value), applied at the start of the next replan, so a
+        replan in flight keeps the settings it started with. TR_0 and the episode are kept."""
+        if guidance is not None and not isinstance(guidance, GuidanceConfig):
+            raise TypeError(f"guidance must be a GuidanceConfig, got {type(guidance).__name__}")
+        if action_temperature is not None:
+            check_action_temperature(action_temperature, "action_temperature")
+        with self._pending_lock:
+            if guidance is not None:
+                self._pending["guidance"] = guidance
+            if action_temperature is not None:
+                self._pending["action_temperature"] = float(action_temperature)
+
+    def _apply_pending(self) -> None:
+        with self._pending_lock:
+            pending, self._pending = self._pending, {}
+        if pending:
+            self.cfg = replace(self.cfg, **pending)
+            if "guidance" in pending:
+                self.guidance.cfg = pending["guidance"]
 
     def reseed(self, seed: int) -> None:
         """Restart the noise generator at `seed`: an episode's draws then depend on its own seed only,
@@ -274,6 +299,7 @@ class VamPolicy:
     def infer(self, obs: dict, noise: dict | None = None) -> dict:
         """One replan, steps 1-6 of the module docstring: actions [A_H, D] and the telemetry."""
         frames, proprio = self.check_obs(obs)
+        self._apply_pending()
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
         t_start = time.perf_counter()

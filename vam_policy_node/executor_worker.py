@@ -81,6 +81,9 @@ def _serve(conn, factory: Callable[[], Any], torch_threads: int | None) -> None:
                 conn.send(("ok", None))
             elif msg[0] == "infer":
                 conn.send(("ok", _plain(policy.infer(msg[1]))))
+            elif msg[0] == "configure":
+                policy.configure(**msg[1])
+                conn.send(("ok", None))
             else:
                 conn.send(("error", f"unknown request {msg[0]!r}"))
         except Exception:
@@ -100,6 +103,8 @@ class ProcessPolicy:
         self._proc.start()
         child.close()
         self._lock = threading.Lock()  # one request/answer pair on the pipe at a time
+        self._pending: dict = {}       # `configure` changes not yet sent
+        self._pending_lock = threading.Lock()
         kind, payload = self._recv(start_timeout_s, "start-up")
         if kind != "ready":
             self.close()
@@ -128,7 +133,18 @@ class ProcessPolicy:
         self._call(("reset", instruction), "reset")
 
     def infer(self, obs: dict) -> dict:
+        with self._pending_lock:
+            pending, self._pending = self._pending, {}
+        if pending:                           # live settings go over the pipe just before the replan they change
+            self._call(("configure", pending), "configure")
         return self._call(("infer", obs), "infer")
+
+    def configure(self, **changes) -> None:
+        """`VamPolicy.configure` in the child: kept here and sent with the next `infer` (the pipe is the
+        worker thread's; a caller on another thread never waits for a replan in flight). The caller
+        validates the values first (the child raises on a bad one, which the next infer reports)."""
+        with self._pending_lock:
+            self._pending.update({k: v for k, v in changes.items() if v is not None})
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Ask the child to exit; terminate it if it does not within `timeout_s`."""

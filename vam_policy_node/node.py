@@ -19,12 +19,14 @@ import threading
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.task import Future
 from std_srvs.srv import Trigger
 
 from vam_model.backends.base import BACKENDS, PRECISIONS
 from vam_model.guidance import TR_BASELINES, GuidanceConfig, guidance_label
+from vam_model.policy import check_action_temperature
 from vam_policy_node.executor import libero_config, robot_config
 from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
 from vam_stack.arrivals import ArrivalStats
@@ -39,17 +41,20 @@ PARAMS = (
                         "checkpoint it must be the checkpoint's preset (a mismatch is an error naming both)"),
     P("checkpoint", "", "safetensors checkpoint; empty = models/<preset>.safetensors if shipped, "
                         "else seeded random weights"),
-    P("guidance", "tr_adaptive", "guidance schedule", choices=("none", "flat", "tr_adaptive")),
+    P("guidance", "tr_adaptive", "guidance schedule (live: applies from the next replan)",
+      choices=("none", "flat", "tr_adaptive"), read_only=False),
     P("tr_baseline", "first", "TR_0 of tr_adaptive: first (the episode's first TR, the paper's) | running_min "
                               "(the lowest TR so far, an ablation)", choices=TR_BASELINES),
-    P("tr_every_step", False, "re-read TR at every Euler step instead of once per replan"),
-    P("w_lang_base", 0.1, "language (null-text) guidance base weight", range=(0.0, 5.0)),
-    P("w_plan_base", 0.3, "long-horizon plan guidance base weight", range=(0.0, 5.0)),
-    P("s_max", 2.0, "upper clip of tr_adaptive's scale on the base weights", range=(0.0, 10.0)),
+    P("tr_every_step", False, "re-read TR at every Euler step instead of once per replan (live)", read_only=False),
+    P("w_lang_base", 0.1, "language (null-text) guidance base weight (live)", range=(0.0, 5.0), read_only=False),
+    P("w_plan_base", 0.3, "long-horizon plan guidance base weight (live)", range=(0.0, 5.0), read_only=False),
+    P("s_max", 2.0, "upper clip of tr_adaptive's scale on the base weights (live)", range=(0.0, 10.0),
+      read_only=False),
     P("seed", 0, "noise seed of the policy", range=(0, 2**32 - 1)),
     P("threads", 0, "torch intra-op threads of the policy (in its child process with policy_process); 0 = torch's "
                     "default (one per core)", range=(0, 256)),
-    P("action_temperature", 1.0, "scale of the flow's initial action noise (1 = the trained prior)", range=(0.0, 1.0)),
+    P("action_temperature", 1.0, "scale of the flow's initial action noise (1 = the trained prior; live)",
+      range=(0.0, 1.0), read_only=False),
     P("backend", "torch", "runtime of the DiT calls (onnxruntime/tensorrt: graphs of `vam-stack export onnx`, "
                           "else exported on first use)", choices=BACKENDS),
     P("backend_precision", "bf16", "TensorRT precision", choices=PRECISIONS),
@@ -79,6 +84,18 @@ PARAMS = (
 )
 
 
+TUNABLE = ("guidance", "tr_every_step", "w_lang_base", "w_plan_base", "s_max", "action_temperature")
+
+
+def guidance_from(p: dict) -> GuidanceConfig:
+    """The guidance settings the parameters name (ConfigError naming a bad combination)."""
+    if p["tr_baseline"] != "first" and p["guidance"] != "tr_adaptive":
+        raise ros.ParameterError(f"tr_baseline {p['tr_baseline']!r} is a baseline of guidance 'tr_adaptive'; "
+                                 f"guidance {p['guidance']!r} never reads it")
+    return GuidanceConfig(schedule=p["guidance"], tr_baseline=p["tr_baseline"], tr_every_step=p["tr_every_step"],
+                          w_lang_base=p["w_lang_base"], w_plan_base=p["w_plan_base"], s_max=p["s_max"])
+
+
 def build_policy(p: dict):
     """(policy, frame skip of its model) as the parameters name them (`policy_process`: a
     ProcessPolicy proxy, whose model config stays in the child, so the skip is read here)."""
@@ -89,11 +106,7 @@ def build_policy(p: dict):
 
     ckpt, _ = resolve_checkpoint(p["checkpoint"], p["preset"], p["preset"])
     skip = (read_metadata(ckpt)[0] if ckpt else load_config(p["preset"])).robot.frame_skip
-    if p["tr_baseline"] != "first" and p["guidance"] != "tr_adaptive":
-        raise ros.ParameterError(f"tr_baseline {p['tr_baseline']!r} is a baseline of guidance 'tr_adaptive'; "
-                                 f"guidance {p['guidance']!r} never reads it")
-    guidance = GuidanceConfig(schedule=p["guidance"], tr_baseline=p["tr_baseline"], tr_every_step=p["tr_every_step"],
-                              w_lang_base=p["w_lang_base"], w_plan_base=p["w_plan_base"], s_max=p["s_max"])
+    guidance = guidance_from(p)
     cfg = PolicyConfig(seed=p["seed"], threads=p["threads"], action_temperature=p["action_temperature"],
                        device=p["device"], autocast=p["autocast"], guidance=guidance,
                        backend=BackendConfig(name=p["backend"], precision=p["backend_precision"]))
@@ -107,7 +120,7 @@ def build_policy(p: dict):
 class VamPolicyNode(Node):
     def __init__(self, policy=None, **node_kwargs):
         super().__init__("vam_policy_node", **node_kwargs)
-        p = ros.declare(self, PARAMS)
+        p = self._params = ros.declare(self, PARAMS)
         if policy is not None:  # injected (tests, in-process demos): its model config, if it has one
             self.policy, model_skip = policy, getattr(getattr(getattr(policy, "mcfg", None), "robot", None), "frame_skip", 1)
         else:
@@ -163,6 +176,7 @@ class VamPolicyNode(Node):
         self.create_service(Trigger, "~/reset", self._service(lambda done: self.runtime.request_stop(
             "reset service", on_done=done)))
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
         if p["instruction"]:
             self.runtime.request_start(p["instruction"])
         self.get_logger().info(f"{s.action_type} policy, {s.action_dim} actions at {s.rate_hz} Hz, "
@@ -186,6 +200,32 @@ class VamPolicyNode(Node):
             self.runtime.set_state(js.names, js.position)
         except ValueError as e:
             self.get_logger().error(f"joint state rejected (arm held when states go stale): {e}")
+
+    def _on_set_parameters(self, params) -> SetParametersResult:
+        """Live tuning of what is safe to tune (TUNABLE: the guidance schedule, weights, s_max, TR per
+        step, the action temperature): the whole new setting is checked before anything changes, and
+        a bad one is refused with the reason; it applies from the next replan (the TR monitor's
+        w_lang / w_plan / s and the telemetry's `guidance` show it). Everything else is read-only
+        (rclpy refuses those before this callback)."""
+        changes = {q.name: q.value for q in params}
+        unknown = sorted(set(changes) - set(TUNABLE))
+        if unknown:
+            return SetParametersResult(successful=False, reason=f"{unknown} cannot change while the node runs")
+        if not changes:
+            return SetParametersResult(successful=True)
+        merged = {**self._params, **changes}
+        try:
+            guidance = guidance_from(merged)
+            check_action_temperature(merged["action_temperature"], "action_temperature")
+            if not hasattr(self.policy, "configure"):
+                raise ros.ParameterError(f"this policy ({type(self.policy).__name__}) cannot be tuned live")
+            self.policy.configure(guidance=guidance, action_temperature=float(merged["action_temperature"]))
+        except (ValueError, TypeError) as e:      # ConfigError / ParameterError are ValueErrors
+            return SetParametersResult(successful=False, reason=str(e))
+        self._params = merged
+        self.get_logger().info("tuned live (from the next replan): " + ", ".join(
+            f"{k}={v!r}" for k, v in sorted(changes.items())))
+        return SetParametersResult(successful=True)
 
     def _service(self, request_fn):
         """An async Trigger callback: `request_fn(done)` queues the command; the answer is the control

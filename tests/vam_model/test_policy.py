@@ -187,3 +187,23 @@ def test_reseed_restarts_the_noise_stream(micro_model, encoder):
     for bad in (-1, 1.5, None):
         with pytest.raises(InputError, match=f"noise seed must be an int >= 0, got {bad!r}"):
             p.reseed(bad)
+
+
+def test_configure_changes_guidance_and_temperature_from_the_next_replan(micro_model, encoder):
+    from vam_model.guidance import GuidanceConfig
+    from vam_stack.config import ConfigError
+
+    p = VamPolicy(micro_model, PolicyConfig(guidance=GuidanceConfig(schedule="none")), encoder)
+    p.reset("put the bowl on the plate")
+    first = p.infer(obs())
+    assert first["guidance"] == "none" and first["w_lang"] == 0.0
+    p.configure(guidance=GuidanceConfig(schedule="flat", w_lang_base=0.2, w_plan_base=0.4), action_temperature=0.5)
+    assert p.cfg.guidance.schedule == "none"                 # nothing changes until the next replan
+    second = p.infer(obs())
+    assert second["guidance"] == "flat" and second["w_lang"] == pytest.approx(0.2)
+    assert second["w_plan"] == pytest.approx(0.4) and p.cfg.action_temperature == 0.5
+    assert p.guidance.tr0 == pytest.approx(first["tr"])       # the episode's TR_0 is kept
+    with pytest.raises(ConfigError, match="action_temperature must be a number in"):
+        p.configure(action_temperature=1.5)
+    with pytest.raises(TypeError, match="GuidanceConfig"):
+        p.configure(guidance={"schedule": "flat"})

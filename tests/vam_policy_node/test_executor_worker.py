@@ -36,3 +36,26 @@ def test_child_exception_comes_back_with_its_traceback_and_child_survives():
 def test_process_policy_start_failure_is_reported():
     with pytest.raises(PolicyProcessError, match="(?s)failed to start.*TypeError"):
         ProcessPolicy(functools.partial(CpuBurnPolicy, 0.0, bogus_argument=1))
+
+
+class Configurable(CpuBurnPolicy):
+    """A fake policy that reports the settings `configure` gave it in each result."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.settings: dict = {}
+
+    def configure(self, **changes):
+        self.settings.update(changes)
+
+    def infer(self, obs):
+        return {**super().infer(obs), "settings": dict(self.settings)}
+
+
+def test_configure_reaches_the_child_with_the_next_infer_without_waiting_for_one():
+    with ProcessPolicy(functools.partial(Configurable, 0.0, action_dim=7)) as pol:
+        assert pol.infer({})["settings"] == {}
+        pol.configure(action_temperature=0.5, guidance=None)     # None: not changed
+        pol.configure(action_temperature=0.25)                   # the newest value wins
+        assert pol.infer({})["settings"] == {"action_temperature": 0.25}
+        assert pol.infer({})["settings"] == {"action_temperature": 0.25}   # sent once, kept by the child

@@ -36,6 +36,20 @@ def operator_publisher(node, msg_type, topic):
     return node.create_publisher(msg_type, topic, qos)
 
 
+def set_parameters(h, node: str, **values) -> list:
+    """Call `<node>/set_parameters` (rcl_interfaces/SetParameters) from the test process."""
+    from rclpy.parameter import Parameter
+    from rcl_interfaces.srv import SetParameters
+
+    client = h.node.create_client(SetParameters, f"{node}/set_parameters")
+    assert client.wait_for_service(timeout_sec=10.0)
+    request = SetParameters.Request(parameters=[Parameter(k, value=v).to_parameter_msg() for k, v in values.items()])
+    future = client.call_async(request)
+    h.executor.spin_until_future_complete(future, timeout_sec=10.0)
+    assert future.done(), f"{node}/set_parameters did not answer"
+    return list(future.result().results)
+
+
 def stop_cleanly(graph: ProcessGraph) -> None:
     codes = graph.stop()
     logs = {label: graph.log(label) for label in codes}
@@ -93,6 +107,19 @@ def test_operator_drives_the_emulated_arm_graph_with_default_qos(ros_harness, tm
         assert h.spin_until(lambda: len(out["telemetry"]) >= 2 and len(out["joint_targets"]) > 30, timeout=120)
         moving = np.array([msgs.joint_state_to_numpy(m).position for m in out["joint_states"][-30:]])
         assert np.ptp(moving, axis=0).max() > 1e-3, "the emulated arm did not move"
+
+        # live tuning through the real SetParameters service, as rqt's parameter editor does
+        results = set_parameters(h, "/vam_policy_node", guidance="flat", w_plan_base=0.5)
+        assert all(r.successful for r in results), [r.reason for r in results]
+        n_tel = len(out["telemetry"])
+        assert h.spin_until(lambda: any(json.loads(m.data)["guidance"] == "flat" for m in out["telemetry"][n_tel:]),
+                            timeout=60)
+        tuned = next(json.loads(m.data) for m in out["telemetry"][n_tel:] if json.loads(m.data)["guidance"] == "flat")
+        assert tuned["w_plan"] == pytest.approx(0.5) and tuned["w_lang"] == pytest.approx(0.1)
+        for bad, why in ((dict(guidance="bogus"), "guidance.schedule must be one of"), (dict(s_max=-1.0), ""),
+                         (dict(preset="real"), "read-only"), (dict(w_lang_base="high"), "")):
+            (r,) = set_parameters(h, "/vam_policy_node", **bad)
+            assert not r.successful and why in r.reason, (bad, r.reason)
 
         t_pub = time.time()
         estop.publish(Bool(data=True))
