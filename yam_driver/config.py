@@ -118,6 +118,8 @@ class DriverConfig:
     reading_margin: float = 0.02  # driver units added to the glitch bound (quantisation, sensor noise)
     torque_check_period_s: float = 0.1  # Dynamixel: read Torque Enable this often (Damiao reports it in
     #   every feedback frame); a motor that is off while the driver holds torque is a fault at once
+    home_pose: tuple[float, ...] | None = None  # 14 driver-unit values the `home` service drives to at the
+    #   ramp speed (ramp_speed_scale x max_speed); None: no home pose, the service refuses
 
     # safety-relevant timings a driver file states explicitly (no silent default)
     YAML_REQUIRED = ("bus", "arms", "rate_hz", "watchdog_s", "ramp_speed_scale", "ramp_tolerance", "on_fault")
@@ -145,6 +147,13 @@ class DriverConfig:
         check_within("reply_timeout_ms", self.reply_timeout_ms, 0.1, 1000.0 * self.period_s, "ms", "one control period")
         check_within("log_every_s", self.log_every_s, 0.1, 3600.0, "s")
         check_driver(self)             # rate, watchdog, names, limits and speeds against the robot description
+        if self.home_pose is not None:
+            check(len(self.home_pose) == len(self.joint_names) and all(
+                  isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in self.home_pose),
+                  f"home_pose must be {len(self.joint_names)} finite numbers (driver units), got {self.home_pose!r}")
+            outside = [f"{n}={v}" for n, v, (_, j) in zip(self.joint_names, self.home_pose, self.joints)
+                       if not j.lower <= v <= j.upper]
+            check(not outside, f"home_pose outside the joint limits: {outside}")
         check_within("connect_retries", self.connect_retries, 1, 20, "attempts", "start-up must end")
         check_within("max_retries", self.max_retries, 0, 20, "rounds")
         check_within("max_tracking_error", self.max_tracking_error, 0.02, 1.0, "rad",

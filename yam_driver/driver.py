@@ -44,6 +44,8 @@ class Mode(str, Enum):
     """Driver state; see the module docstring."""
 
     IDLE = "idle"
+    CONNECTED = "connected"    # bus open, every motor answered and is inside its limits; torque off
+    HOMING = "homing"          # moving to the configured home pose at the ramp speed (targets ignored)
     RAMPING = "ramping"
     RUNNING = "running"
     HOLDING = "holding"
@@ -117,6 +119,7 @@ class YamDriver:
         per_arm = list(robot.max_joint_speed) + [robot.max_gripper_speed]
         self._ceiling = np.array([per_arm[a.joints.index(j)] for a, j in config.joints], np.float64)  # (14,)
         self._seen_t = np.full(self.n, np.nan)   # monotonic time of each joint's last plausible reading
+        self._home = np.full(self.n, np.nan)      # pose of a `home()` in progress
         self._over = np.zeros(self.n, int)        # consecutive ticks over max_tracking_error
         self.glitches = 0                         # readings refused as implausible jumps
         self.mode = Mode.IDLE
@@ -168,11 +171,30 @@ class YamDriver:
     def start(self) -> np.ndarray:
         """Connect, read the present position, hold it, enable torque; returns the position."""
         with self._bus_lock:
-            return self._start()
+            self._connect()
+            return self._enable()
 
-    def _start(self) -> np.ndarray:
-        if self.mode != Mode.IDLE:
-            raise RuntimeError(f"start() needs mode idle, driver is {self.mode.value}")
+    def connect(self) -> np.ndarray:
+        """Open the bus, check every motor answers and sits inside its limits; torque stays off
+        (a managed node's configure). Returns the present position. From idle or stopped."""
+        with self._bus_lock:
+            return self._connect()
+
+    def enable(self) -> np.ndarray:
+        """Torque on from the connected state: the goal is the position measured now, so nothing
+        jumps; then ramp toward the first fresh target (a managed node's activate)."""
+        with self._bus_lock:
+            return self._enable()
+
+    def _connect(self) -> np.ndarray:
+        if self.mode not in (Mode.IDLE, Mode.STOPPED):
+            raise RuntimeError(f"connect() needs mode idle or stopped, driver is {self.mode.value}")
+        self.faults.clear()
+        self._faulted[:] = False
+        self._fail_count[:] = 0
+        self._over[:] = 0
+        with self._lock:
+            self._targets = None
         try:
             self.bus.connect()
             present = self._read_all_or_raise("start-up")
@@ -180,14 +202,68 @@ class YamDriver:
             self._seen_t[:] = time.monotonic()
             self._command = np.clip(present, self._lower, self._upper)
             self._hold = self._command.copy()
+            self.mode = Mode.CONNECTED
+            log.info("yam_driver connected on %s: %d motors, torque off", self.config.bus, self.n)
+            return present
+        except BaseException:
+            self._shutdown()
+            raise
+
+    def _enable(self) -> np.ndarray:
+        if self.mode in (Mode.RAMPING, Mode.RUNNING, Mode.HOLDING, Mode.HOMING):   # torque already on (reactivated)
+            with self._lock:
+                self._targets = None          # a target from before is never followed; a fresh one ramps in
+            self.mode = Mode.HOLDING
+            return self._present.copy()
+        if self.mode != Mode.CONNECTED:
+            raise RuntimeError(f"enable() needs mode connected, driver is {self.mode.value}")
+        try:
+            present = self._read_all_or_raise("torque on")
+            self._present = present.copy()
+            self._seen_t[:] = time.monotonic()
+            self._command = np.clip(present, self._lower, self._upper)
+            self._hold = self._command.copy()
+            with self._lock:
+                self._targets = None          # a target from before torque on is never followed
             self.bus.write_targets(self._command)  # goal = present before torque on: no jump
             self.bus.enable()
             self.mode = Mode.RAMPING
             log.info("yam_driver started on %s at %.1f Hz", self.config.bus, self.config.rate_hz)
             return present
         except BaseException:
-            self.shutdown()
+            self._shutdown()
             raise
+
+    def hold(self) -> None:
+        """Hold the position measured now and forget the targets (a managed node's deactivate; a
+        fresh target later resumes through the ramp). Torque stays on."""
+        with self._bus_lock:
+            if self.mode in (Mode.IDLE, Mode.CONNECTED, Mode.STOPPED, Mode.FAULT):
+                return
+            with self._lock:
+                self._targets = None
+            self._hold = np.clip(np.where(np.isfinite(self._present), self._present, self._command),
+                                 self._lower, self._upper)
+            self.mode = Mode.HOLDING
+
+    def home(self, pose) -> None:
+        """Move to `pose` (14 values, driver units, inside the limits) at the ramp speed (the
+        configured `ramp_speed_scale` x each joint's max_speed), then hold it; targets are ignored
+        meanwhile and a fresh one afterwards resumes through the ramp. Only with torque on."""
+        arr = np.asarray(pose, dtype=np.float64)
+        if arr.shape != (self.n,) or not np.isfinite(arr).all():
+            raise ValueError(f"home pose must be {self.n} finite values, got {pose!r}")
+        outside = (arr < self._lower) | (arr > self._upper)
+        if outside.any():
+            raise ValueError(f"home pose outside the joint limits: "
+                             f"{ {self.names[i]: float(arr[i]) for i in np.flatnonzero(outside)} }")
+        with self._bus_lock:
+            if self.mode not in (Mode.RAMPING, Mode.RUNNING, Mode.HOLDING, Mode.HOMING):
+                raise RuntimeError(f"home needs torque on (ramping, running or holding), driver is {self.mode.value}")
+            with self._lock:
+                self._targets = None
+            self._home = arr.copy()
+            self.mode = Mode.HOMING
 
     def _read_all_or_raise(self, what: str) -> np.ndarray:
         deadline = time.monotonic() + max(self.config.period_s, 0.1)
@@ -374,7 +450,7 @@ class YamDriver:
         ticks in a row is a fault (sagging without torque, blocked, a slipped coupling). Grippers are
         exempt: a grasp holds them off their command."""
         c = self.config
-        if not self.bus.torque_enabled or self.mode in (Mode.IDLE, Mode.STOPPED):
+        if not self.bus.torque_enabled or self.mode in (Mode.IDLE, Mode.CONNECTED, Mode.STOPPED):
             return []
         err = np.abs(reading.position - self._command)
         over = reading.ok & ~self._faulted & ~self._gripper & np.isfinite(err) & (err > c.max_tracking_error)
@@ -425,10 +501,19 @@ class YamDriver:
     def _desired(self, now: float) -> tuple[np.ndarray | None, np.ndarray, float | None, np.ndarray]:
         """(desired position or None for no write, speed limit, target age, clipped mask)."""
         clipped = np.zeros(self.n, bool)
+        if self.mode == Mode.CONNECTED:
+            return None, self._max_speed, None, clipped        # torque off: read only
         if self.mode == Mode.FAULT:
             if self.config.on_fault == "torque_off":
                 return None, self._max_speed, None, clipped
             return self._hold, self._max_speed, None, clipped
+        if self.mode == Mode.HOMING:
+            if np.all(np.abs(self._home - self._command)[~self._faulted] <= self.config.ramp_tolerance):
+                self._hold = self._home.copy()
+                self.mode = Mode.HOLDING                       # arrived: hold the home pose
+                log.info("yam_driver: at the home pose, holding")
+            else:
+                return self._home, self._max_speed * self.config.ramp_speed_scale, None, clipped
         with self._lock:
             targets, stamp = self._targets, self._target_stamp
         age = None if targets is None else max(0.0, now - stamp)

@@ -1,4 +1,12 @@
-"""yam_driver node: /vam/joint_targets in; /joint_states at the bus rate and /diagnostics out.
+"""yam_driver node (managed, lifecycle): /vam/joint_targets in; /joint_states at the bus rate and
+/diagnostics out; service ~/home.
+
+Lifecycle: configure = connect and check every motor and limit (torque off; /joint_states flows);
+activate = torque on with the goal at the measured position, ramp in, then follow the filtered
+stream; deactivate = hold where the arm is (torque on, targets ignored); cleanup = hold, torque
+off, disconnect; shutdown safe from every state. `autostart` (default true) configures and
+activates at start-up, so `ros2 launch` needs no lifecycle manager. ~/home (std_srvs/Trigger):
+drive to the config's `home_pose` at the ramp speed, then hold (only while active).
 
 One `YamDriver` (plain Python) does the work; each timer tick is one driver step (read every
 joint, update health, slew-limited write). Targets are matched by joint name; a message with
@@ -20,7 +28,8 @@ import time
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+from std_srvs.srv import Trigger
 
 from vam_stack import msgs, ros
 from vam_stack.arrivals import ArrivalStats
@@ -36,49 +45,139 @@ PARAMS = (
     P("use_emulator", False, "drive emulated motors instead of hardware (demos, CI)"),
     P("safety_config", "", "the policy node's safety limits YAML the driver's limits must sit inside; "
                            "empty = config/yam_safety.yaml"),
+    P("autostart", True, "configure and activate at start-up (ros2 launch without a lifecycle manager); false: "
+                         "wait for the lifecycle services (configure = connect, torque off; activate = torque on)"),
     P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
 )
 
 
-class YamDriverNode(Node):
+class YamDriverNode(LifecycleNode):
     def __init__(self, driver: YamDriver | None = None, **node_kwargs):
         """`driver`: an unstarted driver on a bus made elsewhere (the MuJoCo simulator's,
         vam_sim/yam_mujoco/node.py) instead of the one `config_file` and `bus` describe."""
         super().__init__("yam_driver", **node_kwargs)
-        p = ros.declare(self, PARAMS)
+        try:
+            self._build(driver)
+        except BaseException:       # a node that fails to start leaves nothing behind (its entities, the bus)
+            self.destroy_node()
+            raise
+
+    def _build(self, driver: YamDriver | None) -> None:
+        self.driver: YamDriver | None = None
+        self.rig = None
+        self._tick_timer = None
+        self._cmd_lock = threading.Lock()  # e-stop and targets run in different callback groups
+        self.active = False                       # following targets (the lifecycle's active state)
+        p = self.p = ros.declare(self, PARAMS)
         if driver is not None and p["use_emulator"]:
             raise ValueError("yam_driver: use_emulator cannot be combined with a given driver (the simulator's bus)")
         cfg = driver.config if driver is not None else load_config(p["config_file"] or default_config_path(p["bus"]))
         from vam_stack.safety import load_safety_config
         check_layers(cfg, load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")))
+        self.cfg, self._given = cfg, driver
         self.gate = CommandGate(max_age_s=cfg.watchdog_s)
         self._refusal: str | None = None
-        self.rig = None
-        if p["use_emulator"]:
-            from yam_driver.emulators import EmulatedRig
-            self.rig = EmulatedRig(cfg)
-            cfg = self.rig.config
-        self.driver = driver if driver is not None else YamDriver(cfg)
         self.names = cfg.joint_names
         self.estopped = False
-        self._cmd_lock = threading.Lock()  # e-stop and targets run in different callback groups
         self._position: np.ndarray | None = None  # latest measured position (all joints valid)
         self._ticks: list[float] = []
         self.pub = {k: ros.publisher(self, k) for k in ("joint_states", "diagnostics")}
-        try:
-            self.driver.start()
-        except BaseException:
-            self._release()
-            raise
         self.targets_in = ArrivalStats(cfg.rate_hz)   # policy -> driver: latency, period jitter, missed ticks
         sub = ros.subscription(self, "joint_targets", self._on_targets)
         self._targets_topic = sub.topic_name  # as resolved (and remapped) for this node
         self.estop_group = MutuallyExclusiveCallbackGroup()   # not behind another group's callback if multi-threaded
         ros.subscription(self, "estop", self._on_estop, self.estop_group)
-        self.create_timer(cfg.period_s, self._tick)
+        self.create_service(Trigger, "~/home", self._on_home)
         self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
-        where = " (emulated)" if self.rig else (f" on {type(self.driver.bus).__name__}" if driver is not None else "")
-        self.get_logger().info(f"{cfg.bus} driver at {cfg.rate_hz} Hz{where}")
+        if p["autostart"]:     # `ros2 launch` without a lifecycle manager: configure and activate now
+            for name, trigger in (("configure", self.trigger_configure), ("activate", self.trigger_activate)):
+                if trigger() != TransitionCallbackReturn.SUCCESS:
+                    self._release()
+                    raise RuntimeError(f"yam_driver: autostart could not {name} the driver: {self._last_error}")
+
+    # --- lifecycle ------------------------------------------------------------------------
+    _last_error = ""
+
+    def on_configure(self, state) -> TransitionCallbackReturn:
+        """Connect and check every motor and limit; torque stays off; /joint_states flows."""
+        try:
+            cfg = self.cfg
+            if self._given is not None:
+                self.driver = self._given
+            else:
+                if self.p["use_emulator"]:
+                    from yam_driver.emulators import EmulatedRig
+                    self.rig = EmulatedRig(cfg)
+                    cfg = self.rig.config
+                self.driver = YamDriver(cfg)
+            self.driver.connect()
+        except Exception as e:
+            self._last_error = f"{type(e).__name__}: {e}"
+            self.get_logger().error(f"configure failed: {self._last_error}")
+            self._release()
+            return TransitionCallbackReturn.FAILURE
+        self._tick_timer = self.create_timer(self.cfg.period_s, self._tick)
+        where = " (emulated)" if self.rig else (f" on {type(self.driver.bus).__name__}" if self._given else "")
+        self.get_logger().info(f"{self.cfg.bus} driver connected{where}: {len(self.names)} motors, torque off")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state) -> TransitionCallbackReturn:
+        """Torque on with the goal at the measured position, then ramp in to the filtered stream."""
+        try:
+            self.driver.enable()
+        except Exception as e:
+            self._last_error = f"{type(e).__name__}: {e}"
+            self.get_logger().error(f"activate failed (torque off, holding nothing): {self._last_error}")
+            return TransitionCallbackReturn.FAILURE
+        with self._cmd_lock:
+            self.active = True
+        self.get_logger().info(f"{self.cfg.bus} driver at {self.cfg.rate_hz} Hz: torque on, following targets")
+        return super().on_activate(state)
+
+    def on_deactivate(self, state) -> TransitionCallbackReturn:
+        """Hold where the arm is, torque on; targets are ignored until activated again."""
+        with self._cmd_lock:
+            self.active = False
+            self.driver.hold()
+        self.get_logger().info("deactivated: holding, targets ignored")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state) -> TransitionCallbackReturn:
+        """Hold, torque off (as configured), disconnect."""
+        self._release()
+        self.get_logger().info("cleaned up: torque off, disconnected")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state) -> TransitionCallbackReturn:
+        """Safe from every state: hold, torque off (as configured), disconnect."""
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS           # back to unconfigured, the arm safe
+
+    def _on_home(self, request, response):
+        """~/home: drive to the configured home pose at the ramp speed (only while active)."""
+        with self._cmd_lock:
+            if not self.active or self.driver is None:
+                response.success, response.message = False, "home needs the driver active (torque on)"
+            elif self.estopped:
+                response.success, response.message = False, "e-stop latched: release it first"
+            elif self.cfg.home_pose is None:
+                response.success, response.message = False, "no home_pose in the driver config"
+            else:
+                try:
+                    self.driver.home(self.cfg.home_pose)
+                    speed = self.cfg.ramp_speed_scale * max(j.max_speed for _, j in self.cfg.joints)
+                    response.success, response.message = True, f"moving to the home pose at <= {speed:.2f} rad/s"
+                except (ValueError, RuntimeError) as e:
+                    response.success, response.message = False, str(e)
+        if response.success:          # one severity per call site (rclpy's logger refuses a change)
+            self.get_logger().info(f"home: {response.message}")
+        else:
+            self.get_logger().warning(f"home refused: {response.message}")
+        return response
 
     def _on_targets(self, msg) -> None:
         stamp = msg.header.stamp
@@ -87,7 +186,7 @@ class YamDriverNode(Node):
             self._follow(msg)
 
     def _follow(self, msg) -> None:
-        if self.estopped:
+        if self.estopped or not self.active:
             return
         try:
             js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
@@ -101,8 +200,8 @@ class YamDriverNode(Node):
         before = self.gate.last_reason
         refusal = self.gate.check(js.stamp_s, js.frame_id, now, self.count_publishers(self._targets_topic))
         if refusal is not None:
-            if self.gate.last_reason == "publishers" and self._position is not None:
-                self.driver.set_targets(self._position)  # hold where the arm is while a second publisher exists
+            if self.gate.last_reason == "publishers":
+                self.driver.hold()                       # hold where the arm is while a second publisher exists
             if self._refusal is None or self.gate.last_reason != before:   # once per kind, not at 30 Hz
                 self.get_logger().error(f"joint targets refused: {refusal}")
             self._refusal = refusal
@@ -120,12 +219,13 @@ class YamDriverNode(Node):
         if on == self.estopped:
             return
         self.estopped = on
-        if self.estopped and self._position is not None:
-            self.driver.set_targets(self._position)  # hold where the arm is now, not where it was heading
+        if self.estopped and self.driver is not None and self.active:
+            self.driver.hold()                        # hold where the arm is now, not where it was heading
         self.get_logger().warning("e-stop: holding, targets ignored" if self.estopped else "e-stop released")
 
     def _tick(self) -> None:
-        report = self.driver.try_step()      # None once destroy_node shut the driver down
+        driver = self.driver
+        report = None if driver is None else driver.try_step()   # None once shut down (cleanup, destroy_node)
         if report is None:
             return
         now = time.monotonic()
@@ -141,6 +241,12 @@ class YamDriverNode(Node):
 
     def _publish_diagnostics(self) -> None:
         d = self.driver
+        state = self._state_machine.current_state[1] if hasattr(self, "_state_machine") else "unknown"
+        if d is None or d.mode in (Mode.IDLE, Mode.STOPPED):
+            self.pub["diagnostics"].publish(ros.diagnostics(self, [{
+                "name": "yam_driver", "level": "stale", "message": f"{state}: not connected",
+                "values": {"lifecycle_state": state, "estop": self.estopped}}]))
+            return
         p50, p99 = d.io_percentiles_ms()
         rate = (len(self._ticks) - 1) / (self._ticks[-1] - self._ticks[0]) if len(self._ticks) > 1 else 0.0
         level = {Mode.FAULT: "error", Mode.STOPPED: "stale", Mode.HOLDING: "warn"}.get(d.mode, "ok")
@@ -149,21 +255,31 @@ class YamDriverNode(Node):
         if self._refusal is not None:  # the target stream is not being followed
             level = "error" if self.gate.last_reason == "publishers" else ("warn" if level == "ok" else level)
             message = f"targets refused: {self._refusal}"
-        values = {"mode": d.mode.value, "ticks": d.tick, "rate_hz": rate, "io_p50_ms": p50, "io_p99_ms": p99,
+        values = {"lifecycle_state": state, "mode": d.mode.value, "torque": bool(d.bus.torque_enabled), "ticks": d.tick, "rate_hz": rate, "io_p50_ms": p50, "io_p99_ms": p99,
                   "estop": self.estopped, "faults": "; ".join(map(str, d.faults)) or "none",
                   **{f"refused_{k}": v for k, v in self.gate.counts.items()}, **self.targets_in.summary("targets_")}
         self.pub["diagnostics"].publish(ros.diagnostics(self, [{"name": "yam_driver", "level": level,
                                         "message": message, "values": values}]))
 
     def _release(self) -> None:
-        self.driver.shutdown()
+        """Hold, torque off as configured, disconnect; stop the tick timer and the emulators. Idempotent."""
+        with self._cmd_lock:
+            self.active = False
+        if self.driver is not None:
+            self.driver.shutdown()
+        if self._tick_timer is not None:
+            self.destroy_timer(self._tick_timer)
+            self._tick_timer = None
         if self.rig is not None:
-            self.rig.stop()
+            self.rig.stop()                   # (kept: tests read the emulators' state after a stop)
 
     def destroy_node(self) -> None:
         """Safe state first (hold, torque off as configured), then the ROS entities."""
         self._release()
         d = self.driver
+        if d is None:
+            super().destroy_node()
+            return
         torque = "torque off" if d.config.torque_off_on_exit else "torque left on (torque_off_on_exit: false)"
         if d.shutdown_errors:
             self.get_logger().error(f"driver shut down with problems ({torque}): {'; '.join(d.shutdown_errors)}")

@@ -2,8 +2,8 @@
 
 Out: the stacked frame and each view (as camera_bridge publishes them; with `publish_compressed`
 also as JPEG on <topic>/compressed, image_transport's compressed transport), /joint_states (the
-8-dim proprio, named), /vam/instruction at every episode start, once a policy publishes joint
-targets (so the policy starts the episode), /libero/episode_status (latched JSON). In: /vam/joint_targets
+8-dim proprio, named), /vam/instruction at every episode start, to each node that subscribes
+to it before the policy acts (so the policy starts the episode, however late it comes up), /libero/episode_status (latched JSON). In: /vam/joint_targets
 (the 7-dim end-effector delta, matched by name). A timer at the environment's control rate
 observes and, once actions flow, steps it with the newest action; an action older than
 `action_timeout_s` is replaced by a hold (zero motion, gripper command kept), as the real
@@ -52,7 +52,7 @@ class LiberoBridgeNode(Node):
         self.jpeg_pubs = {k: ros.publisher(self, name) for k, name in (
             ("stacked", "stacked_image_compressed"), ("agentview", camera_topic("agentview", compressed=True).name),
             ("wrist", camera_topic("wrist", compressed=True).name))} if jpeg else {}
-        self._targets_topic = ros.subscription(self, "joint_targets", self._on_action).topic_name
+        ros.subscription(self, "joint_targets", self._on_action)
         self.index, self.results = 0, []
         self._action, self._action_t, self._acting = None, -1e9, False
         self._begin()
@@ -67,19 +67,24 @@ class LiberoBridgeNode(Node):
             self.env.max_steps = min(self.env.max_steps, p["max_steps"])
         self.obs = self.env.reset()
         self._acting, self._action = False, None
-        self._announced = False
+        self._heard_by: set[str] = set()     # nodes this episode's instruction reached
         self._announce()
         self._status()
         self.get_logger().info(f"episode {self.index}: {p['suite']} task {task} rep {rep}: {self.env.instruction!r}")
 
     def _announce(self) -> None:
-        """Publish the episode's instruction once a policy is there to hear it (a publisher of joint
-        targets exists: the policy node creates it after its model is built). Subscribers read the
-        latched instruction volatile (vam_stack.ros.subscription), so one published earlier would be lost."""
-        if self._announced or self.count_publishers(self._targets_topic) == 0:
+        """Publish the episode's instruction to every node that listens for it, once each, until the
+        policy acts: a node that subscribes later (the policy node subscribes once its model is
+        built) still hears it. Subscribers read the latched instruction volatile
+        (vam_stack.ros.subscription), so one published before they subscribed would be lost."""
+        if self._acting:
+            return
+        topic = self.pub["instruction"].topic_name
+        listeners = {f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in self.get_subscriptions_info_by_topic(topic)}
+        if not listeners - self._heard_by:
             return
         self.pub["instruction"].publish(ros.to_ros(msgs.string_msg(self.env.instruction)))
-        self._announced = True
+        self._heard_by |= listeners
 
     def _on_action(self, msg) -> None:
         try:

@@ -10,7 +10,7 @@ import pytest
 from rclpy.parameter import Parameter
 
 from vam_sim.libero_mock.node import LiberoBridgeNode
-from vam_stack import msgs
+from vam_stack import msgs, ros
 from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES, camera_topic
 
 pytestmark = pytest.mark.adapter
@@ -21,10 +21,14 @@ def make(h, **params):
     out["wrist"] = h.capture(camera_topic("wrist").name)
     params = {"episodes": 2, "max_steps": 4, "suite": "spatial", **params}
     node = h.add(LiberoBridgeNode(parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]))
-    assert h.spin_until(lambda: len(out["stacked_image"]) >= 2)
+    assert h.spin_until(lambda: len(out["stacked_image"]) >= 2 and out["instruction"])
+    # a policy node whose model took long to build subscribes late: it hears the instruction too, once
+    late = h.add(h.rclpy.create_node("late_policy"))
+    heard: list = []
+    ros.subscription(late, "instruction", heard.append)
+    assert h.spin_until(lambda: heard, timeout=5), "a late subscriber never heard the episode's instruction"
     h.spin_for(0.3)
-    assert not out["instruction"], "an instruction published before any policy listens is lost to it"
-    h.advertise("joint_targets")                      # a policy node appears
+    assert len(heard) == 1 and heard[0].data == node.env.instruction
     return h, node, out
 
 
@@ -51,7 +55,8 @@ def test_observes_without_stepping_until_actions_come_then_chains_episodes(sim):
     assert h.spin_until(lambda: status(out)["episode"] == 1, every=act, period=0.1)
     done = [json.loads(m.data) for m in out["episode_status"] if json.loads(m.data)["done"]]
     assert done[0]["episode"] == 0 and done[0]["reason"] == "timeout" and done[0]["step"] == 4
-    assert len(out["instruction"]) == 2 and node.results == [False]
+    # episode 0 was announced twice (a listener joined late: the broadcast reaches every listener), episode 1 once
+    assert len(out["instruction"]) == 3 and node.results == [False]
 
 
 def test_bad_actions_are_rejected_and_stale_ones_held(ros_harness):
