@@ -84,6 +84,9 @@ def _serve(conn, factory: Callable[[], Any], torch_threads: int | None) -> None:
             elif msg[0] == "configure":
                 policy.configure(**msg[1])
                 conn.send(("ok", None))
+            elif msg[0] == "reseed":
+                policy.reseed(msg[1])
+                conn.send(("ok", None))
             else:
                 conn.send(("error", f"unknown request {msg[0]!r}"))
         except Exception:
@@ -138,6 +141,9 @@ class ProcessPolicy:
         if pending:                           # live settings go over the pipe just before the replan they change
             self._call(("configure", pending), "configure")
         return self._call(("infer", obs), "infer")
+
+    def reseed(self, seed: int) -> None:
+        self._call(("reseed", seed), "reseed")
 
     def configure(self, **changes) -> None:
         """`VamPolicy.configure` in the child: kept here and sent with the next `infer` (the pipe is the

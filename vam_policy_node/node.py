@@ -20,7 +20,7 @@ import threading
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.node import Node
+from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.task import Future
 from std_srvs.srv import Trigger
 
@@ -28,7 +28,7 @@ from vam_model.backends.base import BACKENDS, PRECISIONS
 from vam_model.guidance import TR_BASELINES, GuidanceConfig, guidance_label
 from vam_model.policy import check_action_temperature
 from vam_policy_node.executor import libero_config, robot_config
-from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
+from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig, warm_up
 from vam_stack.arrivals import ArrivalStats
 from vam_stack.safety import SafetyFilter, load_safety_config
 from vam_stack import msgs, ros
@@ -78,6 +78,10 @@ PARAMS = (
                                  "joint_trajectory_controller) | forward_command (/vam/commands, Float64MultiArray, for "
                                  "forward_command_controller) | both | none; absolute joint targets only",
       choices=("none", "joint_trajectory", "forward_command", "both")),
+    P("autostart", True, "configure (load and warm up the policy) and activate (take instructions) at start-up; "
+                         "false: drive the lifecycle services yourself"),
+    P("warm_up", True, "at configure, run the policy on a blank observation with every guidance branch, so the "
+                       "first replan after an instruction takes its steady-state time"),
     P("camera_rate_hz", 30.0, "nominal rate of the stacked camera topic: frames missed on /diagnostics count against "
                               "it [Hz]", range=(1.0, 1000.0)),
     P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
@@ -117,12 +121,65 @@ def build_policy(p: dict):
     return factory(), skip
 
 
-class VamPolicyNode(Node):
+class VamPolicyNode(LifecycleNode):
+    """Managed: configure = build the policy (load the weights) and warm it up; activate = take
+    instructions (and start `instruction` if set); deactivate = stop the episode (the arm holds),
+    refuse instructions; cleanup = release the policy. `autostart` does configure + activate at
+    start-up. A failure of the autostart raises the configure's own exception."""
+
     def __init__(self, policy=None, **node_kwargs):
         super().__init__("vam_policy_node", **node_kwargs)
+        self._injected = policy
+        self.policy = None
+        self.runtime: PolicyRuntime | None = None
+        self.active = False
+        self.warm_up_times: dict[str, float] = {}
+        self._estop_latched = False          # an e-stop that came before the runtime existed
+        self._error: BaseException | None = None
         p = self._params = ros.declare(self, PARAMS)
-        if policy is not None:  # injected (tests, in-process demos): its model config, if it has one
-            self.policy, model_skip = policy, getattr(getattr(getattr(policy, "mcfg", None), "robot", None), "frame_skip", 1)
+        self.pub = {k: ros.publisher(self, k) for k in ("joint_targets", "telemetry", "attention", "diagnostics")}
+        self._publish_lock, self._closing = threading.Lock(), False
+        self.frames_in = ArrivalStats(p["camera_rate_hz"])   # capture -> policy latency, gaps (diagnostics)
+        self._compressed = p["image_transport"] == "compressed"
+        ros.subscription(self, "stacked_image_compressed" if self._compressed else "stacked_image", self._on_image)
+        ros.subscription(self, "joint_states", self._on_state)
+        ros.subscription(self, "instruction", self._on_instruction)
+        # the e-stop in its own group (never behind another group's callback where a multi-threaded
+        # executor spins the node)
+        self.estop_group = MutuallyExclusiveCallbackGroup()
+        ros.subscription(self, "estop", self._on_estop, self.estop_group)
+        # start/reset take up to command_timeout_s (the control thread stops an inference in flight and
+        # embeds the instruction): the services await the answer as coroutines, so the executor keeps
+        # serving the e-stop, images and states meanwhile, on one thread
+        self.create_service(Trigger, "~/start_episode", self._service(lambda rt, done: rt.request_start(
+            None, on_done=done)))
+        self.create_service(Trigger, "~/reset", self._service(lambda rt, done: rt.request_stop(
+            "reset service", on_done=done)))
+        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        if p["autostart"]:
+            for trigger in (self.trigger_configure, self.trigger_activate):
+                if trigger() != TransitionCallbackReturn.SUCCESS:
+                    error = self._error
+                    self.destroy_node()
+                    raise error if error is not None else RuntimeError("vam_policy_node: autostart failed")
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def on_configure(self, state) -> TransitionCallbackReturn:
+        try:
+            self._configure()
+        except Exception as e:
+            self._error = e
+            self.get_logger().error(f"configure failed: {type(e).__name__}: {e}")
+            self._release()
+            return TransitionCallbackReturn.FAILURE
+        return TransitionCallbackReturn.SUCCESS
+
+    def _configure(self) -> None:
+        p = self._params
+        if self._injected is not None:  # (tests, in-process demos): its model config, if it has one
+            self.policy = self._injected
+            model_skip = getattr(getattr(getattr(self.policy, "mcfg", None), "robot", None), "frame_skip", 1)
         else:
             self.policy, model_skip = build_policy(p)
         s = self.policy.spec
@@ -148,43 +205,76 @@ class VamPolicyNode(Node):
             raise ros.ParameterError(f"{len(self.action_names)} joint names for a policy with {s.action_dim} actions")
         cfg = RuntimeConfig(p["max_frame_age_s"], p["max_state_age_s"], p["frame_skip"] or model_skip,
                             on_overrun=p["on_overrun"])
-        self.pub = {k: ros.publisher(self, k) for k in ("joint_targets", "telemetry", "attention", "diagnostics")}
         outputs = {"none": (), "joint_trajectory": ("joint_trajectory",), "forward_command": ("forward_commands",),
                    "both": ("joint_trajectory", "forward_commands")}[p["command_outputs"]]
         if outputs and safety is None:
             raise ros.ParameterError(f"command_outputs {p['command_outputs']!r} needs absolute joint targets; this "
                                      f"policy sends {s.action_type!r}")
-        self.pub.update({k: ros.publisher(self, k) for k in outputs})
+        for k in outputs:
+            if k not in self.pub:
+                self.pub[k] = ros.publisher(self, k)
         self._period_s = 1.0 / float(s.rate_hz)
-        self._publish_lock, self._closing = threading.Lock(), False
+        if p["warm_up"]:
+            self.warm_up_times = warm_up(self.policy, guidance_from(p), p["seed"])
+            self.get_logger().info("warmed up: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.warm_up_times.items()))
         self.runtime = PolicyRuntime(self.policy, ex_cfg, cfg, state_names, self._publish_target, self._publish_telemetry,
                                      safety, log=self.get_logger())
-        self.frames_in = ArrivalStats(p["camera_rate_hz"])   # capture -> policy latency, gaps (diagnostics)
-        self._compressed = p["image_transport"] == "compressed"
-        ros.subscription(self, "stacked_image_compressed" if self._compressed else "stacked_image", self._on_image)
-        ros.subscription(self, "joint_states", self._on_state)
-        ros.subscription(self, "instruction", lambda m: self.runtime.request_start(m.data))
-        # the e-stop in its own group (never behind another group's callback where a multi-threaded
-        # executor spins the node)
-        self.estop_group = MutuallyExclusiveCallbackGroup()
-        ros.subscription(self, "estop", lambda m: self.runtime.estop(bool(m.data)), self.estop_group)
-        # start/reset take up to command_timeout_s (the control thread stops an inference in flight and
-        # embeds the instruction): the services await the answer as coroutines, so the executor keeps
-        # serving the e-stop, images and states meanwhile, on one thread
-        self.create_service(Trigger, "~/start_episode", self._service(lambda done: self.runtime.request_start(
-            None, on_done=done)))
-        self.create_service(Trigger, "~/reset", self._service(lambda done: self.runtime.request_stop(
-            "reset service", on_done=done)))
-        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
-        self.add_on_set_parameters_callback(self._on_set_parameters)
-        if p["instruction"]:
-            self.runtime.request_start(p["instruction"])
+        if self._estop_latched:
+            self.runtime.estop(True)
         self.get_logger().info(f"{s.action_type} policy, {s.action_dim} actions at {s.rate_hz} Hz, "
                                f"window {s.frames}x{s.height}x{s.width} every {cfg.frame_skip} frames")
+
+    def on_activate(self, state) -> TransitionCallbackReturn:
+        self.active = True
+        if self._params["instruction"]:
+            self.runtime.request_start(self._params["instruction"])
+        return super().on_activate(state)
+
+    def on_deactivate(self, state) -> TransitionCallbackReturn:
+        self.active = False
+        self.runtime.request_stop("deactivated", wait=True)
+        self.get_logger().info("deactivated: episode stopped (the arm holds), instructions refused")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state) -> TransitionCallbackReturn:
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _release(self) -> None:
+        """Stop the executor (the driver then holds) and release the policy. Idempotent."""
+        self.active = False
+        with self._publish_lock:
+            runtime, self.runtime = self.runtime, None
+        if runtime is not None:
+            runtime.close()
+        policy, self.policy = self.policy, None
+        if policy is not None and hasattr(policy, "close"):
+            policy.close()
+
+    def _on_instruction(self, msg) -> None:
+        if self.runtime is None or not self.active:
+            self.get_logger().warning("instruction ignored: the policy node is not active", throttle_duration_sec=5.0)
+            return
+        self.runtime.request_start(msg.data)
+
+    def _on_estop(self, msg) -> None:
+        self._estop_latched = bool(msg.data)
+        if self.runtime is not None:
+            self.runtime.estop(bool(msg.data))
 
     def _on_image(self, msg) -> None:
         stamp = msg.header.stamp
         self.frames_in.add(self.get_clock().now().nanoseconds * 1e-9, stamp.sec + stamp.nanosec * 1e-9)
+        if self.runtime is None:
+            return
         try:
             if self._compressed:
                 frame = msgs.compressed_image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/CompressedImage"))
@@ -195,6 +285,8 @@ class VamPolicyNode(Node):
             self.get_logger().error(f"camera frame rejected: {e}")
 
     def _on_state(self, msg) -> None:
+        if self.runtime is None:
+            return
         try:
             js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
             self.runtime.set_state(js.names, js.position)
@@ -217,9 +309,10 @@ class VamPolicyNode(Node):
         try:
             guidance = guidance_from(merged)
             check_action_temperature(merged["action_temperature"], "action_temperature")
-            if not hasattr(self.policy, "configure"):
-                raise ros.ParameterError(f"this policy ({type(self.policy).__name__}) cannot be tuned live")
-            self.policy.configure(guidance=guidance, action_temperature=float(merged["action_temperature"]))
+            if self.policy is not None:           # else: the values take effect at configure
+                if not hasattr(self.policy, "configure"):
+                    raise ros.ParameterError(f"this policy ({type(self.policy).__name__}) cannot be tuned live")
+                self.policy.configure(guidance=guidance, action_temperature=float(merged["action_temperature"]))
         except (ValueError, TypeError) as e:      # ConfigError / ParameterError are ValueErrors
             return SetParametersResult(successful=False, reason=str(e))
         self._params = merged
@@ -228,11 +321,15 @@ class VamPolicyNode(Node):
         return SetParametersResult(successful=True)
 
     def _service(self, request_fn):
-        """An async Trigger callback: `request_fn(done)` queues the command; the answer is the control
-        thread's (ok, message), or a refusal after command_timeout_s."""
-        timeout_s = self.runtime.cfg.command_timeout_s
+        """An async Trigger callback: `request_fn(runtime, done)` queues the command; the answer is the
+        control thread's (ok, message), or a refusal after command_timeout_s (or when not active)."""
+        timeout_s = RuntimeConfig().command_timeout_s
 
         async def handle(request, response):
+            runtime = self.runtime
+            if runtime is None or not self.active:
+                response.success, response.message = False, "the policy node is not active"
+                return response
             future, lock = Future(), threading.Lock()
 
             def done(ok: bool, message: str) -> None:   # control thread or timer; the first answer counts
@@ -247,7 +344,7 @@ class VamPolicyNode(Node):
             timer = threading.Timer(timeout_s, done, (False, f"still busy after {timeout_s:.0f} s"))
             timer.daemon = True
             timer.start()
-            request_fn(done)
+            request_fn(runtime, done)
             response.success, response.message = await future
             timer.cancel()
             return response
@@ -283,6 +380,11 @@ class VamPolicyNode(Node):
 
     def _publish_diagnostics(self) -> None:
         rt = self.runtime
+        if rt is None:
+            self.pub["diagnostics"].publish(ros.diagnostics(self, [
+                {"name": "vam_policy_node: executor", "level": "stale", "message": "not configured (no policy)",
+                 "values": {"estop": self._estop_latched}}]))
+            return
         status = rt.status()
         level = "warn" if rt.estopped or rt.executor.errors else "ok"
         message = "e-stop latched" if rt.estopped else ("running" if rt.executor.running else "idle (holding)")
@@ -300,9 +402,7 @@ class VamPolicyNode(Node):
         """Safe state: stop the executor (the driver then holds), then the ROS entities."""
         with self._publish_lock:
             self._closing = True
-        self.runtime.close()
-        if hasattr(self.policy, "close"):
-            self.policy.close()
+        self._release()
         super().destroy_node()
 
 

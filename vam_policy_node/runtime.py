@@ -313,3 +313,39 @@ class PolicyRuntime:
         self._commands.put(("exit", None, None))
         self._control.join(self.cfg.command_timeout_s)
         self.executor.stop()
+
+
+def warm_up(policy: Any, guidance: Any = None, seed: int | None = None) -> dict[str, float]:
+    """Run `policy` on a blank observation before any episode, so the first replan after an
+    instruction takes its steady-state time: torch's first-call costs (allocations, kernel choice,
+    lazy modules, a GPU's TensorRT engines) are paid here, in the node's configure, not with the
+    arm waiting. With a policy that can be tuned (`configure`), one replan runs with every guidance
+    branch (the `flat` schedule at the configured base weights), then `guidance` is restored; the
+    noise generator restarts at `seed` afterwards, so the warm-up leaves no trace in the episode.
+    Returns the seconds each part took."""
+    s = policy.spec
+    obs = {"frames": np.zeros((s.frames, s.height, s.width, 3), np.uint8),
+           "proprio": np.zeros(s.proprio_dim, np.float32)}
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    policy.reset("warm up")
+    times["reset"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    policy.infer(obs)
+    times["first_replan"] = time.perf_counter() - t0
+    configure = getattr(policy, "configure", None)
+    if configure is not None and guidance is not None:
+        from dataclasses import replace
+
+        configure(guidance=replace(guidance, schedule="flat"))
+        t0 = time.perf_counter()
+        policy.infer(obs)
+        times["all_branches_replan"] = time.perf_counter() - t0
+        configure(guidance=guidance)
+    t0 = time.perf_counter()
+    policy.infer(obs)
+    times["steady_replan"] = time.perf_counter() - t0
+    reseed = getattr(policy, "reseed", None)
+    if reseed is not None and seed is not None:
+        reseed(int(seed))
+    return times

@@ -64,6 +64,7 @@ def feed(h, names=NAMES, position=HOME):
 
 
 def start(h, policy, **params):
+    params.setdefault("warm_up", False)      # the scripted policy counts calls; warm-up has its own test
     overrides = [Parameter(k, value=v) for k, v in params.items()]
     node = h.add(VamPolicyNode(policy=policy, parameter_overrides=overrides))
     out = {k: h.capture(k) for k in ("joint_targets", "telemetry", "attention", "diagnostics")}
@@ -226,9 +227,10 @@ def test_destroy_node_stops_sending_targets(ros_harness):
     h, policy = ros_harness, ScriptedPolicy()
     node, out = start(h, policy, instruction="close the microwave")
     assert h.spin_until(lambda: len(out["joint_targets"]) >= 5, every=feed(h))
+    runtime = node.runtime
     h.remove(node)
     node.destroy_node()
-    assert not node.runtime.executor.running
+    assert not runtime.executor.running and node.runtime is None
     n = len(out["joint_targets"])
     h.spin_for(0.3)
     assert len(out["joint_targets"]) == n
@@ -291,3 +293,24 @@ def test_ros2_control_outputs_need_absolute_joint_targets(ros_harness):
     with pytest.raises(ParameterError, match="command_outputs 'joint_trajectory' needs absolute joint targets"):
         VamPolicyNode(policy=ScriptedPolicy(absolute=False),
                       parameter_overrides=[Parameter("command_outputs", value="joint_trajectory")])
+
+
+def test_configure_warms_the_policy_up_with_every_branch_and_restarts_its_noise(ros_harness):
+    h = ros_harness
+
+    class Tunable(ScriptedPolicy):
+        def __init__(self):
+            super().__init__()
+            self.configured, self.seeds = [], []
+
+        def configure(self, guidance=None, action_temperature=None):
+            self.configured.append(None if guidance is None else guidance.schedule)
+
+        def reseed(self, seed):
+            self.seeds.append(seed)
+
+    policy = Tunable()
+    node, _ = start(h, policy, warm_up=True, guidance="tr_adaptive", seed=7)
+    assert policy.instructions == ["warm up"] and policy.calls == 3
+    assert policy.configured == ["flat", "tr_adaptive"] and policy.seeds == [7]
+    assert set(node.warm_up_times) == {"reset", "first_replan", "all_branches_replan", "steady_replan"}

@@ -161,3 +161,48 @@ def test_sim_launch_graph_closes_the_loop_on_the_mocked_libero(ros_harness, tmp_
             {k: len(v) for k, v in out.items()}, graph.exited())
         assert json.loads(out["telemetry"][-1].data)["token_grid"] == [4, 8]    # libero64's head grid
         stop_cleanly(graph)
+
+
+def test_a_managed_policy_node_takes_instructions_only_once_configured_and_active(ros_harness, tmp_path):
+    """`vam_policy_node autostart: false` in the robot graph (emulated arm): an instruction before
+    activation is ignored; configure loads and warms up the policy (its time logged); activate
+    takes the next instruction; deactivate stops the episode."""
+    import yaml
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState
+
+    from vam_stack.paths import config_dir
+
+    h = ros_harness
+    params = yaml.safe_load((config_dir() / "vam_stack.params.yaml").read_text())
+    params["vam_policy_node"]["ros__parameters"]["autostart"] = False
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    out = {k: h.capture(k) for k in ("joint_states", "joint_targets", "telemetry")}
+    graph = ProcessGraph("robot", {"preset": "tiny_real", "camera_config": "cameras_synthetic.yaml",
+                                   "use_emulated_driver": "true", "params_file": str(tmp_path / "params.yaml")},
+                         log_dir=tmp_path / "logs")
+    instruction = operator_publisher(h.node, String, "/vam/instruction")
+
+    def change(transition_id):
+        client = h.node.create_client(ChangeState, "/vam_policy_node/change_state")
+        assert client.wait_for_service(timeout_sec=60.0)
+        future = client.call_async(ChangeState.Request(transition=Transition(id=transition_id)))
+        h.executor.spin_until_future_complete(future, timeout_sec=120.0)
+        return future.done() and future.result().success
+
+    with graph:
+        assert h.spin_until(lambda: len(out["joint_states"]) > 10 and instruction.get_subscription_count() >= 2,
+                            timeout=120), graph.exited()
+        instruction.publish(String(data="fold the towel"))
+        h.spin_for(2.0)
+        assert not out["telemetry"] and not out["joint_targets"], "an unconfigured policy acted"
+        assert change(Transition.TRANSITION_CONFIGURE)
+        assert "warmed up: reset" in graph.log("vam_policy_node")
+        assert change(Transition.TRANSITION_ACTIVATE)
+        instruction.publish(String(data="fold the towel"))
+        assert h.spin_until(lambda: len(out["telemetry"]) >= 2 and len(out["joint_targets"]) > 10, timeout=120)
+        assert change(Transition.TRANSITION_DEACTIVATE)
+        n = len(out["telemetry"])
+        h.spin_for(2.0)
+        assert len(out["telemetry"]) - n <= 1, "a deactivated policy kept replanning"
+        stop_cleanly(graph)
