@@ -28,7 +28,7 @@ PARAMS = (
                                    "<topic>/compressed, image_transport's compressed transport"),
     P("jpeg_quality", msgs.JPEG_QUALITY_DEFAULT, "JPEG quality of the compressed images (image_transport's "
                                                  "jpeg_quality)", range=(1, 100)),
-    P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
+    ros.DIAGNOSTICS_PERIOD,
 )
 
 
@@ -56,7 +56,7 @@ class CameraBridgeNode(Node):
             self.get_logger().error(f"camera {name!r} did not open ({problem}); retrying")
         self.bridge.start()
         self.create_timer(1.0 / cfg.source_fps, self._publish_frame)
-        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+        self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
         h, w, _ = cfg.stacked_shape
         self.get_logger().info(f"{len(cfg.cameras)} cameras stacked to {w}x{h} at {cfg.source_fps} Hz")
 

@@ -25,7 +25,7 @@ P = ros.Param
 PARAMS = (
     P("config_file", "", "monitor YAML (section tr_monitor); empty = config/tr_monitor.yaml"),
     P("render_every_replans", 0, "redraw the trace every N replans; 0 = the config file's", range=(0, 1000)),
-    P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
+    ros.DIAGNOSTICS_PERIOD,
 )
 
 
@@ -44,7 +44,7 @@ class TRMonitorNode(Node):
         ros.subscription(self, "attention", self._on_attention)
         ros.subscription(self, "stacked_image", self._on_frame)
         ros.subscription(self, "instruction", lambda m: self.monitor.reset())
-        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+        self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
 
     def _on_attention(self, msg) -> None:
         try:

@@ -70,7 +70,8 @@ def measure(args: argparse.Namespace) -> dict:
     with graph, Probe() as probe:
         _wait(lambda: len(probe.telemetry) >= 2, 180, "first replans", graph)
         time.sleep(args.warmup)
-        before = {s: probe.values(s) for s in ("vam_policy_node: camera input", "yam_driver", "camera_bridge: stacked")}
+        statuses = ("vam_policy_node: camera input", "yam_driver: driver", "camera_bridge: stacked")
+        before = {s: probe.values(s) for s in statuses}
         n_tel = len(probe.telemetry)
         cpu0, t0 = graph.cpu_seconds(), time.monotonic()
         time.sleep(args.seconds)
@@ -79,7 +80,7 @@ def measure(args: argparse.Namespace) -> dict:
         after = {s: probe.values(s) for s in before}
         tel = probe.telemetry[n_tel:]
         cam_b, cam_a = before["vam_policy_node: camera input"], after["vam_policy_node: camera input"]
-        drv_b, drv_a = before["yam_driver"], after["yam_driver"]
+        drv_b, drv_a = before["yam_driver: driver"], after["yam_driver: driver"]
         published = after["camera_bridge: stacked"]["published"] - before["camera_bridge: stacked"]["published"]
         received = cam_a["frames_received"] - cam_b["frames_received"]
         latencies = []

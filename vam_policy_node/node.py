@@ -84,7 +84,7 @@ PARAMS = (
                        "first replan after an instruction takes its steady-state time"),
     P("camera_rate_hz", 30.0, "nominal rate of the stacked camera topic: frames missed on /diagnostics count against "
                               "it [Hz]", range=(1.0, 1000.0)),
-    P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
+    ros.DIAGNOSTICS_PERIOD,
 )
 
 
@@ -155,7 +155,7 @@ class VamPolicyNode(LifecycleNode):
             None, on_done=done)))
         self.create_service(Trigger, "~/reset", self._service(lambda rt, done: rt.request_stop(
             "reset service", on_done=done)))
-        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+        self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         if p["autostart"]:
             for trigger in (self.trigger_configure, self.trigger_activate):
@@ -382,7 +382,7 @@ class VamPolicyNode(LifecycleNode):
         rt = self.runtime
         if rt is None:
             self.pub["diagnostics"].publish(ros.diagnostics(self, [
-                {"name": "vam_policy_node: executor", "level": "stale", "message": "not configured (no policy)",
+                {"task": "executor", "level": "stale", "message": "not configured (no policy)",
                  "values": {"estop": self._estop_latched}}]))
             return
         status = rt.status()
@@ -393,8 +393,9 @@ class VamPolicyNode(LifecycleNode):
         elif status.get("safety_watchdog"):
             level, message = "error", "safety watchdog: no target reached the filter in time (holding)"
         self.pub["diagnostics"].publish(ros.diagnostics(self, [
-            {"name": "vam_policy_node: executor", "level": level, "message": message, "values": status},
-            {"name": "vam_policy_node: camera input", "level": "ok" if self.frames_in.count else "stale",
+            {"task": "executor", "level": level, "message": message, "values": status,
+             "hardware_id": str(getattr(self.policy, "device", self._params["device"]))},
+            {"task": "camera input", "level": "ok" if self.frames_in.count else "stale",
              "message": f"{self.frames_in.count} frames received",
              "values": self.frames_in.summary("frames_")}]))
 

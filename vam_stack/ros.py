@@ -200,10 +200,20 @@ def image(node: Any, row: str | Topic, array: np.ndarray, stamp_time: Any = None
 
 
 def diagnostics(node: Any, statuses: Sequence[dict]) -> Any:
-    """rclpy DiagnosticArray from dicts {"name", "level", "message", "values"}."""
-    built = [msgs.diagnostic_status(s["name"], s.get("values", {}), s.get("level", "ok"),
-                                    s.get("message", ""), s.get("hardware_id", "")) for s in statuses]
+    """rclpy DiagnosticArray from dicts {"task" (or "name"), "level", "message", "values",
+    "hardware_id"}, named as diagnostic_updater names them: `<node name>: <task>` with the node's
+    name as it runs (remapped or not); a "name" given as `<anything>: <task>` keeps its task."""
+    built = []
+    for s in statuses:
+        task = s.get("task") or s["name"].split(": ", 1)[-1]
+        built.append(msgs.diagnostic_status(f"{node.get_name()}: {task}", s.get("values", {}), s.get("level", "ok"),
+                                            s.get("message", ""), s.get("hardware_id", "")))
     return to_ros(msgs.diagnostic_array_msg(built, stamp(node)))
+
+
+# every node's /diagnostics period, under diagnostic_updater's own parameter name
+DIAGNOSTICS_PERIOD = Param("diagnostic_updater.period", 1.0, "period of /diagnostics [s] (diagnostic_updater's "
+                           "parameter)", range=(0.1, 60.0))
 
 
 # --- process entry point ------------------------------------------------------------------

@@ -47,7 +47,7 @@ PARAMS = (
                            "empty = config/yam_safety.yaml"),
     P("autostart", True, "configure and activate at start-up (ros2 launch without a lifecycle manager); false: "
                          "wait for the lifecycle services (configure = connect, torque off; activate = torque on)"),
-    P("diagnostics_period_s", 1.0, "period of /diagnostics [s]", range=(0.1, 60.0)),
+    ros.DIAGNOSTICS_PERIOD,
 )
 
 
@@ -75,6 +75,7 @@ class YamDriverNode(LifecycleNode):
         from vam_stack.safety import load_safety_config
         check_layers(cfg, load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")))
         self.cfg, self._given = cfg, driver
+        self._hw_id = f"{cfg.bus}: " + ", ".join(dict.fromkeys(a.port for a in cfg.arms))   # e.g. "damiao: can_left, can_right"
         self.gate = CommandGate(max_age_s=cfg.watchdog_s)
         self._refusal: str | None = None
         self.names = cfg.joint_names
@@ -88,7 +89,7 @@ class YamDriverNode(LifecycleNode):
         self.estop_group = MutuallyExclusiveCallbackGroup()   # not behind another group's callback if multi-threaded
         ros.subscription(self, "estop", self._on_estop, self.estop_group)
         self.create_service(Trigger, "~/home", self._on_home)
-        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+        self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
         if p["autostart"]:     # `ros2 launch` without a lifecycle manager: configure and activate now
             for name, trigger in (("configure", self.trigger_configure), ("activate", self.trigger_activate)):
                 if trigger() != TransitionCallbackReturn.SUCCESS:
@@ -244,7 +245,7 @@ class YamDriverNode(LifecycleNode):
         state = self._state_machine.current_state[1] if hasattr(self, "_state_machine") else "unknown"
         if d is None or d.mode in (Mode.IDLE, Mode.STOPPED):
             self.pub["diagnostics"].publish(ros.diagnostics(self, [{
-                "name": "yam_driver", "level": "stale", "message": f"{state}: not connected",
+                "task": "driver", "level": "stale", "message": f"{state}: not connected", "hardware_id": self._hw_id,
                 "values": {"lifecycle_state": state, "estop": self.estopped}}]))
             return
         p50, p99 = d.io_percentiles_ms()
@@ -258,8 +259,8 @@ class YamDriverNode(LifecycleNode):
         values = {"lifecycle_state": state, "mode": d.mode.value, "torque": bool(d.bus.torque_enabled), "ticks": d.tick, "rate_hz": rate, "io_p50_ms": p50, "io_p99_ms": p99,
                   "estop": self.estopped, "faults": "; ".join(map(str, d.faults)) or "none",
                   **{f"refused_{k}": v for k, v in self.gate.counts.items()}, **self.targets_in.summary("targets_")}
-        self.pub["diagnostics"].publish(ros.diagnostics(self, [{"name": "yam_driver", "level": level,
-                                        "message": message, "values": values}]))
+        self.pub["diagnostics"].publish(ros.diagnostics(self, [{"task": "driver", "level": level, "message": message,
+                                                               "hardware_id": self._hw_id, "values": values}]))
 
     def _release(self) -> None:
         """Hold, torque off as configured, disconnect; stop the tick timer and the emulators. Idempotent."""

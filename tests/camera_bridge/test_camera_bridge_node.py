@@ -30,7 +30,7 @@ def push_bridge() -> CameraBridge:
 @pytest.fixture
 def camera_node(ros_harness):
     node = ros_harness.add(CameraBridgeNode(bridge=push_bridge(), parameter_overrides=[
-        Parameter("diagnostics_period_s", value=0.2)]))
+        Parameter("diagnostic_updater.period", value=0.2)]))
     return ros_harness, node
 
 
@@ -66,7 +66,7 @@ def test_publish_compressed_adds_jpeg_twins_with_the_raw_header(ros_harness):
     h = ros_harness
     node = h.add(CameraBridgeNode(bridge=push_bridge(), parameter_overrides=[
         Parameter("publish_compressed", value=True), Parameter("jpeg_quality", value=80),
-        Parameter("diagnostics_period_s", value=0.2)]))
+        Parameter("diagnostic_updater.period", value=0.2)]))
     raw, jpeg = h.capture("stacked_image"), h.capture("stacked_image_compressed")
     views = {v: h.capture(camera_topic(v, compressed=True).name) for v in VIEWS}
     diags = h.capture("diagnostics")

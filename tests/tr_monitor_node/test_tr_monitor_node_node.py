@@ -50,7 +50,7 @@ def test_telemetry_becomes_plottable_topics_phase_and_images(monitor):
     trace = out["trace_image"][-1]
     assert trace.encoding == "rgb8" and trace.header.frame_id == "tr_monitor" and trace.width > 100
     def status():
-        return msgs.diagnostics_to_dict(out["diagnostics"][-1])["tr_monitor: telemetry"] if out["diagnostics"] else None
+        return msgs.diagnostics_to_dict(out["diagnostics"][-1])["tr_monitor_node: telemetry"] if out["diagnostics"] else None
     assert h.spin_until(lambda: status() is not None and status()["values"]["replans"] == "3")
     assert status()["level"] == "ok" and status()["values"]["phase"] == "planning"
     assert not h.errors("tr_monitor_node")
@@ -86,7 +86,7 @@ def test_main_spins_until_shutdown_then_destroys_the_node():
 
     from tr_monitor_node.node import main
 
-    thread = threading.Thread(target=main, kwargs={"args": ["--ros-args", "-p", "diagnostics_period_s:=0.5"]}, daemon=True)
+    thread = threading.Thread(target=main, kwargs={"args": ["--ros-args", "-p", "diagnostic_updater.period:=0.5"]}, daemon=True)
     thread.start()
     end = time.monotonic() + 20
     while not rclpy.ok() and time.monotonic() < end:

@@ -111,7 +111,7 @@ def test_an_integer_in_a_params_file_for_a_double_parameter_stops_the_node(tmp_p
     from tr_monitor_node.node import TRMonitorNode
 
     f = tmp_path / "p.yaml"
-    f.write_text("tr_monitor_node:\n  ros__parameters:\n    diagnostics_period_s: 1\n")
+    f.write_text("tr_monitor_node:\n  ros__parameters:\n    diagnostic_updater.period: 1\n")
     rclpy.init(args=["tr_monitor_node", "--ros-args", "--params-file", str(f)])
     try:
         with pytest.raises(InvalidParameterTypeException):

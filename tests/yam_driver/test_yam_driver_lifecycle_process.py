@@ -50,14 +50,14 @@ def test_the_lifecycle_from_another_process(ros_harness, tmp_path):
     states, diags = h.capture("joint_states"), h.capture("diagnostics")
     proc = subprocess.Popen([find_executable("yam_driver"), "--ros-args", "-p", "use_emulator:=true",
                              "-p", "autostart:=false", "-p", f"config_file:={tmp_path / 'd.yaml'}",
-                             "-p", "diagnostics_period_s:=0.2"],
+                             "-p", "diagnostic_updater.period:=0.2"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def driver_status():
         for m in reversed(diags):
             d = msgs.diagnostics_to_dict(m)
-            if "yam_driver" in d:
-                return d["yam_driver"]["values"]
+            if "yam_driver: driver" in d:                     # diagnostic_updater's naming
+                return d["yam_driver: driver"]["values"]
         return {}
 
     def positions():
@@ -72,6 +72,8 @@ def test_the_lifecycle_from_another_process(ros_harness, tmp_path):
         assert _transition(h, Transition.TRANSITION_CONFIGURE) and _state(h) == "inactive"
         assert h.spin_until(lambda: len(states) > 5 and driver_status().get("mode") == "connected")
         assert driver_status()["torque"] == "false"
+        named = next(s for m in reversed(diags) for s in m.status if s.name == "yam_driver: driver")
+        assert named.hardware_id == "damiao: can_left, can_right"
         start = positions().copy()
 
         assert _transition(h, Transition.TRANSITION_ACTIVATE) and _state(h) == "active"
@@ -109,7 +111,7 @@ def test_the_lifecycle_from_another_process(ros_harness, tmp_path):
         assert _transition(h, Transition.TRANSITION_DEACTIVATE)
         assert _transition(h, Transition.TRANSITION_CLEANUP) and _state(h) == "unconfigured"
         assert h.spin_until(lambda: "not connected" in str(msgs.diagnostics_to_dict(diags[-1]).get(
-            "yam_driver", {}).get("message", "")))
+            "yam_driver: driver", {}).get("message", "")))
         assert _transition(h, Transition.TRANSITION_UNCONFIGURED_SHUTDOWN) and _state(h) == "finalized"
     finally:
         proc.send_signal(signal.SIGINT)

@@ -31,7 +31,7 @@ PARAMS = (
     P("sim_config", "", "simulator YAML (sections yam_mujoco and camera_bridge); empty = config/yam_mujoco.yaml"),
     P("task", "handover", "task whose objects populate the scene", choices=tuple(sorted(TASKS))),
     P("seed", 0, "seed of the scene's initial state (vam-stack sim's episode seeds are 32-bit)", range=(0, 2**32 - 1)),
-    P("diagnostics_period_s", 1.0, "period of /diagnostics and of the real-time-factor log [s]", range=(0.1, 60.0)),
+    ros.DIAGNOSTICS_PERIOD,
 )
 
 
@@ -51,7 +51,7 @@ class YamMujocoSimNode(Node):
         self._last = (time.monotonic(), self.sim.time)
         self.real_time_factor = float("nan")
         self.solved = False
-        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+        self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
         self.get_logger().info(f"MuJoCo YAM, task {p['task']!r} (seed {p['seed']}), "
                                f"{self.sim.cfg.control_hz:g} Hz control, views {list(self.sim.cfg.cameras)}")
 
