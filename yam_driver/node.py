@@ -256,7 +256,8 @@ class YamDriverNode(LifecycleNode):
         if self._refusal is not None:  # the target stream is not being followed
             level = "error" if self.gate.last_reason == "publishers" else ("warn" if level == "ok" else level)
             message = f"targets refused: {self._refusal}"
-        values = {"lifecycle_state": state, "mode": d.mode.value, "torque": bool(d.bus.torque_enabled), "ticks": d.tick, "rate_hz": rate, "io_p50_ms": p50, "io_p99_ms": p99,
+        values = {"lifecycle_state": state, "mode": d.mode.value, "torque": bool(d.bus.torque_enabled),
+                  "ticks": d.tick, "rate_hz": rate, "io_p50_ms": p50, "io_p99_ms": p99,
                   "estop": self.estopped, "faults": "; ".join(map(str, d.faults)) or "none",
                   **{f"refused_{k}": v for k, v in self.gate.counts.items()}, **self.targets_in.summary("targets_")}
         self.pub["diagnostics"].publish(ros.diagnostics(self, [{"task": "driver", "level": level, "message": message,
