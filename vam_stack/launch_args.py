@@ -59,7 +59,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 # what launch's conditions take as a boolean on Humble and Jazzy (any case, surrounding spaces)
 BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
-KINDS = ("text", "integer", "flag")   # how an argument becomes a typed parameter
+KINDS = ("text", "integer", "flag", "sim_time")   # how an argument becomes a typed parameter
+# sim_time: true when the argument (`sim`) is "mujoco": the simulated world publishes /clock, every node uses it
 
 
 @dataclass(frozen=True)
@@ -72,17 +73,19 @@ class LaunchedNode:
     when: str = ""                # "" always; "mujoco" only with sim:=mujoco; "hardware" only with sim:=none
 
 
+_SIM_TIME = {"use_sim_time": ("sim", "sim_time")}
 _POLICY = {"preset": ("preset", "text"), "checkpoint": ("checkpoint", "text"), "guidance": ("guidance", "text"),
            "backend": ("backend", "text"), "device": ("device", "text")}
 
 NODES: dict[str, tuple[LaunchedNode, ...]] = {
     "robot": (
         LaunchedNode("camera_bridge", "camera_bridge", {"config_file": ("camera_config", "text")}, when="hardware"),
-        LaunchedNode("vam_policy_node", "vam_policy_node", {**_POLICY, "instruction": ("instruction", "text")}),
-        LaunchedNode("tr_monitor_node", "tr_monitor_node"),
+        LaunchedNode("vam_policy_node", "vam_policy_node", {**_POLICY, "instruction": ("instruction", "text"),
+                                                            **_SIM_TIME}),
+        LaunchedNode("tr_monitor_node", "tr_monitor_node", dict(_SIM_TIME)),
         LaunchedNode("yam_driver", "yam_driver", {"use_emulator": ("use_emulated_driver", "flag")}, when="hardware"),
         # one process, three nodes (yam_mujoco_sim, camera_bridge, yam_driver): no name, which would rename all three
-        LaunchedNode("yam_mujoco_sim", None, {"task": ("sim_task", "text")}, when="mujoco"),
+        LaunchedNode("yam_mujoco_sim", None, {"task": ("sim_task", "text"), **_SIM_TIME}, when="mujoco"),
     ),
     "sim": (
         LaunchedNode("libero_bridge", "libero_bridge", {"suite": ("suite", "text"), "first_task": ("task", "integer"),
@@ -142,6 +145,8 @@ def typed(kind: str, value: str, what: str = "value"):
             return int(str(value).strip())
         except ValueError:
             raise LaunchArgumentError(f"argument {what} must be an integer, got {value!r}") from None
+    if kind == "sim_time":
+        return str(value) == "mujoco"
     if kind == "flag":
         key = str(value).strip().lower()
         if key not in BOOLEANS:
@@ -255,4 +260,6 @@ def _typed_substitution(name: str, kind: str):
     if kind == "flag":
         expression = [repr(BOOLEANS), "['", LaunchConfiguration(name), "'.strip().lower()]"]
         return ParameterValue(PythonExpression(expression), value_type=bool)
+    if kind == "sim_time":
+        return ParameterValue(PythonExpression(["'", LaunchConfiguration(name), "' == 'mujoco'"]), value_type=bool)
     return ParameterValue(LaunchConfiguration(name), value_type={"text": str, "integer": int}[kind])

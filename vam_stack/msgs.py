@@ -359,6 +359,13 @@ def joint_state_to_numpy(msg: Any) -> JointStateData:
                           msg.header.frame_id)
 
 
+def clock_msg(seconds: float) -> Any:
+    """rosgraph_msgs/Clock at `seconds` (finite, >= 0): a simulator's time on /clock."""
+    if not (isinstance(seconds, (int, float, np.floating)) and math.isfinite(seconds) and seconds >= 0):
+        raise MessageError(f"clock time must be a finite number of seconds >= 0, got {seconds!r}")
+    return msg_class("rosgraph_msgs/msg/Clock")(clock=time_from_ns(int(round(float(seconds) * 1e9))))
+
+
 # --- ros2_control command messages ---------------------------------------------------------
 
 def duration_msg(seconds: float) -> Any:

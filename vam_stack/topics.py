@@ -37,6 +37,7 @@ QOS_PROFILES: dict[str, QosSpec] = {
     "sensor_data": QosSpec("best_effort", "volatile", 5),
     "reliable": QosSpec("reliable", "volatile", 10),
     "latched": QosSpec("reliable", "transient_local", 1),
+    "clock": QosSpec("best_effort", "volatile", 1),   # what rclpy's and rclcpp's time sources subscribe with
 }
 
 
@@ -118,6 +119,8 @@ TOPICS: dict[str, Topic] = {
         "/tr_monitor/attention_overlay", "sensor_msgs/msg/Image", "reliable", "camera_stacked",
         "tr_monitor_node",
         "action-token attention over the current frame's video tokens on the stacked frame, rgb8"),
+    "clock": Topic("/clock", "rosgraph_msgs/msg/Clock", "clock", "", "yam_mujoco_sim",
+                   "the simulated world's time (sim:=mujoco): every node of that graph runs with use_sim_time"),
     "diagnostics": Topic("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", "reliable", "",
                       "every node", "rates, ages, latencies and faults (rqt_runtime_monitor)"),
     "episode_status": Topic("/libero/episode_status", "std_msgs/msg/String", "latched", "",

@@ -32,6 +32,7 @@ SAMPLES = {
     "trajectory_msgs/msg/JointTrajectory": lambda: msgs.joint_trajectory_msg(
         ["a", "b"], [[0.5, -1.0], [0.6, -0.9]], [1 / 30, 2 / 30], 3.0, "vam_safety_filter"),
     "std_msgs/msg/Float64MultiArray": lambda: msgs.float64_array_msg([0.5, -1.0, 0.25]),
+    "rosgraph_msgs/msg/Clock": lambda: msgs.clock_msg(12.5),
 }
 
 

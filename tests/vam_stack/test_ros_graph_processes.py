@@ -65,7 +65,7 @@ def test_mujoco_arm_graph_runs_the_shipped_policy_and_the_monitor_traces_every_r
     and driver, the policy node (its policy in a child process), the monitor with no per-preset grid."""
     h = ros_harness
     out = {k: h.capture(k) for k in ("telemetry", "tr", "trace_image", "attention_overlay", "joint_states",
-                                     "joint_targets", "diagnostics")}
+                                     "joint_targets", "diagnostics", "clock")}
     graph = ProcessGraph("robot", {"sim": "mujoco", "preset": "yam64", "instruction": HANDOVER},
                          log_dir=tmp_path / "logs")
     with graph:
@@ -80,7 +80,11 @@ def test_mujoco_arm_graph_runs_the_shipped_policy_and_the_monitor_traces_every_r
         assert overlay.ndim == 3 and overlay.shape[2] == 3
         js = msgs.joint_state_to_numpy(out["joint_states"][-1])
         assert len(js.names) == 14 and np.isfinite(js.position).all()
-        assert msgs.joint_state_to_numpy(out["joint_targets"][-1]).frame_id == "vam_safety_filter"
+        target = msgs.joint_state_to_numpy(out["joint_targets"][-1])
+        assert target.frame_id == "vam_safety_filter"
+        # use_sim_time: stamps are the world's time (seconds since the world started), not the epoch
+        assert 0 < target.stamp_s < 3600 and 0 < msgs.joint_state_to_numpy(out["joint_states"][-1]).stamp_s < 3600
+        assert out["clock"] and 0 < msgs.time_to_seconds(out["clock"][-1].clock) < 3600
         world = [msgs.diagnostics_to_dict(d).get("yam_mujoco_sim: world") for d in out["diagnostics"]]
         assert any(w is not None for w in world)
         assert not h.errors("tr_monitor_node"), h.errors("tr_monitor_node")

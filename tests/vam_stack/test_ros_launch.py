@@ -120,11 +120,14 @@ def test_every_launched_executable_is_an_entry_point_with_a_main(launch):
         assert exe in scripts, f"{launch}: executable {exe!r} is not a console_scripts entry point"
         module, func = scripts[exe].split(":")
         assert module == NODE_MODULES[exe] and callable(getattr(importlib.import_module(module), func))
-        unknown = set(n.parameters) - set(node_params(exe))
+        unknown = set(n.parameters) - set(node_params(exe)) - {"use_sim_time"}   # (rclpy declares that one)
         assert not unknown, f"{launch}: {exe} gets undeclared parameters {unknown}"
         assert n.name in (None, exe), "a node's launch name is its own name: its params-file section"
         for param, (arg, kind) in n.parameters.items():
             assert kind in launch_args.KINDS and arg in launch_args.arguments(launch)
+            if param == "use_sim_time":
+                assert kind == "sim_time"
+                continue
             default = node_params(exe)[param].default
             assert type(launch_args.typed(kind, launch_args.arguments(launch)[arg][0])) is type(default), (launch, param)
     others = {n["package"] for n in launched_nodes(path)}
@@ -142,7 +145,8 @@ def test_processes_follow_the_launch_conditions_and_type_their_parameters():
     assert [p.executable for p in mujoco] == ["vam_policy_node", "tr_monitor_node", "yam_mujoco_sim"]
     policy, _, world = mujoco
     assert policy.overrides["preset"] == "yam64" and policy.overrides["instruction"] == "hand it over"
-    assert world.name is None and world.overrides == {"task": "handover"}
+    assert world.name is None and world.overrides == {"task": "handover", "use_sim_time": True}
+    assert policy.overrides["use_sim_time"] is True and robot["vam_policy_node"].overrides["use_sim_time"] is False
     argv = policy.argv("/tmp/o.yaml")
     assert argv[:4] == ["vam_policy_node", "--ros-args", "-r", "__node:=vam_policy_node"]
     assert argv[4:] == ["--params-file", policy.params_file, "--params-file", "/tmp/o.yaml"]

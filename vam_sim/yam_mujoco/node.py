@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import time
 
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 
 from vam_sim.yam_mujoco.tasks import TASKS
-from vam_stack import ros
+from vam_stack import msgs, ros
 
 P = ros.Param
 PARAMS = (
     P("sim_config", "", "simulator YAML (sections yam_mujoco and camera_bridge); empty = config/yam_mujoco.yaml"),
     P("task", "handover", "task whose objects populate the scene", choices=tuple(sorted(TASKS))),
+    P("clock_hz", 100.0, "rate of /clock, the world's time [Hz]", range=(1.0, 1000.0)),
     P("seed", 0, "seed of the scene's initial state (vam-stack sim's episode seeds are 32-bit)", range=(0, 2**32 - 1)),
     ros.DIAGNOSTICS_PERIOD,
 )
@@ -48,6 +50,9 @@ class YamMujocoSimNode(Node):
                                      seed=p["seed"], step_mode="wall_clock")
         self.sim = self.robot.sim
         self.diag_pub = ros.publisher(self, "diagnostics")
+        self.clock_pub = ros.publisher(self, "clock")
+        # on the host's steady clock: with use_sim_time this node's own ROS clock is the /clock it publishes
+        self.create_timer(1.0 / p["clock_hz"], self._publish_clock, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._last = (time.monotonic(), self.sim.time)
         self.real_time_factor = float("nan")
         self.solved = False
@@ -64,6 +69,12 @@ class YamMujocoSimNode(Node):
         from yam_driver.node import YamDriverNode
 
         return YamDriverNode(driver=self.robot.driver(), **node_kwargs)
+
+    def _publish_clock(self) -> None:
+        """/clock: the world's simulated time (the nodes of sim:=mujoco run with use_sim_time). This
+        timer runs on the host clock, so the world's time keeps flowing before anyone reads it."""
+        self.sim.sync()
+        self.clock_pub.publish(ros.to_ros(msgs.clock_msg(self.sim.time)))
 
     def _publish_diagnostics(self) -> None:
         self.sim.sync()
