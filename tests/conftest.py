@@ -117,6 +117,12 @@ class RosHarness:
         self.node.destroy_node()
         self.executor.shutdown()
         self.rclpy.try_shutdown()
+        # finalise the destroyed nodes now: a lifecycle node's rcl handle otherwise outlives it until the
+        # garbage collector runs, and its late fini removes rcl's /rosout entry of a newer node of the
+        # same name (rclpy 7.1), whose log lines then never reach /rosout
+        import gc
+
+        gc.collect()
 
 
 @pytest.fixture

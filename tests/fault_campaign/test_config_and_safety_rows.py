@@ -168,11 +168,8 @@ def test_driver_node_refuses_to_start_outside_the_filter(ros_harness, tmp_path):
     safety_data["yam_safety"]["max_joint_velocity"] = [1.0] * 6      # slower than the driver's 1.5 rad/s
     path = write(tmp_path, "s.yaml", safety_data)
     with pytest.raises(ConfigError, match="max_speed 1.5 exceeds the safety filter's max_joint_velocity 1.0"):
-        # its own name: a lifecycle node that fails to start leaves rcl's /rosout entry for its name
-        # broken for a later node of that name in the same process (rclpy 7.1), which later tests read
         YamDriverNode(parameter_overrides=[Parameter("use_emulator", value=True),
-                                           Parameter("safety_config", value=str(path))],
-                      cli_args=["--ros-args", "-r", "__node:=yam_driver_refused"])
+                                           Parameter("safety_config", value=str(path))])
 
 
 # ---- row 3: staleness on every path; only the filtered stream drives the arm ----------------

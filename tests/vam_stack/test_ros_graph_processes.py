@@ -170,7 +170,8 @@ def test_sim_launch_graph_closes_the_loop_on_the_mocked_libero(ros_harness, tmp_
 def test_a_managed_policy_node_takes_instructions_only_once_configured_and_active(ros_harness, tmp_path):
     """`vam_policy_node autostart: false` in the robot graph (emulated arm): an instruction before
     activation is ignored; configure loads and warms up the policy (its time logged); activate
-    takes the next instruction; deactivate stops the episode."""
+    takes the next instruction (and, with command_outputs: both, the filtered targets also go out
+    for ros2_control); deactivate stops the episode."""
     import yaml
     from lifecycle_msgs.msg import Transition
     from lifecycle_msgs.srv import ChangeState
@@ -179,9 +180,10 @@ def test_a_managed_policy_node_takes_instructions_only_once_configured_and_activ
 
     h = ros_harness
     params = yaml.safe_load((config_dir() / "vam_stack.params.yaml").read_text())
-    params["vam_policy_node"]["ros__parameters"]["autostart"] = False
+    params["vam_policy_node"]["ros__parameters"].update(autostart=False, command_outputs="both")
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    out = {k: h.capture(k) for k in ("joint_states", "joint_targets", "telemetry")}
+    out = {k: h.capture(k) for k in ("joint_states", "joint_targets", "telemetry", "joint_trajectory",
+                                     "forward_commands")}
     graph = ProcessGraph("robot", {"preset": "tiny_real", "camera_config": "cameras_synthetic.yaml",
                                    "use_emulated_driver": "true", "params_file": str(tmp_path / "params.yaml")},
                          log_dir=tmp_path / "logs")
@@ -205,6 +207,9 @@ def test_a_managed_policy_node_takes_instructions_only_once_configured_and_activ
         assert change(Transition.TRANSITION_ACTIVATE)
         instruction.publish(String(data="fold the towel"))
         assert h.spin_until(lambda: len(out["telemetry"]) >= 2 and len(out["joint_targets"]) > 10, timeout=120)
+        # ros2_control's command topics carry the same filtered targets (command_outputs: both)
+        assert h.spin_until(lambda: len(out["joint_trajectory"]) > 5 and len(out["forward_commands"]) > 5)
+        assert len(out["joint_trajectory"][-1].points) == 1 and len(out["forward_commands"][-1].data) == 14
         assert change(Transition.TRANSITION_DEACTIVATE)
         n = len(out["telemetry"])
         h.spin_for(2.0)
