@@ -81,8 +81,10 @@ def test_publish_compressed_adds_the_jpeg_camera_topics(ros_harness):
     assert h.spin_until(lambda: all(len(v) >= 2 for v in jpeg.values()))
     m = jpeg["stacked"][-1]
     assert m.format == "rgb8; jpeg compressed bgr8" and m.header.frame_id == "camera_stacked"
-    raw = [r for r in out["stacked_image"] if r.header.stamp == m.header.stamp]
-    assert raw, "the compressed frame must carry its raw frame's stamp"
+    # the two topics are separate DDS streams: the raw twin may arrive after its compressed frame
+    same = lambda: [r for r in out["stacked_image"] if r.header.stamp == m.header.stamp]  # noqa: E731
+    assert h.spin_until(lambda: same(), timeout=3.0), "the compressed frame must carry its raw frame's stamp"
+    raw = same()
     frame = msgs.image_to_numpy(raw[0])
     decoded = msgs.compressed_image_to_numpy(m, shape=(224, 448, 3))
     assert np.abs(decoded.astype(int) - frame).mean() < 4 and m.data.size < frame.size / 4
