@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                                    "guidance ID/OOD"),
     "export": ("vam_model.export", "export the DiT feature extractor / head to ONNX"),
     "libero-check": ("vam_sim.libero_real.check", "compare the mocked LIBERO bridge's conventions with real LIBERO's"),
+    "foundation": ("vam_model.foundation", "import the public Cosmos-Predict2.5 DiT and Wan VAE (and pi0's expert) "
+                                           "into a checkpoint to train from"),
     "checkpoint": ("vam_model.networks.checkpoint", "verify a checkpoint's tensor hash, or add it to a trusted one"),
     "ros-eval": ("vam_experiments.ros_eval", "episodes of the simulated YAM through the ROS graph as processes "
                                              "(success with its 95 % interval)"),

@@ -5,6 +5,15 @@ token); the tiny preset uses a MiniLM-L6 class encoder (6 x 384 = 2304). Weights
 local directory only (`local_files_only`): nothing is fetched at run time. The embedding
 depends only on the instruction, so it is computed once per instruction and cached.
 
+Two recipes, chosen by the encoder's type so that training and inference always agree:
+  cosmos  (Qwen2.5-VL, what Cosmos-Predict2.5 was trained with, as diffusers'
+          `Cosmos2_5_PredictBasePipeline._get_prompt_embeds` computes it): the instruction in
+          Qwen's chat template after a fixed system message, padded to `max_tokens`; every
+          hidden state after the embedding layer normalised over its features,
+          (h - mean) / (std + 1e-8); padding positions kept (the DiT saw them in pre-training).
+  plain   (every other encoder, the CPU presets): the bare instruction, raw hidden states,
+          padding positions zeroed.
+
 The encoder sees at most `max_tokens` tokens (the preset's `dit.text_tokens`, special tokens
 included). A longer instruction is cut to that window, so two instructions that differ only
 after it get the same embedding; this is not refused but logged once per distinct instruction
@@ -37,22 +46,39 @@ def resolve_encoder_path(spec: str) -> Path:
     return path
 
 
+COSMOS_TYPES = ("qwen2_5_vl",)   # encoder model types embedded with the Cosmos recipe
+COSMOS_SYSTEM = "You are a helpful assistant who will provide prompts to an image generator."
+
+
+def encoder_dims(config) -> tuple[int, int]:
+    """(hidden layers, hidden width) of an encoder config (a VL model's text part)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return int(text.num_hidden_layers), int(text.hidden_size)
+
+
+def recipe_for(config) -> str:
+    return "cosmos" if getattr(config, "model_type", "") in COSMOS_TYPES else "plain"
+
+
 class TextEncoder:
-    """Instruction -> [1, max_tokens, layers * hidden] embedding (zero-padded), cached."""
+    """Instruction -> [1, max_tokens, layers * hidden] embedding (by the encoder's recipe), cached."""
 
     def __init__(self, spec: str, max_tokens: int, expected_dim: int | None = None, cache_size: int = 64):
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         self.path = resolve_encoder_path(spec)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
-        self.model = AutoModel.from_pretrained(self.path, local_files_only=True).eval()
-        cfg = self.model.config
-        self.dim = cfg.num_hidden_layers * cfg.hidden_size
+        config = AutoConfig.from_pretrained(self.path, local_files_only=True)
+        self.recipe = recipe_for(config)
+        layers, hidden = encoder_dims(config)
+        self.dim = layers * hidden
         if expected_dim is not None and self.dim != expected_dim:
             raise ValueError(
-                f"text encoder at {str(self.path)!r} gives {cfg.num_hidden_layers} layers x {cfg.hidden_size} = "
+                f"text encoder at {str(self.path)!r} gives {layers} layers x {hidden} = "
                 f"{self.dim} features per token, but the preset expects dit.text_in_dim={expected_dim}"
             )
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+        kw = {"dtype": "auto"} if self.recipe == "cosmos" else {}   # a 7B encoder stays in its stored bf16
+        self.model = AutoModel.from_pretrained(self.path, local_files_only=True, **kw).eval()
         self.max_tokens = max_tokens
         self._cache: OrderedDict[str, torch.Tensor] = OrderedDict()
         self._cache_size = cache_size
@@ -70,21 +96,46 @@ class TextEncoder:
             return self._cache[instruction]
         self.misses += 1
         self._warn_if_truncated(instruction)
+        emb = self._cosmos(instruction) if self.recipe == "cosmos" else self._plain(instruction)
+        self._cache[instruction] = emb
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return emb
+
+    def _plain(self, instruction: str) -> torch.Tensor:
         enc = self.tokenizer(instruction, return_tensors="pt", truncation=True, max_length=self.max_tokens)
         out = self.model(**enc, output_hidden_states=True)
         hidden = torch.cat(out.hidden_states[1:], dim=-1)               # [1, L, layers*hidden] (embeddings excluded)
         hidden = hidden * enc["attention_mask"][..., None]              # [1, L, F] padding zeroed
         emb = torch.zeros(1, self.max_tokens, self.dim)                  # [1, max_tokens, F]
         emb[:, : hidden.shape[1]] = hidden
-        self._cache[instruction] = emb
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
         return emb
+
+    def _chat_ids(self, instruction: str, **kw) -> list[int]:
+        chat = [{"role": "system", "content": [{"type": "text", "text": COSMOS_SYSTEM}]},
+                {"role": "user", "content": [{"type": "text", "text": instruction}]}]
+        ids = self.tokenizer.apply_chat_template(chat, tokenize=True, add_generation_prompt=False,
+                                                 add_vision_id=False, **kw)
+        return list(ids["input_ids"] if not isinstance(ids, list) else ids)
+
+    def _cosmos(self, instruction: str) -> torch.Tensor:
+        ids = self._chat_ids(instruction, max_length=self.max_tokens, truncation=True, padding="max_length")
+        out = self.model(torch.tensor([ids]), output_hidden_states=True)  # no attention mask, as the pipeline
+        layers = []
+        for h in out.hidden_states[1:]:                                  # embeddings excluded
+            h = h.float()                                                # [1, max_tokens, hidden]
+            layers.append((h - h.mean(-1, keepdim=True)) / (h.std(-1, keepdim=True) + 1e-8))
+        return torch.cat(layers, dim=-1)                                 # [1, max_tokens, layers*hidden]
+
+    def _token_count(self, instruction: str) -> int:
+        if self.recipe == "cosmos":
+            return len(self._chat_ids(instruction))
+        return len(self.tokenizer(instruction, truncation=False, verbose=False)["input_ids"])
 
     def _warn_if_truncated(self, instruction: str) -> None:
         if instruction in self.truncated:
             return
-        n = len(self.tokenizer(instruction, truncation=False, verbose=False)["input_ids"])
+        n = self._token_count(instruction)
         if n > self.max_tokens:
             self.truncated[instruction] = n
             log.warning("instruction has %d tokens, more than the text encoder's window of %d: only the first %d "
