@@ -8,6 +8,7 @@ imported checkpoint's extractor must then compute what diffusers' modules comput
 from __future__ import annotations
 
 import json
+import re
 import types
 
 import pytest
@@ -37,6 +38,52 @@ INVERSE_RENAMES = (
 # what NVIDIA's files carry beside the weights (TransformerEngine state, counters, RoPE tables)
 NATIVE_JUNK = ("blocks.0.self_attn.attn_op._extra_state", "accum_iteration", "accum_video_sample_counter",
                "pos_embedder.seq", "pos_embedder.dim_spatial_range", "pos_embedder.dim_temporal_range")
+
+# a Wan residual block's diffusers names -> native ones
+WAN_RES = {"norm1.gamma": "residual.0.gamma", "conv1.": "residual.2.", "norm2.gamma": "residual.3.gamma",
+           "conv2.": "residual.6.", "conv_shortcut.": "shortcut."}
+
+
+def _res(rest):
+    for new, old in WAN_RES.items():
+        if rest.startswith(new):
+            return old + rest[len(new):]
+    return rest
+
+
+def wan_vae_native_key(k: str) -> str:
+    """diffusers AutoencoderKLWan key -> the native Wan 2.1 VAE key (inverse of diffusers' converter)."""
+    top = {"quant_conv.": "conv1.", "post_quant_conv.": "conv2."}
+    for new, old in top.items():
+        if k.startswith(new):
+            return old + k[len(new):]
+    side, rest = k.split(".", 1)
+    if rest.startswith("conv_in."):
+        return f"{side}.conv1.{rest[len('conv_in.'):]}"
+    if rest.startswith("norm_out."):
+        return f"{side}.head.0.{rest[len('norm_out.'):]}"
+    if rest.startswith("conv_out."):
+        return f"{side}.head.2.{rest[len('conv_out.'):]}"
+    m = re.match(r"mid_block\.resnets\.(\d)\.(.+)", rest)
+    if m:
+        return f"{side}.middle.{2 * int(m.group(1))}.{_res(m.group(2))}"
+    m = re.match(r"mid_block\.attentions\.0\.(.+)", rest)
+    if m:
+        return f"{side}.middle.1.{m.group(1)}"
+    m = re.match(r"down_blocks\.(\d+)\.(.+)", rest)
+    if m:
+        return f"{side}.downsamples.{m.group(1)}.{_res(m.group(2))}"
+    m = re.match(r"up_blocks\.(\d+)\.resnets\.(\d+)\.(.+)", rest)
+    if m:
+        b, r, tail = int(m.group(1)), int(m.group(2)), m.group(3)
+        if tail.startswith("conv_shortcut."):
+            return f"{side}.upsamples.{4 * b + r}.shortcut.{tail[len('conv_shortcut.'):]}"
+        return f"{side}.upsamples.{4 * b + r}.{_res(tail)}"
+    m = re.match(r"up_blocks\.(\d+)\.upsamplers\.0\.(.+)", rest)
+    if m:
+        return f"{side}.upsamples.{4 * int(m.group(1)) + 3}.{m.group(2)}"
+    raise KeyError(k)
+
 
 SMALL = {
     "name": "foundation_small",
@@ -168,6 +215,27 @@ def test_native_training_checkpoint_imports_its_ema_weights(published, tmp_path)
     load_checkpoint(out, model)
     for k, v in published.dit_state.items():
         assert torch.equal(model.dit.model.state_dict()[k], v), k
+
+
+def test_native_wan_vae_file_imports_through_diffusers_converter(published, tmp_path):
+    from diffusers import AutoencoderKLWan
+
+    vae = AutoencoderKLWan.from_pretrained(published.root / "pipeline" / "vae")
+    native = {wan_vae_native_key(k): v for k, v in vae.state_dict().items()}
+    assert "decoder.middle.0.residual.0.gamma" in native and "encoder.downsamples.0.residual.2.weight" in native
+    torch.save(native, tmp_path / "Wan2.1_VAE.pth")
+    out = tmp_path / "native_vae.safetensors"
+    import_foundation(published.preset, published.root / "iter_000001000.pt", tmp_path / "Wan2.1_VAE.pth", out,
+                      log=lambda m: None)
+    model = VideoActionModel(published.cfg)
+    load_checkpoint(out, model)
+    got = model.tokenizer.vae.state_dict()
+    for k, v in vae.state_dict().items():
+        assert torch.equal(got[k], v), k
+    torch.save({"encoder.conv1.weight": torch.zeros(1)}, tmp_path / "other.pth")
+    with pytest.raises(FoundationError, match="not a native Wan 2.1 VAE file"):
+        import_foundation(published.preset, published.root / "iter_000001000.pt", tmp_path / "other.pth",
+                          tmp_path / "o.safetensors", log=lambda m: None)
 
 
 def test_a_wrong_file_is_named_before_anything_is_written(published, tmp_path):
