@@ -44,6 +44,8 @@ BENCHES: dict[str, tuple[str, str]] = {
     "yam-mujoco": ("vam_bench.yam_mujoco", "simulated YAM: physics and three-view render time per 30 Hz tick"),
     "ros": ("vam_bench.ros_graph", "the ROS graph over DDS between processes: camera->policy latency and drops, "
                                    "target jitter and missed ticks, e-stop latency"),
+    "foundation": ("vam_bench.foundation", "time and peak memory of the foundation import at full size "
+                                           "(writes ~14 GB of files)"),
     "all": ("vam_bench.run_all", "every benchmark in one run, one JSON"),
 }
 

@@ -41,6 +41,20 @@ DIT_CONFIG_FIELDS = ("in_channels", "out_channels", "num_attention_heads", "atte
 VAE_CONFIG_FIELDS = ("base_dim", "z_dim", "dim_mult", "num_res_blocks", "temperal_downsample",
                      "latents_mean", "latents_std")
 SHOWN = 5   # keys quoted per kind in an error
+# diffusers name -> NVIDIA's native name: the inverse of the Cosmos 2.x renames, applied in order
+# (files for tests and benchmarks in the native layout; reading uses diffusers' own converter)
+NATIVE_NAMES = (
+    ("time_embed.t_embedder", "t_embedder.1"), ("time_embed.norm", "t_embedding_norm"),
+    ("transformer_blocks", "blocks"),
+    ("norm1.linear_1", "adaln_modulation_self_attn.1"), ("norm1.linear_2", "adaln_modulation_self_attn.2"),
+    ("norm2.linear_1", "adaln_modulation_cross_attn.1"), ("norm2.linear_2", "adaln_modulation_cross_attn.2"),
+    ("norm3.linear_1", "adaln_modulation_mlp.1"), ("norm3.linear_2", "adaln_modulation_mlp.2"),
+    ("attn1", "self_attn"), ("attn2", "cross_attn"), ("to_q", "q_proj"), ("to_k", "k_proj"),
+    ("to_v", "v_proj"), ("to_out.0", "output_proj"), ("norm_q", "q_norm"), ("norm_k", "k_norm"),
+    ("ff.net.0.proj", "mlp.layer1"), ("ff.net.2", "mlp.layer2"), ("patch_embed.proj", "x_embedder.proj.1"),
+    ("norm_out.linear_1", "final_layer.adaln_modulation.1"), ("norm_out.linear_2", "final_layer.adaln_modulation.2"),
+    ("proj_out", "final_layer.linear"),
+)
 
 
 class FoundationError(ValueError):
@@ -125,6 +139,13 @@ def native_transformer_state(raw: Mapping, weights: str = "ema") -> dict:
     else:
         picked = {k: v for k, v in tensors.items() if not k.startswith("net_ema.")}
     return convert_cosmos_transformer_checkpoint_to_diffusers(picked)
+
+
+def native_name(key: str) -> str:
+    """A diffusers DiT key as NVIDIA's native files name it (`net.` prefix)."""
+    for new, old in NATIVE_NAMES:
+        key = key.replace(new, old)
+    return "net." + key
 
 
 def read_transformer(path: str | Path, weights: str = "ema", trust_pickle: bool = False) -> tuple[dict | None, dict]:

@@ -15,26 +15,13 @@ import pytest
 import torch
 import yaml
 
-from vam_model.foundation import (FoundationError, dit_variant, import_foundation, match_state,
+from vam_model.foundation import (FoundationError, dit_variant, import_foundation, match_state, native_name,
                                   native_transformer_state, read_tensor_file)
 from vam_model.networks.checkpoint import load_checkpoint, read_metadata, verify_checkpoint
 from vam_model.networks.config import load_config
 from vam_model.networks.model import VideoActionModel
 from vam_model.networks.tokenizer import frames_to_video
 
-# diffusers name -> NVIDIA native name, the inverse of the Cosmos 2.x renames (applied in order)
-INVERSE_RENAMES = (
-    ("time_embed.t_embedder", "t_embedder.1"), ("time_embed.norm", "t_embedding_norm"),
-    ("transformer_blocks", "blocks"),
-    ("norm1.linear_1", "adaln_modulation_self_attn.1"), ("norm1.linear_2", "adaln_modulation_self_attn.2"),
-    ("norm2.linear_1", "adaln_modulation_cross_attn.1"), ("norm2.linear_2", "adaln_modulation_cross_attn.2"),
-    ("norm3.linear_1", "adaln_modulation_mlp.1"), ("norm3.linear_2", "adaln_modulation_mlp.2"),
-    ("attn1", "self_attn"), ("attn2", "cross_attn"), ("to_q", "q_proj"), ("to_k", "k_proj"),
-    ("to_v", "v_proj"), ("to_out.0", "output_proj"), ("norm_q", "q_norm"), ("norm_k", "k_norm"),
-    ("ff.net.0.proj", "mlp.layer1"), ("ff.net.2", "mlp.layer2"), ("patch_embed.proj", "x_embedder.proj.1"),
-    ("norm_out.linear_1", "final_layer.adaln_modulation.1"), ("norm_out.linear_2", "final_layer.adaln_modulation.2"),
-    ("proj_out", "final_layer.linear"),
-)
 # what NVIDIA's files carry beside the weights (TransformerEngine state, counters, RoPE tables)
 NATIVE_JUNK = ("blocks.0.self_attn.attn_op._extra_state", "accum_iteration", "accum_video_sample_counter",
                "pos_embedder.seq", "pos_embedder.dim_spatial_range", "pos_embedder.dim_temporal_range")
@@ -101,12 +88,8 @@ SMALL = {
 
 
 def to_native(state: dict) -> dict:
-    out = {}
-    for k, v in state.items():
-        for new, old in INVERSE_RENAMES:
-            k = k.replace(new, old)
-        out["net." + k] = v
-    return out
+    """diffusers names -> native ones; diffusers' own converter must map them back (checked by the imports)."""
+    return {native_name(k): v for k, v in state.items()}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,85 @@
+"""`vam-stack bench foundation`: time and peak memory of `vam-stack foundation import` at full size.
+
+Writes files in the published formats with the published shapes and random values: NVIDIA's
+native DiT `.pt` (bf16, `net.` keys, as the released `_ema_bf16.pt`) for the preset's DiT, and a
+diffusers `vae/` folder for its Wan VAE. It then runs the import as its own process and reports
+the wall time, the peak resident memory and the sizes. At `real` size this needs about 4 GB for
+the DiT file, 10 GB for the checkpoint and about 20 GB of memory.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", default="real", help="preset whose DiT/VAE shapes the files take (default real)")
+    parser.add_argument("--dir", default=None, help="work folder (default: a temporary one, removed afterwards)")
+    parser.add_argument("--json", default=None, help="also write the results as JSON here ('-' = stdout)")
+
+
+def write_published(preset: str, folder: Path) -> tuple[Path, Path]:
+    """The preset's DiT as a native bf16 .pt and its VAE as a diffusers folder (random values)."""
+    import torch
+
+    from vam_model.foundation import native_name
+    from vam_model.networks.config import load_config
+    from vam_model.networks.model import VideoActionModel
+    from vam_model.networks.tokenizer import VideoTokenizer
+
+    cfg = load_config(preset)
+    with torch.device("meta"):
+        shapes = {k: t.shape for k, t in VideoActionModel(cfg).dit.model.state_dict().items()}
+    g = torch.Generator().manual_seed(0)
+    state = {native_name(k): (torch.randn(s, generator=g) * 0.02).to(torch.bfloat16) for k, s in shapes.items()}
+    dit = folder / "dit_ema_bf16.pt"
+    torch.save(state, dit)
+    del state
+    vae = folder / "vae"
+    VideoTokenizer(cfg.tokenizer).vae.save_pretrained(vae)
+    return dit, vae
+
+
+def bench(preset: str, folder: Path) -> dict:
+    t0 = time.monotonic()
+    dit, vae = write_published(preset, folder)
+    written_s = time.monotonic() - t0
+    out = folder / "foundation.safetensors"
+    cmd = [sys.executable, "-m", "vam_cli.main", "foundation", "import", "--preset", preset,
+           "--transformer", str(dit), "--vae", str(vae), "--out", str(out)]
+    t1 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.monotonic() - t1
+    if proc.returncode != 0:
+        raise RuntimeError(f"import failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss            # Linux: kilobytes
+    return {"preset": preset, "import_s": round(wall, 1), "peak_rss_gb": round(peak_kb / 1e6, 2),
+            "dit_file_gb": round(dit.stat().st_size / 1e9, 2),
+            "vae_folder_gb": round(sum(f.stat().st_size for f in vae.iterdir()) / 1e9, 3),
+            "checkpoint_gb": round(out.stat().st_size / 1e9, 2), "write_inputs_s": round(written_s, 1),
+            "import_stdout": proc.stdout.strip().splitlines()[0] if proc.stdout.strip() else ""}
+
+
+def run(args: argparse.Namespace) -> int:
+    folder = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="vam_foundation_bench_"))
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        r = bench(args.preset, folder)
+    finally:
+        if not args.dir:
+            shutil.rmtree(folder, ignore_errors=True)
+    print(f"foundation import, preset {r['preset']}: {r['import_s']} s, peak RSS {r['peak_rss_gb']} GB; "
+          f"native DiT {r['dit_file_gb']} GB + VAE {r['vae_folder_gb']} GB -> checkpoint {r['checkpoint_gb']} GB "
+          f"(inputs written in {r['write_inputs_s']} s)")
+    if args.json == "-":
+        print(json.dumps(r, indent=2))
+    elif args.json:
+        Path(args.json).write_text(json.dumps(r, indent=2) + "\n")
+    return 0
