@@ -48,6 +48,7 @@ def write_published(preset: str, folder: Path) -> tuple[Path, Path]:
 
 
 def bench(preset: str, folder: Path) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     dit, vae = write_published(preset, folder)
     written_s = time.monotonic() - t0
@@ -63,13 +64,13 @@ def bench(preset: str, folder: Path) -> dict:
     return {"preset": preset, "import_s": round(wall, 1), "peak_rss_gb": round(peak_kb / 1e6, 2),
             "dit_file_gb": round(dit.stat().st_size / 1e9, 2),
             "vae_folder_gb": round(sum(f.stat().st_size for f in vae.iterdir()) / 1e9, 3),
-            "checkpoint_gb": round(out.stat().st_size / 1e9, 2), "write_inputs_s": round(written_s, 1),
+            "checkpoint_gb": round(out.stat().st_size / 1e9, 2),
+            "checkpoint_bytes": out.stat().st_size, "write_inputs_s": round(written_s, 1),
             "import_stdout": proc.stdout.strip().splitlines()[0] if proc.stdout.strip() else ""}
 
 
 def run(args: argparse.Namespace) -> int:
     folder = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="vam_foundation_bench_"))
-    folder.mkdir(parents=True, exist_ok=True)
     try:
         r = bench(args.preset, folder)
     finally:
