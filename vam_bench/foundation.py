@@ -13,7 +13,6 @@ import json
 import resource
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -53,7 +52,9 @@ def bench(preset: str, folder: Path) -> dict:
     dit, vae = write_published(preset, folder)
     written_s = time.monotonic() - t0
     out = folder / "foundation.safetensors"
-    cmd = [sys.executable, "-m", "vam_cli.main", "foundation", "import", "--preset", preset,
+    from vam_stack.process_graph import find_executable
+
+    cmd = [find_executable("vam-stack"), "foundation", "import", "--preset", preset,   # as a user runs it
            "--transformer", str(dit), "--vae", str(vae), "--out", str(out)]
     t1 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)
