@@ -110,3 +110,13 @@ def test_only_node_modules_import_rclpy():
             if "rclpy" in _imports(path) and path.name not in ("node.py", "ros.py"):
                 offenders.append(str(path.relative_to(ROOT)))
     assert not offenders, f"rclpy imported outside node.py / vam_stack/ros.py: {offenders}"
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves():
+    broken = []
+    for md in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for m in re.finditer(r"\]\(([^)#\s]+)(#[^)]*)?\)", md.read_text()):
+            target = m.group(1)
+            if not target.startswith(("http://", "https://", "mailto:")) and not (md.parent / target).exists():
+                broken.append(f"{md.relative_to(ROOT)} -> {target}")
+    assert not broken, f"broken links: {broken}"

@@ -21,11 +21,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", default="goal", choices=SUITES, help="suite to benchmark")
     parser.add_argument("--task", type=int, default=0, help="task index 0..9")
     parser.add_argument("--episodes", type=int, default=3, help="expert episodes to time")
+    parser.add_argument("--json", default=None, help="also write the results as JSON here ('-' = stdout)")
 
 
 def _stats(samples: list[float]) -> str:
     a = np.asarray(samples) * 1e3
     return f"median {np.median(a):6.3f} ms  p95 {np.percentile(a, 95):6.3f} ms  (n={a.size})"
+
+
+def _numbers(samples: list[float]) -> dict:
+    a = np.asarray(samples) * 1e3
+    return {"median_ms": round(float(np.median(a)), 4), "p95_ms": round(float(np.percentile(a, 95)), 4),
+            "n": int(a.size)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,6 +83,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"  wrist           {_stats(t_wrist)}")
     print(f"  render both     {_stats(t_both)}")
     print(f"  env.step total  {_stats(t_step)}")
+    if args.json:
+        import json
+        from pathlib import Path
+
+        r = {"suite": args.suite, "task": args.task, "episodes": args.episodes, "steps": steps,
+             "expert_successes": successes,
+             **{k: _numbers(v) for k, v in (("reset", t_reset), ("step_no_render", t_phys), ("agentview", t_agent),
+                                            ("wrist", t_wrist), ("render_both", t_both), ("step_total", t_step))}}
+        if args.json == "-":
+            print(json.dumps(r, indent=2))
+        else:
+            Path(args.json).write_text(json.dumps(r, indent=2) + "\n")
     return 0
 
 

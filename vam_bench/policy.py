@@ -277,7 +277,8 @@ def run(args: argparse.Namespace) -> int:
         res.update(bench_head(preset, 1 if big else args.repeats))
         h = res["head_ms"]
         print(f"[{preset}] head 10 steps ms  cached {h['cached']}  uncached {h['uncached']}  "
-              f"cache_speedup {res['cache_speedup']} (target >= 5 on libero)")
+              f"cache_speedup {res['cache_speedup']} (target >= 5 on libero: "
+              f"{mark(res['cache_speedup'] >= 5) if preset == 'libero' else 'not this preset'})")
         results[preset] = res
     out = results if len(results) > 1 else next(iter(results.values()))
     if args.json:
@@ -286,13 +287,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def mark(ok: bool) -> str:
+    """What a reader looks for beside a target: met or missed."""
+    return "MET" if ok else "MISSED"
+
+
 def _print_replan(preset: str, res: dict, backends: tuple) -> None:
     for backend in backends:
         b = res["backends"][backend]
         m, q = b["replan_ms"], b["replan_ms_p95"]
         print(f"[{preset}] {backend} ({b['describe'].get('head')} head) replan ms p50 (p95)  " +
               "  ".join(f"{k} {m[k]} ({q[k]})" for k in MODES))
-        print(f"[{preset}] {backend} gated/unguided {b['gated_over_unguided']} (target <= 1.1)  "
+        print(f"[{preset}] {backend} gated/unguided {b['gated_over_unguided']} (target <= 1.1: "
+              f"{mark(b['gated_over_unguided'] <= 1.1)})  "
               f"guided/unguided {b['guided_over_unguided']}  flat/unguided {b['flat_over_unguided']}")
     for backend in backends[1:]:
         print(f"[{preset}] {backend}/{backends[0]} per mode: {res[f'{backend}_over_{backends[0]}']}")

@@ -76,7 +76,8 @@ class StudyConfig:
     root: str = "runs/study"               # run directories and logs (large, not committed)
     data_root: str = "docs/data/paper_study"  # evaluation cells and TR studies (small: committed, so a study
                                            # resumes on a fresh clone without re-running what finished)
-    summary_out: str = "docs/paper_study"  # the summary's JSON, markdown table and figure
+    summary_out: str = "runs/study/summary"  # the summary's JSON, markdown table and figure (the published copy in
+                                           # docs/paper_study/ is copied there by hand, never written by a run)
     seeds: tuple[int, ...] = (0, 1)        # reporting seeds of every cell (fixed before the study)
     episodes_per_task: int = 5             # per task per seed
     guidance: tuple[str, ...] = ("none", "flat", "tr_adaptive")  # labels (vam_model.guidance.GUIDANCE_LABELS)
@@ -637,6 +638,8 @@ class Study:
                 return None
         summary = summarise(self.cfg, cells, tr)
         out = Path(self.cfg.summary_out)
+        if (out / "paper_study.json").is_file():        # derived from the cells, so refreshed, but never silently
+            self.log(f"replacing the earlier summary in {out} (the cells it came from are kept)")
         out.mkdir(parents=True, exist_ok=True)
         (out / "paper_study.json").write_text(json.dumps(summary, indent=2) + "\n")
         (out / "paper_study_table.md").write_text(markdown(summary))

@@ -115,11 +115,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--every", type=int, default=5, help="use every n-th state of each expert episode")
     p.add_argument("--indices", default="0,1,2,3,4,5", help="solver grid indices to extract features at")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="output directory (must be empty or new)")
+    p.add_argument("--overwrite", action="store_true", help="write into a non-empty --out")
+
+
+def table(summary: dict) -> str:
+    """TR mean [95 % interval] (n) per sigma_v and phase: what a reader needs from the study."""
+    def cell(s):
+        return "-" if not s else f"{s['mean']:.3f} [{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}] n={s['n']}"
+
+    lines = [f"{'index':>5} {'sigma_v':>7}  {'all':<30} {'planning':<30} {'manipulation':<30}"]
+    for k, row in summary["by_sigma_v"].items():
+        mark = " *" if int(k) == summary["default_index"] else ""
+        lines.append(f"{k:>5} {row['sigma_v']:7.3f}  {cell(row['all']):<30} {cell(row['planning']):<30} "
+                     f"{cell(row['manipulation']):<30}{mark}")
+    lines.append("* the policy's extraction index")
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
     from vam_model.policy import build_policy
+    from vam_stack.outputs import claim_out_dir
 
     try:                                             # cheap checks before a model is loaded
         indices = [int(x) for x in args.indices.split(",")]
@@ -129,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"--episodes and --every must be >= 1, got {args.episodes}, {args.every}")
     if not Path(args.checkpoint).is_file():
         raise SystemExit(f"--checkpoint {args.checkpoint!r} is not a file")
+    claim_out_dir(args.out, args.overwrite)          # before minutes of work, not after
     policy = build_policy(checkpoint=args.checkpoint, guidance="none", seed=0)
     steps = policy.mcfg.solver.steps
     bad = [i for i in indices if not 0 <= i < steps]
@@ -142,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "tr_study.json").write_text(json.dumps(summary | {"rows": rows}, indent=2) + "\n")
     png = plot(summary, out / "tr_study.png")
-    print(json.dumps({k: summary[k] for k in ("by_phase_at_default_index", "by_sigma_v")}, indent=1))
+    print(table(summary))
     print(f"wrote {out / 'tr_study.json'} and {png}")
     return 0
 

@@ -279,7 +279,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                     "--checkpoint, the checkpoint's own with one")
     p.add_argument("--checkpoint", default=None, help="safetensors checkpoint (default: seeded random weights)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights when no checkpoint is given")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", required=True, help="output directory (must be empty or new)")
+    p.add_argument("--overwrite", action="store_true", help="write into a non-empty --out")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="DiT weight/compute dtype inside the graph")
     p.add_argument("--no-head", action="store_true", help="export the DiT graphs only")
     p.add_argument("--no-dit", action="store_true", help="export the head graphs only")
@@ -288,11 +289,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vam_stack.outputs import claim_out_dir
+
     t0 = time.perf_counter()
-    model = load_model(args.preset, args.checkpoint, args.seed, meta=args.graph_only)
-    print(f"[export] {model.cfg.name}: model ready in {time.perf_counter() - t0:.1f} s; opset {OPSET}, {args.dtype}")
     if args.no_head and args.no_dit:
         raise SystemExit("--no-head and --no-dit together leave nothing to export")
+    claim_out_dir(args.out, args.overwrite)          # an earlier export is never replaced by accident
+    model = load_model(args.preset, args.checkpoint, args.seed, meta=args.graph_only)
+    print(f"[export] {model.cfg.name}: model ready in {time.perf_counter() - t0:.1f} s; opset {OPSET}, {args.dtype}")
     m = export_onnx(model, args.out, args.dtype, head=not args.no_head, with_weights=not args.graph_only,
                     checkpoint=args.checkpoint, dit=not args.no_dit)
     print(f"[export] wrote {len(m['graphs'])} graphs + manifest.json to {args.out} "

@@ -12,7 +12,7 @@ from vam_cli.main import main
 pytestmark = pytest.mark.slow
 
 
-def test_policy_bench_times_backends_modes_and_batching(tmp_path, onnx_cache):
+def test_policy_bench_times_backends_modes_and_batching(tmp_path, onnx_cache, capsys):
     out = tmp_path / "bench.json"
     rc = main(["bench", "policy", "--preset", "tiny", "--repeats", "1", "--device", "cpu", "--backend", "torch",
                "--backend", "onnxruntime", "--cache-dir", str(onnx_cache), "--json", str(out)])
@@ -30,6 +30,10 @@ def test_policy_bench_times_backends_modes_and_batching(tmp_path, onnx_cache):
     assert st["video_cond+null_text"] > 0 and st["video_plan"] > 0 and st["euler"] > 0
     assert res["achieved"]["unguided_flop"] > 0 and "fraction_of_bf16_peak" not in res["achieved"]
     assert res["cache_speedup"] > 0
+    printed = capsys.readouterr().out                     # every target printed with its verdict
+    gated = b["torch"]["gated_over_unguided"]
+    assert f"gated/unguided {gated} (target <= 1.1: {'MET' if gated <= 1.1 else 'MISSED'})" in printed
+    assert "(target >= 5 on libero: not this preset)" in printed
 
 
 def test_bench_refuses_a_device_it_cannot_time(tmp_path):

@@ -128,6 +128,7 @@ def test_cells_from_other_weights_or_counted_twice_are_refused_and_gaps_are_name
     running = study.cell_dir("full", "goal", "flat") / "results.json"     # a cell still running: shown, marked
     _write_results(running, _episodes("flat", "goal", 20, 30), ckpts["full"][1], complete=False)
     study.write_summary(partial=True)
+    assert any(m.startswith("replacing the earlier summary in") for m in logs)   # refreshed, never silently
     assert "(unfinished: 30 of 100)" in (Path(cfg.summary_out) / "paper_study_table.md").read_text()
     stale = study.cell_dir("full", "goal", "flat") / "results.json"
     _write_results(stale, _episodes("flat", "goal", 90, 100), "0" * 64)

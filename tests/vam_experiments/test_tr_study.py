@@ -35,3 +35,19 @@ def test_tr_study_command_rejects_bad_arguments_before_loading_a_model(tmp_path)
         main(["tr-study", "--checkpoint", "nope.safetensors", "--every", "0", "--out", out])
     with pytest.raises(SystemExit, match="is not a file"):
         main(["tr-study", "--checkpoint", str(tmp_path / "missing.safetensors"), "--out", out])
+
+
+@pytest.mark.unit
+def test_tr_study_never_writes_over_an_earlier_study_and_prints_a_table(tmp_path):
+    from vam_cli.main import main
+    from vam_experiments.tr_study import table
+    from vam_stack.paths import models_dir
+
+    out = tmp_path / "earlier"
+    out.mkdir()
+    (out / "tr_study.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="not empty"):   # refused before the model loads
+        main(["tr-study", "--checkpoint", str(models_dir() / "libero64.safetensors"), "--out", str(out)])
+    assert (out / "tr_study.json").read_text() == "{}"
+    text = table(summarise(_rows(), default_index=2))
+    assert len(text.splitlines()) == 5 and "3.500 [3.500, 3.500] n=2" in text and text.splitlines()[2].endswith("*")

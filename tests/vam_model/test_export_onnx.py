@@ -168,6 +168,16 @@ def test_export_rejects_bad_options(tiny, tmp_path):
 
 
 @pytest.mark.unit
+def test_export_never_writes_over_an_earlier_export(tmp_path):
+    from vam_cli.main import main
+
+    (tmp_path / "manifest.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="not empty"):
+        main(["export", "onnx", "--out", str(tmp_path)])
+    assert (tmp_path / "manifest.json").read_text() == "{}"
+
+
+@pytest.mark.unit
 def test_fp16_graph_the_tensorrt_path_builds_from(tiny, tmp_path):
     """`--dtype fp16` (what TensorRT 11's strongly typed build uses): fp16 weights inside, fp32 I/O,
     inside the fp16 parity bounds in onnxruntime. One DiT block keeps the export short."""

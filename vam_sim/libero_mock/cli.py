@@ -112,8 +112,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--libero-python", help="libero-real: interpreter of the LIBERO environment "
                                            "(default $VAM_LIBERO_PYTHON)")
     p.add_argument("--task", help="yam-mujoco task (handover, relay, tray_lift); the LIBERO robot uses --suite")
-    p.add_argument("--suite", default="goal", type=_suite, metavar="SUITE",
-                   help=f"one of {', '.join(SUITES)} (LIBERO's names work too: libero_goal, libero_10 / 10, ...)")
+    p.add_argument("--suite", default=None, type=_suite, metavar="SUITE",
+                   help=f"LIBERO robots: one of {', '.join(SUITES)} (default goal; LIBERO's names work too: "
+                        f"libero_goal, libero_10 / 10, ...)")
     p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
     p.add_argument("--episodes", type=int, default=3, help="episodes (task i %% 10 for episode i)")
     p.add_argument("--seed", type=int, default=0, help="seed id hashed into every initial state")
@@ -162,6 +163,9 @@ def _sim_summary(cfg: SimConfig, runner, episodes: list[dict], t0: float) -> dic
 def run(args: argparse.Namespace) -> int:
     transport = (getattr(args, "image_transport", "raw"), getattr(args, "jpeg_quality", JPEG_QUALITY_DEFAULT))
     if args.robot == "yam-mujoco":
+        if args.suite is not None:
+            raise SystemExit(f"--suite {args.suite!r} is for the LIBERO robots; --robot yam-mujoco takes --task "
+                             f"(handover, relay, tray_lift)")
         if transport != ("raw", JPEG_QUALITY_DEFAULT):
             raise SystemExit("--image-transport/--jpeg-quality are options of the LIBERO robots; the yam-mujoco "
                              "run feeds its policy raw frames")
@@ -170,13 +174,17 @@ def run(args: argparse.Namespace) -> int:
         return run_yam(args)
     if args.task is not None:
         raise SystemExit(f"--task {args.task!r} is for --robot yam-mujoco; the LIBERO robot takes --suite/--first-task")
-    cfg = SimConfig(suite=args.suite, episodes=args.episodes, seed=args.seed, guidance=args.guidance,
+    cfg = SimConfig(suite=args.suite or "goal", episodes=args.episodes, seed=args.seed, guidance=args.guidance,
                     policy=args.policy, preset=args.preset, checkpoint=args.checkpoint,
                     record=not args.no_record, record_image_every=args.record_image_every,
                     first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
                     mock_config=args.mock_config, executor=args.executor, device=args.device, backend=args.backend,
                     action_temperature=args.action_temperature, image_transport=transport[0],
                     jpeg_quality=transport[1])
+    if args.robot == "libero-real":                  # nothing (not even an empty recording) before this check
+        from vam_sim.libero_real.client import libero_python
+
+        libero_python(args.libero_python)
     out = claim_out_dir(args.out, args.overwrite)
     t0 = time.perf_counter()
     runner_cls = SimRunner
@@ -370,6 +378,7 @@ def _eval_results(args, suites: list[str], seeds: list[int], schedules: list[str
             continue
         by_guidance[g] = {"success_rate": success_rates(eps), "counts": success_counts(eps),
                           "ci95": success_intervals(eps), "per_task": _per_task(eps),
+                          "per_task_counts": _per_task_counts(eps),
                           "stats": summarise(eps),
                           "errors": {s: error_stats([e for e in eps if e["suite"] == s]) for s in suites
                                      if any(e["suite"] == s for e in eps)},
@@ -391,15 +400,44 @@ def _eval_results(args, suites: list[str], seeds: list[int], schedules: list[str
 
 def _write_md(out: Path, suites: list[str], schedules: list[str], by_guidance: dict) -> str:
     table = markdown_table(suites, schedules, by_guidance)
+    table += "\n\nSuccesses per task:\n\n" + per_task_table(suites, schedules, by_guidance)
     if schedules != ["expert"]:                  # the scripted expert runs no inference
         table += ("\n\nFailed replans per cell (inference errors, of them inputs the policy refused; error "
                   "episodes: no replan succeeded, the arm held still throughout):\n\n"
                   + errors_table(suites, schedules, by_guidance))
     reach = reach_table(suites, schedules, by_guidance)
-    table += ("\n\nWhy episodes fail (named object grasped / another object grasped, median closest xy "
-              "approach to the first named object):\n\n" + reach) if reach else ""
+    table += ("\n\nWhy episodes fail (named movable object grasped / episodes whose task names one, another "
+              "object grasped, median closest xy approach to the first named object):\n\n" + reach) if reach else ""
     (out / "results.md").write_text(table + "\n")
     return table
+
+
+def _per_task_counts(eps: list[dict]) -> dict:
+    """{suite: {task: {k, n, instruction}}}: successes of each task, for the per-task table."""
+    by: dict = {}
+    for e in eps:
+        c = by.setdefault(e["suite"], {}).setdefault(str(e["task"]), {"k": 0, "n": 0,
+                                                                      "instruction": e.get("instruction", "")})
+        c["k"] += int(bool(e["success"]))
+        c["n"] += 1
+    return by
+
+
+def per_task_table(suites: list[str], schedules: list[str], by_guidance: dict) -> str:
+    """Rows: suite and task (with its instruction); columns: schedule; cells: successes k/n."""
+    rows = ["| suite | task | instruction | " + " | ".join(schedules) + " |", "|---|---|---|" + "---|" * len(schedules)]
+    for s in suites:
+        tasks: dict = {}
+        for g in schedules:
+            for t, c in by_guidance.get(g, {}).get("per_task_counts", {}).get(s, {}).items():
+                tasks.setdefault(t, c["instruction"])
+        for t in sorted(tasks, key=int):
+            cells = []
+            for g in schedules:
+                c = by_guidance.get(g, {}).get("per_task_counts", {}).get(s, {}).get(t)
+                cells.append("-" if c is None else f"{c['k']}/{c['n']}")
+            rows.append(f"| {s} | {t} | {tasks[t]} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 def _per_task(eps: list[dict]) -> dict:
@@ -414,8 +452,12 @@ def _closest(r: dict) -> str:
 
 
 def reach_line(r: dict) -> str:
-    return (f"named object grasped in {r['grasped_named']}/{r['episodes']} episodes, another object in "
-            f"{r['grasped_other']}/{r['episodes']}, median closest approach {_closest(r)}")
+    return (f"named object grasped in {r['grasped_named']}/{_object_episodes(r)} episodes whose task names one, "
+            f"another object in {r['grasped_other']}/{r['episodes']}, median closest approach {_closest(r)}")
+
+
+def _object_episodes(r: dict) -> int:
+    return r.get("object_episodes", r["episodes"])    # results written before drawers and stoves were told apart
 
 
 def realtime_line(r: dict) -> str:
@@ -447,7 +489,8 @@ def reach_table(suites: list[str], schedules: list[str], by_guidance: dict) -> s
         return None
 
     def cell(r):
-        return "-" if r is None else f"{r['grasped_named']}/{r['episodes']} named, {r['grasped_other']} other, {_closest(r)}"
+        return ("-" if r is None else
+                f"{r['grasped_named']}/{_object_episodes(r)} named, {r['grasped_other']} other, {_closest(r)}")
 
     rows = ["| suite | " + " | ".join(schedules) + " |", "|---|" + "---|" * len(schedules)]
     rows += [f"| {s} | " + " | ".join(cell(per[g, s]) for g in schedules) + " |" for s in suites]

@@ -181,8 +181,10 @@ def run(args: argparse.Namespace) -> int:
     from vam_sim.libero_mock.env import make_env
     from vam_sim.libero_mock.tasks import LIBERO_NAMES, canonical_suite, suite_tasks
 
-    from .client import RealLiberoEnv
+    from .client import RealLiberoEnv, libero_python
 
+    if args.backend != "mock":
+        libero_python(args.libero_python)            # one line, before minutes of probing the mock
     try:
         suite = canonical_suite(args.suite)
     except ValueError as e:

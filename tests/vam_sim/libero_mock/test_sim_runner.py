@@ -39,6 +39,8 @@ def test_sim_image_transport_options_are_validated():
     assert SimConfig(image_transport="compressed", jpeg_quality=1).jpeg_quality == 1
     with pytest.raises(SystemExit, match="options of the LIBERO robots"):
         main(["sim", "--robot", "yam-mujoco", "--image-transport", "compressed", "--out", "unused"])
+    with pytest.raises(SystemExit, match="--suite 'goal' is for the LIBERO robots"):   # never silently ignored
+        main(["sim", "--robot", "yam-mujoco", "--suite", "goal", "--out", "unused"])
 
 
 @pytest.mark.sim
@@ -144,8 +146,8 @@ def test_sim_expert_succeeds(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["success_rate"] == {"spatial": 1.0}
     assert all(e["replans"] == [] for e in summary["episodes"])
-    assert summary["stats"]["reach"] == {"episodes": 2, "grasped_named": 2, "grasped_other": 0,
-                                         "closest_xy_cm_median": 0.0}
+    assert summary["stats"]["reach"] == {"episodes": 2, "object_episodes": 2, "grasped_named": 2,
+                                         "grasped_other": 0, "closest_xy_cm_median": 0.0}
 
 
 @pytest.mark.sim
@@ -162,6 +164,11 @@ def test_eval_expert_table(tmp_path, capsys):
     assert n == 10 and f"({k}/10)" in md
     assert res["by_guidance"]["expert"]["reach"]["goal_ood"]["grasped_named"] == 10
     assert "| goal_ood | 10/10 named, 0 other, 0.0 cm |" in md
+    # goal: the drawer, the stove and the pushed plate place nothing; the seven others are grasped
+    assert res["by_guidance"]["expert"]["reach"]["goal"]["object_episodes"] == 7
+    assert "| goal | 7/7 named, 0 other," in md
+    assert "| goal_ood | 3 | put the cream cheese in the basket | 1/1 |" in md        # success per task too
+    assert "Successes per task" in capsys.readouterr().out
 
 
 @pytest.mark.sim

