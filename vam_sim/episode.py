@@ -68,6 +68,23 @@ def check_run_device(device: str, backend: str, policy: str) -> None:
           f"device {device!r} / backend {backend!r} place the vam policy's networks; the {policy!r} policy has none")
 
 
+def check_guidance_weights(w_lang, w_plan, s_max, policy: str) -> None:
+    """A run config's guidance weights (None: the policy config's): what `GuidanceConfig` accepts
+    (ConfigError quoting the value), and only for the vam policy (the expert has no guidance)."""
+    from vam_model.guidance import GuidanceConfig
+
+    given = {k: v for k, v in (("w_lang_base", w_lang), ("w_plan_base", w_plan), ("s_max", s_max)) if v is not None}
+    GuidanceConfig(**given)
+    check(policy == "vam" or not given,
+          f"guidance weights {given} steer the vam policy; the {policy!r} policy has none")
+
+
+def guidance_weights(cfg) -> dict:
+    """The GuidanceConfig overrides a run config carries (w_lang, w_plan, s_max that are set)."""
+    return {k: v for k, v in (("w_lang_base", cfg.w_lang), ("w_plan_base", cfg.w_plan), ("s_max", cfg.s_max))
+            if v is not None}
+
+
 def check_temperature(value, policy: str) -> None:
     """A run config's `action_temperature`: a number in [0, 1] (ConfigError quoting it), and the
     default 1 unless the vam policy runs (the scripted expert draws no action noise)."""
@@ -95,16 +112,21 @@ class EpisodeRunner:
 
     @staticmethod
     def build_policy(checkpoint: str | None, preset: str | None, default_preset: str, guidance: str, seed: int,
-                     device: str = "auto", backend: str = "torch", action_temperature: float = 1.0):
+                     device: str = "auto", backend: str = "torch", action_temperature: float = 1.0,
+                     weights: dict | None = None):
         """The policy a run uses: the given checkpoint, else the default preset's shipped weights, on
         `device` with its DiT and head calls on `backend` (check_run_device names a bad value first),
-        its initial action noise scaled by `action_temperature` (PolicyConfig)."""
+        its initial action noise scaled by `action_temperature` and its guidance weights replaced by
+        `weights` (GuidanceConfig field -> value; PolicyConfig's defaults otherwise)."""
+        from dataclasses import replace
+
         from vam_model.backends import BackendConfig
         from vam_model.networks.checkpoint import resolve_checkpoint
         from vam_model.policy import PolicyConfig, build_policy
 
         ckpt, preset = resolve_checkpoint(checkpoint, preset, default_preset)
         cfg = PolicyConfig(device=device, backend=BackendConfig(name=backend), action_temperature=action_temperature)
+        cfg = replace(cfg, guidance=replace(cfg.guidance, **(weights or {})))
         return build_policy(preset, checkpoint=ckpt, guidance=guidance, seed=seed, config=cfg)
 
     def open_outputs(self) -> None:

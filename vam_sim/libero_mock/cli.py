@@ -97,8 +97,18 @@ def errors_line(err: dict) -> str:
 
 
 # ---- sim ------------------------------------------------------------------------------------
+def _weights(args) -> dict:
+    """--w-lang / --w-plan / --s-max as run-config fields (None: the policy config's)."""
+    return {"w_lang": getattr(args, "w_lang", None), "w_plan": getattr(args, "w_plan", None),
+            "s_max": getattr(args, "s_max", None)}
+
+
 def _device_arguments(p: argparse.ArgumentParser) -> None:
-    """--device / --backend of `sim` and `eval` (checked by SimConfig: vam_sim.episode.check_run_device)."""
+    """--device / --backend of `sim` and `eval` (checked by SimConfig: vam_sim.episode.check_run_device),
+    and the guidance weights (checked by vam_sim.episode.check_guidance_weights)."""
+    p.add_argument("--w-lang", type=float, help="vam: language (null-text) guidance base weight (default 0.1)")
+    p.add_argument("--w-plan", type=float, help="vam: plan guidance base weight (default 0.3)")
+    p.add_argument("--s-max", type=float, help="vam: upper clip of the TR-adaptive scale s_i (default 2.0)")
     p.add_argument("--device", default="auto", help="vam: where the networks run: auto (CUDA when present), cpu, "
                                                     "cuda or cuda:N")
     p.add_argument("--backend", default="torch", help="vam: runtime of the DiT and head calls: torch, onnxruntime "
@@ -180,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
                     first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
                     mock_config=args.mock_config, executor=args.executor, device=args.device, backend=args.backend,
                     action_temperature=args.action_temperature, image_transport=transport[0],
-                    jpeg_quality=transport[1])
+                    jpeg_quality=transport[1], **_weights(args))
     if args.robot == "libero-real":                  # nothing (not even an empty recording) before this check
         from vam_sim.libero_real.client import libero_python
 
@@ -302,7 +312,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 checkpoint=args.checkpoint, record=False, plots=args.plots,
                 max_steps=getattr(args, "max_steps", None), execute=getattr(args, "execute", None),
                 mock_config=getattr(args, "mock_config", None), device=getattr(args, "device", "auto"),
-                backend=getattr(args, "backend", "torch"))
+                backend=getattr(args, "backend", "torch"), **_weights(args))
             for g in schedules for suite in suites for seed in seeds}   # every config checked up front
     out = claim_out_dir(args.out, getattr(args, "overwrite", False))
     by_schedule: dict[str, list[dict]] = {}          # schedule -> finished episodes, in run order

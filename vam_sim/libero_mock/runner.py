@@ -42,7 +42,8 @@ from camera_bridge.window import FrameRing
 from vam_stack import msgs
 from vam_stack.config import check
 
-from ..episode import EpisodeRunner, PolicyEpisode, RealtimeLoop, check_run_device, check_temperature
+from ..episode import (EpisodeRunner, PolicyEpisode, RealtimeLoop, check_guidance_weights, check_run_device,
+                       check_temperature, guidance_weights)
 
 from .env import LiberoMockEnv, make_env
 from .expert import expert_action
@@ -79,6 +80,9 @@ class SimConfig:
     action_temperature: float = 1.0  # vam: scale of the flow's initial action noise (PolicyConfig), in [0, 1]
     image_transport: str = "raw"     # vam: raw frames | compressed: each frame JPEG-encoded and decoded (msgs.jpeg_roundtrip)
     jpeg_quality: int = msgs.JPEG_QUALITY_DEFAULT  # compressed: JPEG quality in [1, 100] (95: image_transport's default)
+    w_lang: float | None = None      # vam: language (null-text) guidance base weight; None = PolicyConfig's (0.1)
+    w_plan: float | None = None      # vam: plan guidance base weight; None = PolicyConfig's (0.3)
+    s_max: float | None = None       # vam: upper clip of the adaptive scale s_i; None = PolicyConfig's (2.0)
 
     def __post_init__(self):
         from .tasks import canonical_suite
@@ -98,6 +102,7 @@ class SimConfig:
         check(self.executor == "lockstep" or self.policy == "vam",
               f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
         check_run_device(self.device, self.backend, self.policy)
+        check_guidance_weights(self.w_lang, self.w_plan, self.s_max, self.policy)
         check_temperature(self.action_temperature, self.policy)
         check(self.image_transport in IMAGE_TRANSPORTS,
               f"image_transport must be one of {IMAGE_TRANSPORTS}, got {self.image_transport!r}")
@@ -234,7 +239,7 @@ class SimRunner(EpisodeRunner):
     def _build_policy(self):
         c = self.cfg
         return self.build_policy(c.checkpoint, c.preset, "libero64", c.guidance, c.seed, c.device, c.backend,
-                                 c.action_temperature)
+                                 c.action_temperature, guidance_weights(c))
 
     def __enter__(self):
         if self.cfg.policy == "vam" and self.policy is None:

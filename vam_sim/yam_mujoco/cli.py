@@ -44,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
                        execute=getattr(args, "execute", None),
                        sim_config=getattr(args, "sim_config", None), executor=getattr(args, "executor", "lockstep"),
                        device=getattr(args, "device", "auto"), backend=getattr(args, "backend", "torch"),
-                       action_temperature=getattr(args, "action_temperature", 1.0))
+                       action_temperature=getattr(args, "action_temperature", 1.0),
+                       w_lang=getattr(args, "w_lang", None), w_plan=getattr(args, "w_plan", None),
+                       s_max=getattr(args, "s_max", None))
     overwrite = getattr(args, "overwrite", False)
     out = claim_out_dir(args.out, overwrite)
     t0 = time.perf_counter()

@@ -26,7 +26,8 @@ import numpy as np
 from camera_bridge.window import FrameRing
 from vam_stack.config import check
 
-from ..episode import EpisodeRunner, RealtimeLoop, check_run_device, check_temperature
+from ..episode import (EpisodeRunner, RealtimeLoop, check_guidance_weights, check_run_device, check_temperature,
+                       guidance_weights)
 from .expert import MAX_MISS_M, MISS_WHEN, make_expert, miss_offset
 from .robot import SimRobot, build_sim_robot
 from .tasks import TASKS
@@ -75,6 +76,9 @@ class YamRunConfig:
     device: str = "auto"  # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
     backend: str = "torch"  # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
     action_temperature: float = 1.0  # vam: scale of the flow's initial action noise (PolicyConfig), in [0, 1]
+    w_lang: float | None = None      # vam: language (null-text) guidance base weight; None = PolicyConfig's (0.1)
+    w_plan: float | None = None      # vam: plan guidance base weight; None = PolicyConfig's (0.3)
+    s_max: float | None = None       # vam: upper clip of the adaptive scale s_i; None = PolicyConfig's (2.0)
 
     def __post_init__(self):
         check(self.task in TASKS, f"task must be one of {sorted(TASKS)}, got {self.task!r}")
@@ -88,6 +92,7 @@ class YamRunConfig:
               f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
         check_run_device(self.device, self.backend, self.policy)
         check_temperature(self.action_temperature, self.policy)
+        check_guidance_weights(self.w_lang, self.w_plan, self.s_max, self.policy)
         check(math.isfinite(self.expert_noise) and 0.0 <= self.expert_noise <= 0.2,
               f"expert_noise must be in [0, 0.2] rad, got {self.expert_noise!r}")
         check(self.expert_noise == 0.0 or self.policy == "expert",
@@ -189,7 +194,7 @@ class YamSimRunner(EpisodeRunner):
         c = self.cfg
         if c.policy == "vam" and self.policy is None:
             self.policy = self.build_policy(c.checkpoint, c.preset, "yam64", c.guidance, c.seed, c.device, c.backend,
-                                            c.action_temperature)
+                                            c.action_temperature, guidance_weights(c))
         if self.policy is not None:
             spec = self.policy.spec
             if c.execute is not None and c.execute > spec.chunk:

@@ -193,3 +193,21 @@ def test_eval_records_the_weights_and_runs_the_labelled_tr0_ablation(tmp_path):
         assert not (tmp_path / "dev").exists()
     with pytest.raises(SystemExit, match="unknown guidance 'flat\\+running_min'"):
         main(["eval", "--suites", "goal", "--guidance", "flat+running_min", "--out", str(tmp_path / "bad")])
+
+
+@pytest.mark.unit
+def test_guidance_weights_reach_the_policy_and_bad_ones_are_named(tmp_path):
+    from vam_sim.libero_mock.runner import SimRunner
+    from vam_stack.config import ConfigError
+
+    cfg = SimConfig(preset="tiny", guidance="flat", w_lang=0.25, w_plan=0.5, s_max=1.5)
+    g = SimRunner(cfg, tmp_path / "run")._build_policy().cfg.guidance
+    assert (g.schedule, g.w_lang_base, g.w_plan_base, g.s_max) == ("flat", 0.25, 0.5, 1.5)
+    assert SimRunner(SimConfig(preset="tiny"), tmp_path / "r2")._build_policy().cfg.guidance.w_plan_base == 0.3
+    with pytest.raises(ConfigError, match=r"w_plan_base must be finite and >= 0, got -1.0"):
+        SimConfig(w_plan=-1.0)
+    with pytest.raises(ConfigError, match="the 'expert' policy has none"):
+        SimConfig(policy="expert", s_max=1.0)
+    with pytest.raises(ConfigError, match="w_lang_base must be finite"):
+        main(["eval", "--suites", "goal", "--w-lang", "nan", "--out", str(tmp_path / "e")])
+    assert not (tmp_path / "e").exists()

@@ -407,3 +407,15 @@ def test_a_miss_noticed_at_the_meeting_point_goes_back_for_the_block(tmp_path):
     assert abs(late["milestones"]["both_hold"] - clean["milestones"]["both_hold"] - back) <= 15
     wait = slice(step + 2, step + back - 2)                    # the right arm holds still meanwhile
     assert np.abs(targets[wait, 7:13] - targets[wait, 7:13][0]).max() < 1e-9
+
+
+@pytest.mark.unit
+def test_yam_runs_take_guidance_weights_checked():
+    from vam_sim.episode import guidance_weights
+    from vam_sim.yam_mujoco.runner import YamRunConfig
+    from vam_stack.config import ConfigError
+
+    assert guidance_weights(YamRunConfig(w_plan=0.5, s_max=1.0)) == {"w_plan_base": 0.5, "s_max": 1.0}
+    assert guidance_weights(YamRunConfig()) == {}
+    with pytest.raises(ConfigError, match="s_max must be finite and >= 0, got inf"):
+        YamRunConfig(s_max=float("inf"))
