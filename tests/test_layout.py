@@ -120,3 +120,30 @@ def test_every_relative_link_in_the_readme_and_docs_resolves():
             if not target.startswith(("http://", "https://", "mailto:")) and not (md.parent / target).exists():
                 broken.append(f"{md.relative_to(ROOT)} -> {target}")
     assert not broken, f"broken links: {broken}"
+
+
+# public functions no source module calls, each with why it stays (an API for users or the
+# message layer's symmetry); anything else only a test calls is a decoy beside the live path
+USED_BY_USERS_OR_TESTS = {
+    "write_dataset": "vam_train.dataset: write a dataset from Python (tests build theirs with it)",
+    "build_instruction": "yam_driver.dxl_protocol: an instruction packet, what parse_stream reads",
+    "read_info": "vam_stack.recording: read a recording's summary (users, tests)",
+    "read_messages": "vam_stack.recording: read a recording's messages (users, tests)",
+    "roundtrip": "vam_stack.msgs: serialise and read back, as a subscriber sees a message",
+    "time_to_ns": "vam_stack.msgs: the inverse of time_from_ns",
+    "compress_image": "vam_stack.msgs: image_transport's compressed message of a raw one",
+    "float32_value": "vam_stack.msgs: the reader beside float32_msg",
+    "bool_msg": "vam_stack.msgs: std_msgs/Bool, checked (the e-stop topic's type)",
+}
+
+
+def test_no_public_function_is_called_only_by_tests():
+    sources = [f for p in PACKAGES for f in (ROOT / p).rglob("*.py")] + sorted((ROOT / "launch").glob("*.py"))
+    text = "\n".join(f.read_text() for f in sources)
+    unused = []
+    for f in sources:
+        for node in ast.parse(f.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                if len(re.findall(rf"\b{re.escape(node.name)}\b", text)) <= 1 and node.name not in USED_BY_USERS_OR_TESTS:
+                    unused.append(f"{f.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not unused, f"public functions only tests call (remove, or use them on the live path): {unused}"

@@ -36,12 +36,6 @@ def attention_masses(probs: torch.Tensor, tokens_per_frame: int, video_tokens: i
     return m0.mean(dim=-1), mp.mean(dim=-1)                              # [B], [B]
 
 
-def temporal_ratio(probs: torch.Tensor, tokens_per_frame: int, video_tokens: int, eps: float = EPS) -> torch.Tensor:
-    """TR per batch element [B] from action-query attention probabilities [B,H,A,L]."""
-    m0, mp = attention_masses(probs, tokens_per_frame, video_tokens)
-    return ratio_from_masses(m0, mp, eps)                                # [B]
-
-
 def ratio_from_masses(mass_v0: torch.Tensor, mass_vplus: torch.Tensor, eps: float = EPS) -> torch.Tensor:
     """TR [B] from the head-averaged masses on V0 and V+ (what the exported head graph returns)."""
     return (mass_vplus + eps) / (mass_v0 + eps)                          # [B]

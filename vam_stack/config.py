@@ -162,15 +162,6 @@ def _check_size(data: Any, source: str) -> Any:
     return data
 
 
-def parse_yaml(text: str, source: str = "<string>") -> Any:
-    """Parse YAML text with the duplicate-key check; errors are ConfigError naming `source`."""
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{source}: not valid YAML: {e}") from None
-    return _check_size(data, source)
-
-
 def load_yaml(path: str | Path) -> dict:
     """Read a YAML mapping; a missing, unreadable or non-mapping file or a repeated key is a ConfigError."""
     p = Path(path)

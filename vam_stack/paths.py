@@ -77,7 +77,3 @@ def models_dir() -> Path:
 
 def config_dir() -> Path:
     return share_dir() / "config"
-
-
-def launch_dir() -> Path:
-    return share_dir() / "launch"

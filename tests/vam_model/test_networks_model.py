@@ -35,7 +35,7 @@ def test_tiny_stage_shapes(tiny_model, tiny_cfg):
     feats, sigma_v = tiny_model.video_features(anchor, text, noise)
     assert feats.shape == (2, 5, 392, cfg.dit.width)
     assert round(sigma_v, 3) == 0.883
-    prefix = tiny_model.prefix(feats, sigma_v, state)
+    prefix = tiny_model.head.embed_prefix(feats, tiny_model.cfg.dit_grid, torch.full((feats.shape[0],), sigma_v, device=feats.device), state)
     assert prefix.shape == (2, 5 * 98 + 1, cfg.head.width)
     cache = tiny_model.head.prefix_cache(prefix)
     v, probs = tiny_model.head.denoise_step(cache, actions, torch.full((2,), 0.5), probs_layer=cfg.head.tr_layer)
@@ -137,7 +137,7 @@ def test_block_k_exit_equals_block_output_of_full_forward(tiny_model, tiny_cfg):
 def test_cached_and_uncached_velocity_agree(tiny_model, tiny_cfg):
     anchor, text, noise, state, actions = _inputs(tiny_cfg, batch=2)
     feats, sv = tiny_model.video_features(anchor, text, noise)
-    prefix = tiny_model.prefix(feats, sv, state)
+    prefix = tiny_model.head.embed_prefix(feats, tiny_model.cfg.dit_grid, torch.full((feats.shape[0],), sv, device=feats.device), state)
     cache = tiny_model.head.prefix_cache(prefix)
     L = tiny_cfg.head.tr_layer
     for sigma in (1.0, 0.55, 0.1):
@@ -159,7 +159,7 @@ def test_time_conditioned_prefix_refuses_cache(tiny_cfg):
 def test_attention_rows_sum_to_one_and_mask(tiny_model, tiny_cfg):
     anchor, text, noise, state, actions = _inputs(tiny_cfg)
     feats, sv = tiny_model.video_features(anchor, text, noise)
-    prefix = tiny_model.prefix(feats, sv, state)
+    prefix = tiny_model.head.embed_prefix(feats, tiny_model.cfg.dit_grid, torch.full((feats.shape[0],), sv, device=feats.device), state)
     _, probs = tiny_model.head.denoise_step_uncached(prefix, actions, torch.tensor([0.3]), probs_layer=2)
     torch.testing.assert_close(probs.sum(-1), torch.ones_like(probs.sum(-1)))
     mask = ActionHead.attention_mask(3, 2)

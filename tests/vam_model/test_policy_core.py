@@ -6,10 +6,15 @@ import torch
 
 from vam_model.guidance import GuidanceConfig, GuidanceSchedule, adaptive_scale, combine_velocities
 from vam_model.networks.action_sampler import euler_integrate, sigma_schedule
-from vam_model.temporal_ratio import attention_masses, temporal_ratio, video_attention_map
+from vam_model.temporal_ratio import attention_masses, ratio_from_masses, video_attention_map
 from vam_stack.config import ConfigError
 
 pytestmark = pytest.mark.unit
+
+
+def temporal_ratio(probs, tokens_per_frame, video_tokens):
+    """TR as the live path computes it (vam_model.backends.head): masses, then their ratio."""
+    return ratio_from_masses(*attention_masses(probs, tokens_per_frame, video_tokens))
 
 
 def _probs(rows):

@@ -167,4 +167,5 @@ def test_training_and_feature_paths_keep_every_tensor_on_the_model_device(micro_
     text = m.dit.project_text(batch["text"][:1])
     noise = torch.zeros(1, z.shape[1], micro_cfg.solver.latent_frames, *z.shape[3:], device="meta")
     feats, sigma_v = m.video_features(z[:, :, :1], text, noise)
-    assert m.prefix(feats, sigma_v, batch["state"][:1]).device.type == "meta"
+    sig = torch.full((feats.shape[0],), sigma_v, device=feats.device)
+    assert m.head.embed_prefix(feats, m.cfg.dit_grid, sig, batch["state"][:1]).device.type == "meta"

@@ -61,8 +61,3 @@ class VideoActionModel(nn.Module):
         sigma = torch.full((noise.shape[0],), sigma_v, dtype=noise.dtype, device=noise.device)
         feats = dit.features(x, mask, self.dit.frame_sigmas(sigma, is_anchor), text)  # [B, T_roll, N, D]
         return feats[:, : scfg.latent_frames], sigma_v                   # [B, T, N, D]
-
-    # ---- head -----------------------------------------------------------------------------
-    def prefix(self, feats: torch.Tensor, sigma_v: float, state: torch.Tensor) -> torch.Tensor:
-        sig = torch.full((feats.shape[0],), sigma_v, dtype=feats.dtype, device=feats.device)
-        return self.head.embed_prefix(feats, self.cfg.dit_grid, sig, state)  # [B, Tv+1, W]
