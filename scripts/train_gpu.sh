@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Train the tiny model on a CUDA machine in one command: collect the goal demonstrations with
-# parallel processes, train with config/train_tiny_gpu.yaml, leave the weights, log and a JSON
+# parallel processes, train with config/train_tiny.yaml --variant gpu, leave the weights, log and a JSON
 # summary in OUT. Evaluation runs anywhere afterwards (CPU is fine):
 #   bash scripts/eval_sim.sh OUT/run/model.safetensors runs/eval_gpu
 #
@@ -27,7 +27,7 @@ if [ "${1:-}" = "--prepare" ]; then
     ver=$("$PY" -c 'import diffusers; print(diffusers.__version__)')
     "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         -d "$DIR/wheels" "diffusers==$ver" importlib_metadata
-    vs train --config config/train_tiny_gpu.yaml --write-text-embeddings "$DIR/text_goal.safetensors"
+    vs train --config config/train_tiny.yaml --variant gpu --write-text-embeddings "$DIR/text_goal.safetensors"
     du -sh "$DIR"
     exit 0
 fi
@@ -55,7 +55,7 @@ WORKERS=$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))
 t0=$(date +%s)
 vs collect --suites goal --episodes-per-task 50 --seed 100 --workers "$WORKERS" --out "$OUT/demos_goal"
 t1=$(date +%s)
-vs train --config config/train_tiny_gpu.yaml --dataset "$OUT/demos_goal" --out "$OUT/run" "${EMB[@]}" "$@"
+vs train --config config/train_tiny.yaml --variant gpu --dataset "$OUT/demos_goal" --out "$OUT/run" "${EMB[@]}" "$@"
 t2=$(date +%s)
 "$PY" - "$OUT" "$((t1 - t0))" "$((t2 - t1))" <<'PY'
 import json, sys

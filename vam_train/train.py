@@ -39,7 +39,7 @@ Devices: `device` cpu | cuda | auto. The model is initialised on the CPU and mov
 noise comes from the CPU generator, so a step's data and noise are the same on any device
 (the arithmetic is not bit-identical across devices). For GPUs, `amp: bf16` autocasts the
 forward passes, `cache_frames` decodes the dataset's PNG frames into RAM once and
-`loader_threads` assembles batches in parallel (config/train_tiny_gpu.yaml).
+`loader_threads` assembles batches in parallel (config/train_tiny.yaml, `--variant gpu`).
 """
 from __future__ import annotations
 
@@ -844,13 +844,60 @@ def _rank_main(rank: int, cfg: TrainConfig, out: str, resume: bool, ship: str | 
 
 
 # ---- CLI ------------------------------------------------------------------------------------
-def load_train_config(path: str | Path, overrides: dict) -> TrainConfig:
+def _merge(base: dict, over: dict) -> dict:
+    """`base` with `over` laid on top; nested mappings (loss, recovery) merge key by key."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def parse_sets(items: list[str] | None) -> dict:
+    """`--set KEY=VALUE` (VALUE in YAML, KEY dotted for nested fields: loss.action_samples=8) -> a mapping."""
+    import yaml
+
+    out: dict = {}
+    for item in items or []:
+        key, eq, text = item.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {item!r}: the value is not YAML ({e})") from None
+        if isinstance(value, str):                   # YAML reads 2e-3 as text; a number is meant
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        node = out
+        *parents, leaf = key.strip().split(".")
+        for name in parents:
+            node = node.setdefault(name, {})
+        node[leaf] = value
+    return out
+
+
+def load_train_config(path: str | Path, overrides: dict, variant: str | None = None,
+                      sets: dict | None = None) -> TrainConfig:
+    """The `train:` section of `path`, then the named entry of its `variants:` laid on top, then the
+    command line's `sets` and `overrides` (None values skipped); every field is checked after."""
     data = load_yaml(path)
     if "train" not in data:
         raise ConfigError(f"{path}: missing section 'train' (sections: {sorted(data)})")
+    unknown = sorted(set(data) - {"train", "variants"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown sections {unknown} (a training config holds 'train' and 'variants')")
     section = dict(data["train"])
+    if variant is not None:
+        variants = data.get("variants") or {}
+        if variant not in variants:
+            raise ConfigError(f"{path}: no variant {variant!r} (variants: {sorted(variants) or 'none'})")
+        section = _merge(section, variants[variant] or {})
+    section = _merge(section, sets or {})
     section.update({k: v for k, v in overrides.items() if v is not None})
-    return from_dict(TrainConfig, section, f"{path} [train]")
+    where = f"{path} [train{'' if variant is None else f' + variant {variant}'}]"
+    return from_dict(TrainConfig, section, where)
 
 
 def parse_fractions(text: str, name: str) -> tuple[float, ...]:
@@ -899,6 +946,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in an OUT that holds an earlier run (its train_state.pt, model.safetensors "
                         "and log.jsonl are replaced); without it such an OUT is refused")
+    p.add_argument("--variant", help="lay the config's `variants: NAME:` overrides on its train section "
+                                     "(e.g. gpu in train_tiny.yaml; earlier runs in train_yam64.yaml)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="sets",
+                   help="override one train field (YAML value; dotted for nested: loss.action_samples=8); repeatable")
     p.add_argument("--dataset", help="override train.dataset")
     p.add_argument("--mode", choices=MODES, help="override train.mode")
     p.add_argument("--steps", type=int, help="override train.steps")
@@ -917,7 +968,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = load_train_config(args.config, {"dataset": args.dataset, "mode": args.mode, "steps": args.steps,
                                           "time_budget_min": args.time_budget_min, "seed": args.seed,
-                                          "device": args.device, "text_embeddings": args.text_embeddings})
+                                          "device": args.device, "text_embeddings": args.text_embeddings},
+                            variant=getattr(args, "variant", None), sets=parse_sets(getattr(args, "sets", None)))
     if args.recovery_at is not None:
         cfg = replace(cfg, recovery=replace(cfg.recovery, at=parse_fractions(args.recovery_at, "--recovery-at")))
     if args.write_text_embeddings:

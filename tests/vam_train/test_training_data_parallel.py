@@ -98,6 +98,6 @@ def test_the_train_command_names_a_bad_dataset_before_spawning_ranks(tmp_path):
     from vam_train.dataset import DatasetError
 
     with pytest.raises(DatasetError, match="'no/such/dir' is not a dataset"):
-        main(["train", "--config", str(config_dir() / "train_yam64_dp.yaml"), "--dataset", "no/such/dir",
+        main(["train", "--config", str(config_dir() / "train_yam64.yaml"), "--dataset", "no/such/dir",
               "--out", str(tmp_path / "run")])
     assert not (tmp_path / "run").exists()

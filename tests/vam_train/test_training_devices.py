@@ -131,13 +131,13 @@ def test_gpu_recipe_differs_from_the_cpu_recipe_only_in_throughput_fields(root, 
     from vam_train.train import load_train_config
 
     cpu = to_dict(load_train_config(Path(config_dir()) / "train_tiny.yaml", {}))
-    gpu = to_dict(load_train_config(Path(config_dir()) / "train_tiny_gpu.yaml", {}))
+    gpu = to_dict(load_train_config(Path(config_dir()) / "train_tiny.yaml", {}, variant="gpu"))
     changed = {k for k in cpu if cpu[k] != gpu[k] and k != "recovery"}    # rounds are off in both
     assert changed == {"dataset", "suites", "steps", "time_budget_min", "batch", "lr", "warmup", "ema", "threads",
                        "device", "amp", "cache_frames", "loader_threads", "checkpoint_every", "log_every"}
     assert gpu["loss"] == cpu["loss"] and gpu["recovery"]["at"] == cpu["recovery"]["at"] == []
     # the GPU recipe's code path (autocast, frame cache, 12 loader threads) runs here with the device swapped
-    cfg = replace(load_train_config(Path(config_dir()) / "train_tiny_gpu.yaml", {}), device="cpu", batch=2, steps=2,
+    cfg = replace(load_train_config(Path(config_dir()) / "train_tiny.yaml", {}, variant="gpu"), device="cpu", batch=2, steps=2,
                   warmup=1, threads=1, loss=LossConfig(action_samples=2))
     tr = Trainer(cfg, tmp_path / "r", data=Dataset(root), model_cfg=micro_cfg)
     out = tr.fit(progress=False)

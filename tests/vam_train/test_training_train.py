@@ -125,6 +125,40 @@ def test_train_config_validates_and_the_shipped_yaml_loads():
 
 
 @pytest.mark.unit
+def test_one_train_config_per_preset_with_variants_and_command_line_sets(tmp_path):
+    import yaml
+
+    from vam_stack.paths import config_dir
+    from vam_train.train import parse_sets
+
+    shipped = sorted(Path(config_dir()).glob("train_*.yaml"))
+    presets = [yaml.safe_load(f.read_text())["train"]["preset"] for f in shipped]
+    assert len(presets) == len(set(presets)), f"more than one training config for a preset: {shipped}"
+    for f in shipped:                                  # every variant of every shipped config validates
+        for v in [None, *(yaml.safe_load(f.read_text()).get("variants") or {})]:
+            load_train_config(f, {}, variant=v)
+    yam = Path(config_dir()) / "train_yam64.yaml"
+    base, eighth = load_train_config(yam, {}), load_train_config(yam, {}, variant="eighth")
+    assert base.extra_datasets == ("runs/demos_yam_regrasp101", "runs/demos_yam_late102")
+    assert eighth.extra_datasets == ("runs/demos_yam_regrasp101",) and eighth.loss == base.loss
+    assert load_train_config(yam, {}, variant="second").loss.action_samples == 8   # nested keys merge
+    with pytest.raises(ConfigError, match=r"no variant 'tenth' \(variants: \['eighth', 'fifth'"):
+        load_train_config(yam, {}, variant="tenth")
+    sets = parse_sets(["loss.action_samples=2", "lr=2e-3", "extra_datasets=[]"])
+    cfg = load_train_config(yam, {"steps": 5}, sets=sets)
+    assert (cfg.loss.action_samples, cfg.lr, cfg.extra_datasets, cfg.steps) == (2, 2e-3, (), 5)
+    assert cfg.loss.beta_a == base.loss.beta_a                      # the rest of loss kept
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_sets(["lr"])
+    with pytest.raises(ConfigError, match="did you mean"):
+        load_train_config(yam, {}, sets=parse_sets(["lrr=1"]))
+    extra = tmp_path / "t.yaml"
+    extra.write_text("train: {preset: tiny}\nvarints: {}\n")
+    with pytest.raises(ConfigError, match=r"unknown sections \['varints'\]"):
+        load_train_config(extra, {})
+
+
+@pytest.mark.unit
 def test_head_text_path_trains_only_the_text_route_of_the_dit(data, micro_cfg, tmp_path):
     tr = Trainer(_cfg(mode="two_stage", stage1_steps=0, steps=1, ema=0.0, head_text_path=True, feature_reuse=1),
                  tmp_path / "r", data=data, model_cfg=micro_cfg)
