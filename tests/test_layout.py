@@ -147,3 +147,30 @@ def test_no_public_function_is_called_only_by_tests():
                 if len(re.findall(rf"\b{re.escape(node.name)}\b", text)) <= 1 and node.name not in USED_BY_USERS_OR_TESTS:
                     unused.append(f"{f.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert not unused, f"public functions only tests call (remove, or use them on the live path): {unused}"
+
+
+MAX_MODULE_LINES = 500    # a module over this holds more than one concern: split it by concern
+
+
+def test_no_module_over_500_lines():
+    long = []
+    for p in PACKAGES:
+        for f in (ROOT / p).rglob("*.py"):
+            n = len(f.read_text().splitlines())
+            if n > MAX_MODULE_LINES:
+                long.append(f"{f.relative_to(ROOT)} ({n} lines)")
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+FINDABLE = {"TR": "ratio_from_masses", "guidance": "combine_velocities", "current-frame input": "def infer",
+            "tick": "def target", "prefix cache": "def prefix_cache"}
+
+
+def test_each_core_concept_is_found_within_two_files_named_in_components_md():
+    table = (ROOT / "docs" / "components.md").read_text()
+    for concept, needle in FINDABLE.items():
+        row = next((line for line in table.splitlines() if line.startswith(f"| {concept} ")), None)
+        assert row, f"docs/components.md has no 'Where things live' row for {concept!r}"
+        files = re.findall(r"`([\w/]+\.py)`", row)
+        assert 1 <= len(files) <= 2, f"{concept}: {files}"
+        assert any(needle in (ROOT / f).read_text() for f in files), f"{concept}: {needle!r} is in none of {files}"

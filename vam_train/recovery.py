@@ -28,13 +28,16 @@ progress fraction in `at`, writes it as an ordinary dataset under OUT/recovery/r
 from __future__ import annotations
 
 import copy
+import json
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import torch
 
 from vam_stack.config import check
 
@@ -281,3 +284,98 @@ def collect_yam_round(checkpoint: str | Path, cfg: RecoveryConfig, tasks: list[s
 
 __all__ = ["NothingKept", "RecoveryConfig", "collect_round", "collect_yam_round", "recovery_segments", "takeover_steps",
            "yam_takeover_episode"]
+
+
+class RecoveryRounds:
+    """The Trainer's recovery rounds: roll out the current EMA weights, let the expert take over,
+    merge the kept segments into the training data (OUT/recovery/round_<r>/)."""
+
+    def _round_dir(self, r: int) -> Path:
+        return self.out / "recovery" / f"round_{r}"
+
+    def _merge_recovery(self, r: int) -> None:
+        summary = self._round_dir(r) / "summary.json"
+        if summary.is_file() and json.loads(summary.read_text()).get("episodes") == 0:
+            self.recovery_rounds = r + 1                 # a round that kept nothing: done, no data to merge
+            return
+        if not self._data_private:                       # extend a private copy, never the caller's dataset
+            self._data_private = True
+            self.data = copy.copy(self.data)
+            self.data.episodes = list(self.data.episodes)
+        from .dataset import Dataset
+
+        self.data.extend(Dataset(self._round_dir(r) / "data"))
+        self.recovery_rounds = r + 1
+        if self.cfg.cache_frames:
+            self._cache_frames()
+        self.batches = self._make_batches()
+
+    def recovery_due(self) -> bool:
+        at = self.cfg.recovery.at
+        return self.recovery_rounds < len(at) and self.progress(self.step) >= at[self.recovery_rounds]
+
+    def recovery_round(self, progress: bool = True) -> dict:
+        """Roll out the current EMA weights, let the expert take over, merge the segments into the data.
+        A round that kept no takeover is recorded (summary.json with the reason) and counted as done:
+        the run trains on with the data it had instead of losing the minutes already spent."""
+        import shutil
+
+        r = self.recovery_rounds
+        root = self._round_dir(r)
+        if root.exists():                                # a round interrupted before it was merged
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        ckpt = self.export(root / "policy.safetensors")  # the weights that drove the rollouts
+        suites = sorted({e.meta["suite"] for e in self.data.episodes})
+        try:
+            if suites == ["yam_mujoco"]:
+                summary = self._yam_recovery_round(ckpt, r, root, progress)
+            else:
+                summary = self._mock_recovery_round(ckpt, r, root, suites, progress)
+        except NothingKept as e:
+            summary = e.summary | {"error": str(e)}
+        (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")   # read by the merge
+        self._merge_recovery(r)
+        return summary
+
+    def _mock_recovery_round(self, ckpt: Path, r: int, root: Path, suites: list[str], progress: bool) -> dict:
+        """A round on the mocked LIBERO bridge (recovery.collect_round) the data came from."""
+        from vam_stack.progress import progress_bar
+        from vam_model.policy import build_policy
+        from vam_sim.libero_mock import LiberoMockConfig
+        from .recovery import collect_round
+
+        rc = self.cfg.recovery
+        policy = build_policy(checkpoint=ckpt, guidance=rc.guidance, seed=self.cfg.seed + r)
+        bar = progress_bar(total=len(suites) * 10 * rc.episodes_per_task, unit="rollout", desc=f"recovery round {r}",
+                           disable=not progress, file=sys.stdout, leave=False)
+        try:
+            mock = self.data.info.get("mock")        # recovery rollouts run in the mock the data came from
+            mock = LiberoMockConfig.from_dict(mock) if mock is not None else None
+            return collect_round(policy, rc, suites, r, root / "data", progress=lambda k, n: bar.update(1), mock=mock)
+        finally:
+            bar.close()
+            torch.set_num_threads(self.cfg.threads)      # the policy sets its own thread count
+
+    def _yam_recovery_round(self, ckpt: Path, r: int, root: Path, progress: bool) -> dict:
+        """A round on the simulated YAM (recovery.collect_yam_round) for the data's tasks, at its view size."""
+        from vam_stack.progress import progress_bar
+        from .recovery import collect_yam_round
+
+        rc, robot = self.cfg.recovery, self.mcfg.robot
+        tasks = list(self.data.info.get("tasks") or sorted({e.meta["task"] for e in self.data.episodes}))
+        h, w, _ = self.data.info["frame_shape"]
+        bar = progress_bar(unit="rollout", desc=f"recovery round {r}", disable=not progress, file=sys.stdout,
+                           leave=False)
+
+        def tick(done: int, total: int) -> None:          # the round knows its rollout count
+            bar.total = total
+            bar.update(done - bar.n)
+
+        try:
+            return collect_yam_round(ckpt, rc, tasks, r, root / "data", (w // len(robot.cameras), h), robot.execute,
+                                     progress=tick, policy_seed=self.cfg.seed + r)
+        finally:
+            bar.close()
+            torch.set_num_threads(self.cfg.threads)
+

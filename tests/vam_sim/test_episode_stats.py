@@ -1,7 +1,7 @@
 """Success rates come with a 95 % Wilson interval (pinned against the textbook values)."""
 import pytest
 
-from vam_sim.libero_mock.cli import markdown_table
+from vam_sim.reports import markdown_table
 from vam_sim.episode import success_intervals, wilson_interval
 
 pytestmark = pytest.mark.unit
