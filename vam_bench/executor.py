@@ -98,7 +98,7 @@ def _build(args: argparse.Namespace, home: np.ndarray) -> tuple[Any, dict, str]:
         from vam_model.policy import build_policy
 
         factory = functools.partial(build_policy, preset=args.preset)
-        obs = {}  # built from the policy's spec once it exists (frames, height, width, proprio_dim)
+        obs = {}  # built from the policy's spec once it exists (height, width, proprio_dim)
         what = f"{args.preset} policy, {args.policy_threads} torch thread(s)"
     if args.worker == "process":
         return ProcessPolicy(factory, torch_threads=args.policy_threads), obs, what + ", child process"
@@ -130,7 +130,7 @@ def _measure(args: argparse.Namespace, policy: Any, obs: dict, what: str, scfg) 
     spec = policy.spec
     if not obs:
         rng = np.random.default_rng(0)
-        obs = {"frames": rng.integers(0, 256, (spec.frames, spec.height, spec.width, 3), dtype=np.uint8),
+        obs = {"frame": rng.integers(0, 256, (spec.height, spec.width, 3), dtype=np.uint8),
                "proprio": np.zeros(spec.proprio_dim, np.float32)}
     policy.reset("pick up the black bowl and place it on the plate")
     t0 = time.perf_counter()

@@ -178,7 +178,7 @@ def episode_cost(model, backend_cfg: BackendConfig, device: str, replans: int, s
 
     mcfg, r = model.cfg, model.cfg.robot
     rng = np.random.default_rng(seed)
-    frames = [rng.integers(0, 256, (r.frames, r.image_height, r.image_width, 3), dtype=np.uint8)
+    frames = [rng.integers(0, 256, (r.image_height, r.image_width, 3), dtype=np.uint8)
               for _ in range(replans)]
     proprio = np.zeros(r.proprio_dim, np.float32)
     backend, encoder = None, None
@@ -191,12 +191,12 @@ def episode_cost(model, backend_cfg: BackendConfig, device: str, replans: int, s
         p = VamPolicy(model, cfg, encoder, backend=backend)
         backend = p.backend
         p.reset("hand the block to the other arm")
-        p.infer({"frames": frames[0], "proprio": proprio})                         # warm-up
+        p.infer({"frame": frames[0], "proprio": proprio})                         # warm-up
         p.reset("hand the block to the other arm")                                # TR_0 from the episode's first replan
         sync_device(p.device)
         t0, s_pos, guided = time.perf_counter(), 0, 0
         for f in frames:
-            o = p.infer({"frames": f, "proprio": proprio})
+            o = p.infer({"frame": f, "proprio": proprio})
             s_pos += o["s"] > 0
             guided += len(o["branches_computed"]) > 1
         sync_device(p.device)

@@ -68,7 +68,7 @@ def bench_replan(preset: str, repeats: int, threads: int, device: str = "auto", 
     mcfg = load_config(preset)
     r = mcfg.robot
     rng = np.random.default_rng(0)
-    obs = {"frames": rng.integers(0, 256, (r.frames, r.image_height, r.image_width, 3), dtype=np.uint8),
+    obs = {"frame": rng.integers(0, 256, (r.image_height, r.image_width, 3), dtype=np.uint8),
            "proprio": np.zeros(r.proprio_dim, np.float32)}
     bkw = {**({"cache_dir": cache_dir} if cache_dir else {}), **(backend_kw or {})}
     pcfg = PolicyConfig(threads=threads, return_attention=False, device=device, autocast=autocast)

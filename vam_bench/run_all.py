@@ -61,7 +61,7 @@ def bench_replan(preset: str, backend: str, repeats: int, threads: int, cache_di
                                                         {"cache_dir": cache_dir} if cache_dir else {}))))
     r = base.mcfg.robot
     rng = np.random.default_rng(0)
-    obs = {"frames": rng.integers(0, 256, (r.frames, r.image_height, r.image_width, 3), dtype=np.uint8),
+    obs = {"frame": rng.integers(0, 256, (r.image_height, r.image_width, 3), dtype=np.uint8),
            "proprio": np.zeros(r.proprio_dim, np.float32)}
     policies = {}
     for name, (schedule, _) in MODES.items():

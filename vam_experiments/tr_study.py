@@ -41,13 +41,12 @@ def measure(policy, states: list[dict], indices: list[int], progress: bool = Tru
     from camera_bridge.preprocess import fit_views
 
     grid = sigma_grid(policy.mcfg.solver)
-    frames = policy.spec.frames
     r = policy.mcfg.robot
     rows = []
     for k, s in enumerate(progress_bar(states, desc="tr-study", unit="state", disable=not progress)):
         policy.reset(s["instruction"])
         frame = fit_views(s["frame"], len(r.cameras), r.camera_width, r.camera_height)  # the camera path's rule
-        obs = {"frames": np.repeat(frame[None], frames, axis=0), "proprio": s["proprio"]}
+        obs = {"frame": frame, "proprio": s["proprio"]}
         for idx in indices:
             policy.cfg = replace(policy.cfg, feature_index=idx)
             policy.generator.manual_seed(1000 + k)

@@ -1,7 +1,7 @@
 """The VAM policy: `reset(instruction)` + `infer(obs) -> dict` (chunking, recording, timing wrap it).
 
 One replan i:
-  1. encode the current (newest) frame of the window -> clean anchor latent;
+  1. encode the current frame -> clean anchor latent;
   2. conditional video pass: FlowUniPC rollout to the exposed grid index, block-k features;
   3. head prefix (video tokens + state) -> per-layer KV cache, computed once;
   4. Euler step 0 of the conditional branch also returns the TR layer's attention masses -> TR_i,
@@ -11,7 +11,7 @@ One replan i:
   6. 10 Euler steps of v = v_cond + w_lang (v_cond - v_null) + w_plan (v_plan - v_cond).
 
 Device (`PolicyConfig.device`): every network call and every tensor of a replan lives there.
-The window's current frame, the state and the noise go up once per replan (pinned memory on
+The current frame, the state and the noise go up once per replan (pinned memory on
 CUDA); actions, the TR of every step and the attention map come back once at the end. The only
 host read in between is TR at step 4, and only under `tr_adaptive` (its value decides which
 branches run); under `none` and `flat` the weights do not depend on TR, so the replan runs with
@@ -22,10 +22,10 @@ per Euler step (their prefixes all have the same length: the plan branch's featu
 T frames), and when the weights are known before TR (`flat`), the conditional and null-text
 video passes run as one batch of 2 (same anchor, noise and length; only the text differs).
 
-Inputs: `obs["frames"]` uint8 [17, H, W, 3] RGB window, oldest first (the newest frame is the
-current observation the video rollout is anchored on; this model's rollout imagines the
-future from it, so older frames of the window are checked but not fed to the networks);
-`obs["proprio"]` real numbers [P], finite and within float32 range (complex, NaN/inf and
+Inputs (what the model uses, nothing more): `obs["frame"]` uint8 [H, W, 3] RGB, the current
+stacked camera frame the video rollout is anchored on (the rollout imagines the future from it;
+no earlier frame reaches the networks, so none is asked for; windows of frames exist only where
+training and recording need them); `obs["proprio"]` real numbers [P], finite and within float32 range (complex, NaN/inf and
 |x| > 3.4e38 are refused with the index and value, before any network runs and before any
 counter advances). Outputs: absolute joint targets (real) or end-effector deltas
 (LIBERO), de-normalised with statistics stored in the checkpoint.
@@ -101,7 +101,6 @@ class PolicySpec:
     execute: int
     action_dim: int
     proprio_dim: int
-    frames: int
     height: int
     width: int
     rate_hz: float
@@ -141,7 +140,7 @@ class VamPolicy:
         self.cfg = cfg
         self.checkpoint = checkpoint  # where the weights came from: a checkpoint path, or "random"
         r = self.mcfg.robot
-        self.spec = PolicySpec(r.chunk, r.execute, r.action_dim, r.proprio_dim, r.frames, r.image_height,
+        self.spec = PolicySpec(r.chunk, r.execute, r.action_dim, r.proprio_dim, r.image_height,
                                r.image_width, r.control_hz, r.action_type, len(r.cameras))
         self.text_encoder = text_encoder
         self.guidance = GuidanceSchedule(cfg.guidance)
@@ -229,22 +228,22 @@ class VamPolicy:
         if self._text is None:
             raise InputError("no instruction: call reset(instruction) before infer()")
         if not isinstance(obs, dict):
-            raise InputError(f"observation must be a dict with 'frames' and 'proprio', got {type(obs).__name__}")
-        for key in ("frames", "proprio"):
+            raise InputError(f"observation must be a dict with 'frame' and 'proprio', got {type(obs).__name__}")
+        for key in ("frame", "proprio"):
             if key not in obs:
-                raise InputError(f"observation is missing {key!r} (has {sorted(obs)})")
+                hint = (" (the policy takes the current frame alone as 'frame' [H, W, 3]: only it reaches the "
+                        "networks)") if key == "frame" and "frames" in obs else ""
+                raise InputError(f"observation is missing {key!r} (has {sorted(obs)}){hint}")
         s = self.spec
-        frames = obs["frames"]
-        if not isinstance(frames, np.ndarray):
-            raise InputError(f"frames must be a numpy array, got {type(frames).__name__}")
-        if frames.dtype != np.uint8:
-            raise InputError(f"frames must be uint8 RGB, got dtype {frames.dtype}")
-        want = (s.frames, s.height, s.width, 3)
-        if frames.ndim != 4 or frames.shape[0] != s.frames:
-            raise InputError(f"frames must be a window of {s.frames} frames {list(want)}, got shape {list(frames.shape)}")
-        if frames.shape[1:] != want[1:]:
-            raise InputError(f"frame size must be {s.height}x{s.width}x3 (HxWxC), got {list(frames.shape[1:])}")
-        return frames, self._check_proprio(obs["proprio"])
+        frame = obs["frame"]
+        if not isinstance(frame, np.ndarray):
+            raise InputError(f"frame must be a numpy array, got {type(frame).__name__}")
+        if frame.dtype != np.uint8:
+            raise InputError(f"frame must be uint8 RGB, got dtype {frame.dtype}")
+        if frame.shape != (s.height, s.width, 3):
+            raise InputError(f"frame must be {s.height}x{s.width}x3 (HxWxC, the {s.views} stacked views), "
+                             f"got {list(frame.shape)}")
+        return frame, self._check_proprio(obs["proprio"])
 
     def _check_proprio(self, value) -> np.ndarray:
         """float32 [P] proprio; refuses what would turn into inf/NaN inside the networks."""
@@ -298,7 +297,7 @@ class VamPolicy:
     @torch.no_grad()
     def infer(self, obs: dict, noise: dict | None = None) -> dict:
         """One replan, steps 1-6 of the module docstring: actions [A_H, D] and the telemetry."""
-        frames, proprio = self.check_obs(obs)
+        frame, proprio = self.check_obs(obs)
         self._apply_pending()
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
@@ -306,7 +305,7 @@ class VamPolicy:
         r = _Replan(self, self._noise(noise))
         p_mean, p_std = self.stats["proprio"]
         with r.timer("encode"), self.autocast():                                      # 1. encode
-            current = devices.upload(frames[-1:][None], self.device)                  # [1, 1, H, W, 3] uint8
+            current = devices.upload(frame[None, None], self.device)                  # [1, 1, H, W, 3] uint8
             r.anchor = self.model.encode_frames(current).float()                      # [1, 16, 1, h, w]
             r.state = devices.upload(((proprio - p_mean) / p_std)[None], self.device)  # [1, P]
         r.prepare(r.needed_branches() if r.fixed else ("cond",))                         # 2.-3. (5. when fixed)

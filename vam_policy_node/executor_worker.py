@@ -11,7 +11,7 @@ released, so the tick thread's timing no longer depends on the policy's Python c
     executor = ChunkExecutor(policy, cfg, obs_fn=..., sink=...)
 
 The factory must be picklable (a module-level function or a functools.partial of one).
-Observations are pickled per replan (17 x 224 x 448 x 3 uint8 frames = 5.1 MB, a few ms).
+Observations are pickled per replan (the current 224 x 448 x 3 uint8 frame, 0.3 MB, and the proprio).
 Errors raised by the child's policy come back as `PolicyProcessError` with the child's
 traceback text; the executor logs them and holds like any other inference exception.
 """

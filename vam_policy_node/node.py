@@ -61,7 +61,6 @@ PARAMS = (
     P("device", "auto", "where the policy's networks and tensors run: auto (CUDA when present) | cpu | cuda | cuda:N"),
     P("autocast", "none", "torch backend: autocast precision of the network calls", choices=("none", "bf16", "fp16")),
     P("instruction", "", "episode started as soon as frames and joint states arrive; empty = wait for /vam/instruction"),
-    P("frame_skip", 0, "camera messages between window frames; 0 = the model preset's", range=(0, 30)),
     P("safety_config", "", "safety limits YAML (absolute joint targets); empty = config/yam_safety.yaml"),
     P("driver_config", "", "yam_driver YAML naming the 14 joints; empty = config/yam_driver_damiao.yaml"),
     P("max_frame_age_s", 0.5, "newest camera frame older than this holds the arm [s]", range=(0.01, 10.0)),
@@ -101,15 +100,12 @@ def guidance_from(p: dict) -> GuidanceConfig:
 
 
 def build_policy(p: dict):
-    """(policy, frame skip of its model) as the parameters name them (`policy_process`: a
-    ProcessPolicy proxy, whose model config stays in the child, so the skip is read here)."""
+    """The policy the parameters name (`policy_process`: a ProcessPolicy proxy, the model in a child)."""
     from vam_model.backends import BackendConfig
-    from vam_model.networks.checkpoint import read_metadata, resolve_checkpoint
-    from vam_model.networks.config import load_config
+    from vam_model.networks.checkpoint import resolve_checkpoint
     from vam_model.policy import PolicyConfig, build_policy as build
 
     ckpt, _ = resolve_checkpoint(p["checkpoint"], p["preset"], p["preset"])
-    skip = (read_metadata(ckpt)[0] if ckpt else load_config(p["preset"])).robot.frame_skip
     guidance = guidance_from(p)
     cfg = PolicyConfig(seed=p["seed"], threads=p["threads"], action_temperature=p["action_temperature"],
                        device=p["device"], autocast=p["autocast"], guidance=guidance,
@@ -117,8 +113,8 @@ def build_policy(p: dict):
     factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=guidance_label(guidance), config=cfg)
     if p["policy_process"]:
         from vam_policy_node.executor_worker import ProcessPolicy
-        return ProcessPolicy(factory), skip
-    return factory(), skip
+        return ProcessPolicy(factory)
+    return factory()
 
 
 class VamPolicyNode(LifecycleNode):
@@ -179,9 +175,8 @@ class VamPolicyNode(LifecycleNode):
         p = self._params
         if self._injected is not None:  # (tests, in-process demos): its model config, if it has one
             self.policy = self._injected
-            model_skip = getattr(getattr(getattr(self.policy, "mcfg", None), "robot", None), "frame_skip", 1)
         else:
-            self.policy, model_skip = build_policy(p)
+            self.policy = build_policy(p)
         s = self.policy.spec
         rates = dict(chunk=s.chunk, execute=s.execute, action_dim=s.action_dim, rate_hz=float(s.rate_hz),
                      rt_priority=p["rt_priority"])
@@ -203,8 +198,7 @@ class VamPolicyNode(LifecycleNode):
         self._target_source = JOINT_TARGETS_SOURCE if safety is not None else ""
         if len(self.action_names) != s.action_dim:
             raise ros.ParameterError(f"{len(self.action_names)} joint names for a policy with {s.action_dim} actions")
-        cfg = RuntimeConfig(p["max_frame_age_s"], p["max_state_age_s"], p["frame_skip"] or model_skip,
-                            on_overrun=p["on_overrun"])
+        cfg = RuntimeConfig(p["max_frame_age_s"], p["max_state_age_s"], on_overrun=p["on_overrun"])
         outputs = {"none": (), "joint_trajectory": ("joint_trajectory",), "forward_command": ("forward_commands",),
                    "both": ("joint_trajectory", "forward_commands")}[p["command_outputs"]]
         if outputs and safety is None:
@@ -222,7 +216,7 @@ class VamPolicyNode(LifecycleNode):
         if self._estop_latched:
             self.runtime.estop(True)
         self.get_logger().info(f"{s.action_type} policy, {s.action_dim} actions at {s.rate_hz} Hz, "
-                               f"window {s.frames}x{s.height}x{s.width} every {cfg.frame_skip} frames")
+                               f"input: the current {s.height}x{s.width} stacked frame and {s.proprio_dim} proprio")
 
     def on_activate(self, state) -> TransitionCallbackReturn:
         self.active = True

@@ -1,8 +1,8 @@
 """The policy node's work without ROS: inputs, episodes, e-stop and target output.
 
-`PolicyRuntime` owns a frame window (the newest frame is the current observation), the
-latest joint state, the chunk executor (realtime) and, for absolute joint targets, the safety
-filter. Whoever feeds it (the rclpy node, a test) calls `add_frame` / `set_state` from any
+`PolicyRuntime` keeps the newest stacked camera frame (the current observation: all the policy
+uses) and the latest joint state, and owns the chunk executor (realtime) and, for absolute joint
+targets, the safety filter. Whoever feeds it (the rclpy node, a test) calls `add_frame` / `set_state` from any
 thread; they only store. Episodes start and stop in the runtime's own control thread
 (`request_start` / `request_stop`), because `policy.reset` embeds the instruction and
 stopping waits for an inference in flight: neither may block a ROS callback. Inference runs
@@ -35,7 +35,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from camera_bridge.window import FrameRing
 from vam_policy_node.executor import ChunkExecutor, ExecutorConfig, ObservationUnavailable
 from vam_stack.instruction import check_instruction, shorten
 from vam_stack.safety import SafetyFilter
@@ -44,11 +43,10 @@ from vam_stack.config import check
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    """Input freshness and window geometry of the runtime."""
+    """Input freshness and overrun handling of the runtime."""
 
     max_frame_age_s: float = 0.5  # s; newest camera frame older than this -> no observation (hold)
     max_state_age_s: float = 0.5  # s; joint state older than this -> no observation (hold)
-    frame_skip: int = 1  # camera messages between window frames (real: 3 at 30 Hz)
     command_timeout_s: float = 10.0  # s a caller waits for a start/stop to finish
     on_overrun: str = "hold"  # inference slower than a chunk: "hold" (keep trying, arm held) | "stop" (end episode)
 
@@ -56,7 +54,6 @@ class RuntimeConfig:
         for name in ("max_frame_age_s", "max_state_age_s", "command_timeout_s"):
             v = getattr(self, name)
             check(math.isfinite(v) and v > 0, f"{name} must be > 0, got {v!r}")
-        check(self.frame_skip >= 1, f"frame_skip must be >= 1, got {self.frame_skip!r}")
         check(self.on_overrun in OVERRUN_ACTIONS, f"on_overrun must be one of {OVERRUN_ACTIONS}, got {self.on_overrun!r}")
 
 
@@ -79,7 +76,8 @@ class PolicyRuntime:
             raise ValueError(f"{len(self.state_names)} state names for a policy with {s.proprio_dim} proprio values")
         self.log = log or logging.getLogger(__name__)
         self._send_out, self._on_telemetry = send, on_telemetry
-        self.ring = FrameRing((s.frames - 1) * cfg.frame_skip + 1, (s.height, s.width, 3))
+        self._frame = np.zeros((s.height, s.width, 3), np.uint8)   # the newest stacked frame: all the policy uses
+        self._have_frame = False
         self._lock = threading.Lock()
         self._frame_t = self._state_t = -math.inf
         self._state: np.ndarray | None = None
@@ -100,8 +98,8 @@ class PolicyRuntime:
         camera path's rule, `camera_bridge.preprocess.fit_views`), another layout is refused."""
         if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
             raise ValueError(f"stacked frame is {getattr(image, 'dtype', type(image).__name__)} "
-                             f"{getattr(image, 'shape', '')}, the policy needs uint8 {self.ring.frames.shape[1:]}")
-        if image.shape != self.ring.frames.shape[1:]:
+                             f"{getattr(image, 'shape', '')}, the policy needs uint8 {self._frame.shape}")
+        if image.shape != self._frame.shape:
             from camera_bridge.preprocess import fit_views
 
             views = getattr(self.spec, "views", 1)
@@ -109,10 +107,10 @@ class PolicyRuntime:
                 image = fit_views(image, views, self.spec.width // views, self.spec.height)
             except ValueError as e:
                 raise ValueError(f"stacked frame is {image.dtype} {image.shape}, the policy needs uint8 "
-                                 f"{self.ring.frames.shape[1:]} ({views} views): {e}") from None
+                                 f"{self._frame.shape} ({views} views): {e}") from None
         with self._lock:
-            self.ring.next_slot()[...] = image
-            self.ring.commit(self.clock(), 0.0)
+            self._frame[...] = image
+            self._have_frame = True
             self._frame_t = self.clock()
 
     def set_state(self, names: Sequence[str], position: np.ndarray) -> None:
@@ -249,18 +247,17 @@ class PolicyRuntime:
         """Worker thread: the policy's input, or an exception (the executor then holds)."""
         now = self.clock()
         with self._lock:
-            if self.ring.count < self.ring.capacity:
-                raise ObservationUnavailable("window", f"frame window not ready: {self.ring.count} of "
-                                                       f"{self.ring.capacity} frames received")
+            if not self._have_frame:
+                raise ObservationUnavailable("frame", "no camera frame received yet")
             if now - self._frame_t > self.cfg.max_frame_age_s:
                 raise ObservationUnavailable("frame_age", f"newest camera frame is {now - self._frame_t:.3f} s old "
                                                           f"(> max_frame_age_s {self.cfg.max_frame_age_s} s)")
-            frames = self.ring.window(self.spec.frames, self.cfg.frame_skip)  # [n, H, W, 3], oldest first
+            frame = self._frame.copy()                                     # [H, W, 3]: the current frame
             state, age = self._state, now - self._state_t
         if state is None or age > self.cfg.max_state_age_s:
             raise ObservationUnavailable("state_age", f"no joint state for {age:.3f} s "
                                                       f"(> max_state_age_s {self.cfg.max_state_age_s} s)")
-        return {"frames": frames, "proprio": state.astype(np.float32)}
+        return {"frame": frame, "proprio": state.astype(np.float32)}
 
     def _send(self, target: np.ndarray) -> None:
         info = self.executor.last_info
@@ -324,7 +321,7 @@ def warm_up(policy: Any, guidance: Any = None, seed: int | None = None) -> dict[
     noise generator restarts at `seed` afterwards, so the warm-up leaves no trace in the episode.
     Returns the seconds each part took."""
     s = policy.spec
-    obs = {"frames": np.zeros((s.frames, s.height, s.width, 3), np.uint8),
+    obs = {"frame": np.zeros((s.height, s.width, 3), np.uint8),
            "proprio": np.zeros(s.proprio_dim, np.float32)}
     times: dict[str, float] = {}
     t0 = time.perf_counter()

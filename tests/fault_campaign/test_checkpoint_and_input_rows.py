@@ -224,8 +224,8 @@ def _policy(model, encoder, stats=None):
 
 
 def _obs(proprio):
-    frames = np.random.default_rng(0).integers(0, 256, (17, 64, 128, 3), dtype=np.uint8)
-    return {"frames": frames, "proprio": proprio}
+    frame = np.random.default_rng(0).integers(0, 256, (64, 128, 3), dtype=np.uint8)
+    return {"frame": frame, "proprio": proprio}
 
 
 @pytest.mark.parametrize("proprio, message", [

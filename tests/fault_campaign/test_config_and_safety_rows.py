@@ -185,7 +185,7 @@ def test_filter_holds_future_dated_and_stale_commands():
 
 
 class SlowTickPolicy:
-    spec = SimpleNamespace(chunk=10, execute=5, action_dim=14, proprio_dim=14, frames=2, height=4, width=6,
+    spec = SimpleNamespace(chunk=10, execute=5, action_dim=14, proprio_dim=14, height=4, width=6,
                            rate_hz=30.0, action_type="absolute_joint")
 
     def __init__(self, delay_s=0.0):

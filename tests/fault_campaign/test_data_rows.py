@@ -30,7 +30,7 @@ class FakePolicy:
     checkpoint = None
 
     def __init__(self, refuse: bool = False, action_type: str = "eef_delta"):
-        self.spec = SimpleNamespace(chunk=17, execute=10, action_dim=7, rate_hz=20.0, frames=17,
+        self.spec = SimpleNamespace(chunk=17, execute=10, action_dim=7, rate_hz=20.0,
                                     action_type=action_type)
         self.mcfg = SimpleNamespace(name="fake", robot=SimpleNamespace(
             cameras=["agentview", "wrist"], camera_width=64, camera_height=64, frame_skip=1))
@@ -41,7 +41,7 @@ class FakePolicy:
 
     def infer(self, obs: dict) -> dict:
         if self.refuse:
-            raise ValueError(f"frames {tuple(obs['frames'].shape)} do not match this preset's 17x96x192")
+            raise ValueError(f"frame {tuple(obs['frame'].shape)} does not match this preset's 96x192")
         a = np.zeros((17, 7))
         a[:, 6] = -1.0
         return {"actions": a, "tr": 0.5, "tr0": 0.5, "s": 0.0, "w_lang": 0.0, "w_plan": 0.0,
@@ -71,7 +71,7 @@ def test_episode_without_a_successful_replan_is_an_error_with_its_counts(tmp_pat
         ep = runner.run_episode(0)
     assert ep["termination"] == "error" and ep["steps"] == 6 and ep["replans"] == []
     assert ep["inference_errors"] >= 1 and ep["refused_inputs"] == ep["inference_errors"]
-    assert "ValueError: frames" in ep["first_error"] and "do not match" in ep["first_error"]
+    assert "ValueError: frame" in ep["first_error"] and "does not match" in ep["first_error"]
 
 
 @pytest.mark.sim
@@ -82,7 +82,7 @@ def test_eval_and_sim_count_failed_replans_per_cell_and_exit_nonzero(tmp_path, f
     rc = main(["eval", "--suites", "goal", "--episodes-per-task", "1", "--seeds", "0", "--guidance", "none",
                "--max-steps", "3", "--out", str(out)])
     err = capsys.readouterr().err
-    assert rc == 1 and "no replan succeeded" in err and "ValueError: frames" in err
+    assert rc == 1 and "no replan succeeded" in err and "ValueError: frame" in err
     res = json.loads((out / "results.json").read_text())
     cell = res["by_guidance"]["none"]["errors"]["goal"]
     assert cell == {"episodes": 10, "replans_ok": 0, "inference_errors": 30, "refused_inputs": 30,

@@ -362,7 +362,7 @@ def test_a_second_instruction_during_a_stuck_inference_is_refused_in_the_operato
     release = threading.Event()
 
     class Stuck:
-        spec = SimpleNamespace(chunk=10, execute=5, action_dim=14, proprio_dim=14, frames=3, height=8, width=16,
+        spec = SimpleNamespace(chunk=10, execute=5, action_dim=14, proprio_dim=14, height=8, width=16,
                                rate_hz=30.0, action_type="absolute_joint")
 
         def reset(self, instruction):
@@ -375,7 +375,7 @@ def test_a_second_instruction_during_a_stuck_inference_is_refused_in_the_operato
     safety = SafetyFilter(load_safety_config())
     lo, hi, _ = safety.cfg.bounds()
     names = load_config().joint_names
-    rt = PolicyRuntime(Stuck(), robot_config(chunk=10, execute=5, action_dim=14), RuntimeConfig(frame_skip=1),
+    rt = PolicyRuntime(Stuck(), robot_config(chunk=10, execute=5, action_dim=14), RuntimeConfig(),
                        names, send=lambda t: None, on_telemetry=lambda t: None, safety=safety)
     stop = rt.executor.stop
     rt.executor.stop = lambda timeout=5.0: stop(timeout=0.2)

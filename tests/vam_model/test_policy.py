@@ -27,7 +27,7 @@ def make(model, encoder, schedule="none", **gkw):
 
 def obs(seed=0, h=64, w=128):
     rng = np.random.default_rng(seed)
-    return {"frames": rng.integers(0, 256, (17, h, w, 3), dtype=np.uint8),
+    return {"frame": rng.integers(0, 256, (h, w, 3), dtype=np.uint8),
             "proprio": rng.normal(size=8).astype(np.float32)}
 
 
@@ -112,9 +112,10 @@ def test_normalisation_stats_applied(micro_model, encoder):
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda o: o.update(frames=o["frames"][:16]), "window of 17 frames"),
-    (lambda o: o.update(frames=o["frames"][:, :60]), "frame size must be 64x128x3"),
-    (lambda o: o.update(frames=o["frames"].astype(np.float32)), "uint8"),
+    (lambda o: o.update(frame=np.repeat(o["frame"][None], 17, 0)), r"frame must be 64x128x3 .* got \[17, 64, 128, 3\]"),
+    (lambda o: o.update(frame=o["frame"][:60]), "frame must be 64x128x3"),
+    (lambda o: o.update(frame=o["frame"].astype(np.float32)), "uint8"),
+    (lambda o: o.update(frames=o.pop("frame")), "takes the current frame alone as 'frame'"),
     (lambda o: o["proprio"].__setitem__(3, np.nan), r"NaN/inf at indices \[3\]"),
     (lambda o: o.update(proprio=np.zeros(7)), "proprio must be 8 numbers"),
     (lambda o: o.pop("proprio"), "missing 'proprio'"),

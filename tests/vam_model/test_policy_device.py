@@ -30,7 +30,7 @@ def encoder(micro_cfg):
 
 def obs(seed=0):
     rng = np.random.default_rng(seed)
-    return {"frames": rng.integers(0, 256, (17, 64, 128, 3), dtype=np.uint8),
+    return {"frame": rng.integers(0, 256, (64, 128, 3), dtype=np.uint8),
             "proprio": rng.normal(size=8).astype(np.float32)}
 
 
@@ -195,7 +195,7 @@ def test_full_size_replan_runs_on_meta(monkeypatch, preset, schedule, tr0, reads
     p.reset("hand the block to the other arm")
     p.guidance.tr0 = tr0
     r = cfg.robot
-    out = p.infer({"frames": np.zeros((r.frames, r.image_height, r.image_width, 3), np.uint8),
+    out = p.infer({"frame": np.zeros((r.image_height, r.image_width, 3), np.uint8),
                    "proprio": np.zeros(r.proprio_dim, np.float32)})
     assert out["branches_computed"] == ["cond", "null_text", "plan"]
     assert out["actions"].shape == (r.chunk, r.action_dim) and counts.scalars == reads and counts.copies == 1

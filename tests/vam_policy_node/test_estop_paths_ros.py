@@ -37,7 +37,7 @@ class SlowStartPolicy:
     """Holds its position; `reset` takes `reset_s` (an instruction embedding on a busy machine)."""
 
     def __init__(self, reset_s: float = 0.0):
-        self.spec = SimpleNamespace(chunk=10, execute=5, action_dim=14, proprio_dim=14, frames=3, height=8,
+        self.spec = SimpleNamespace(chunk=10, execute=5, action_dim=14, proprio_dim=14, height=8,
                                     width=16, rate_hz=30.0, action_type="absolute_joint")
         self.reset_s = reset_s
 

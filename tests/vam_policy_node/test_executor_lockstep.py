@@ -37,7 +37,7 @@ class CountingPolicy:
 
 
 def obs() -> dict:
-    return {"frames": np.zeros((17, 8, 8, 3), np.uint8), "proprio": np.zeros(8, np.float32)}
+    return {"frame": np.zeros((8, 8, 3), np.uint8), "proprio": np.zeros(8, np.float32)}
 
 
 def test_config_validation_quotes_bad_values():
@@ -186,7 +186,7 @@ def test_lockstep_exception_logs_context_and_holds(caplog):
     a30, info30 = out[30]
     assert info30.error == "RuntimeError: fake failure on call 1" and info30.held and info30.reason == "error"
     np.testing.assert_array_equal(a30, a29)  # holds immediately, does not continue the old chunk
-    assert "inference failed: tick 30, next chunk 1" in caplog.text and "frames:(17, 8, 8, 3)" in caplog.text
+    assert "inference failed: tick 30, next chunk 1" in caplog.text and "frame:(8, 8, 3)" in caplog.text
     assert "fake failure on call 1" in caplog.text
     a31, info31 = out[31]
     assert info31.replanned and info31.chunk_id == 1 and a31[0] == 2000.0  # retried on the next step

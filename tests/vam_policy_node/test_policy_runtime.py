@@ -20,7 +20,7 @@ LO, HI, STEP = load_safety_config().bounds()
 
 
 class Policy:
-    spec = SimpleNamespace(chunk=10, execute=5, action_dim=14, proprio_dim=14, frames=2, height=4, width=6, rate_hz=30.0,
+    spec = SimpleNamespace(chunk=10, execute=5, action_dim=14, proprio_dim=14, height=4, width=6, rate_hz=30.0,
                            action_type="absolute_joint")
 
     def reset(self, instruction):
@@ -42,7 +42,7 @@ def wait(cond, timeout=10.0, every=None):
 @pytest.fixture
 def runtime():
     sent, telemetry = [], []
-    rt = PolicyRuntime(Policy(), robot_config(chunk=10, execute=5, rate_hz=30.0), RuntimeConfig(frame_skip=1), NAMES,
+    rt = PolicyRuntime(Policy(), robot_config(chunk=10, execute=5, rate_hz=30.0), RuntimeConfig(), NAMES,
                        sent.append, telemetry.append, safety=SafetyFilter(load_safety_config()))
     rt.sent, rt.telemetry = sent, telemetry
     yield rt
@@ -88,18 +88,20 @@ def test_inputs_and_config_are_validated():
     rt = PolicyRuntime(Policy(), robot_config(chunk=10, execute=5), RuntimeConfig(), NAMES, print, print,
                        safety=SafetyFilter(load_safety_config()))
     try:
+        with pytest.raises(RuntimeError, match="no camera frame received yet"):
+            rt.observation()
         with pytest.raises(ValueError, match="needs uint8"):
             rt.add_frame(np.zeros((5, 6, 3), np.uint8))
         with pytest.raises(ValueError, match="needs uint8"):
             rt.add_frame(np.zeros((4, 6, 3), np.float32))
         # the same views at twice the size are fitted to the policy's (the camera path's rule)
         rt.add_frame(np.full((8, 12, 3), 7, np.uint8))
-        assert rt.ring.frames.shape[1:] == (4, 6, 3) and (rt.ring.frames == 7).any()
+        assert rt._frame.shape == (4, 6, 3) and (rt._frame == 7).all()
         with pytest.raises(ValueError, match="lacks joints"):
             rt.set_state(NAMES[:-1], np.zeros(13))
         with pytest.raises(ValueError, match="non-finite"):
             rt.set_state(NAMES, np.full(14, np.nan))
-        with pytest.raises(RuntimeError, match="not ready"):
+        with pytest.raises(RuntimeError, match="no joint state"):   # the frame alone is not an observation
             rt.observation()
     finally:
         rt.close()

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.adapter
 
 class ReachPolicy:
     def __init__(self):
-        self.spec = SimpleNamespace(chunk=10, execute=5, action_dim=14, proprio_dim=14, frames=2, height=8, width=16,
+        self.spec = SimpleNamespace(chunk=10, execute=5, action_dim=14, proprio_dim=14, height=8, width=16,
                                     rate_hz=30.0, action_type="absolute_joint")
         self.goal = None
 

@@ -24,7 +24,7 @@ from yam_driver.config import load_config
 
 pytestmark = pytest.mark.adapter
 
-H, W, FRAMES = 8, 16, 3
+H, W = 8, 16
 NAMES = load_config().joint_names
 LO, HI, STEP = load_safety_config().bounds()
 HOME = (LO + HI) / 2
@@ -36,7 +36,7 @@ class ScriptedPolicy:
     def __init__(self, absolute: bool = True):
         dim = 14 if absolute else 7
         self.spec = SimpleNamespace(chunk=10, execute=5, action_dim=dim, proprio_dim=14 if absolute else 8,
-                                    frames=FRAMES, height=H, width=W, rate_hz=30.0 if absolute else 10.0,
+                                    height=H, width=W, rate_hz=30.0 if absolute else 10.0,
                                     action_type="absolute_joint" if absolute else "eef_delta")
         self.goal = HI.copy() if absolute else np.full(7, 0.5)
         self.calls, self.instructions, self.obs = 0, [], []
@@ -78,7 +78,7 @@ def test_targets_go_through_the_safety_filter_with_names(ros_harness):
     assert h.spin_until(lambda: len(out["joint_targets"]) >= 20 and out["telemetry"], every=feed(h))
     assert policy.instructions == ["put the cube in the bowl"]
     obs = policy.obs[0]
-    assert obs["frames"].shape == (FRAMES, H, W, 3) and obs["frames"].dtype == np.uint8
+    assert obs["frame"].shape == (H, W, 3) and obs["frame"].dtype == np.uint8 and "frames" not in obs
     np.testing.assert_allclose(obs["proprio"], HOME.astype(np.float32))
     pos = np.array([msgs.joint_state_to_numpy(m).position for m in out["joint_targets"]])
     assert all(list(m.name) == NAMES for m in out["joint_targets"])
@@ -154,9 +154,9 @@ def test_compressed_transport_takes_jpeg_frames_and_counts_their_arrival(ros_har
         h.publish("stacked_image_compressed", msgs.compressed_image_msg(colour, stamp, "camera_stacked", quality=90))
         h.publish("joint_states", msgs.joint_state_msg(NAMES, HOME))
     assert h.spin_until(lambda: len(out["joint_targets"]) >= 5 and policy.obs, every=every)
-    frames = policy.obs[0]["frames"]
-    assert frames.shape == (FRAMES, H, W, 3) and frames.dtype == np.uint8
-    assert np.abs(frames[-1].astype(int) - colour).max() <= 3, "decoded frame is not the published one (RGB order?)"
+    frame = policy.obs[0]["frame"]
+    assert frame.shape == (H, W, 3) and frame.dtype == np.uint8
+    assert np.abs(frame.astype(int) - colour).max() <= 3, "decoded frame is not the published one (RGB order?)"
     assert node.frames_in.count > 0                       # arrivals recorded with the header stamp, as for raw
     assert h.node.get_subscriptions_info_by_topic("/camera/stacked/image_raw") == []
     subs = h.node.get_subscriptions_info_by_topic("/camera/stacked/image_raw/compressed")

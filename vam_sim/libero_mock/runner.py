@@ -1,8 +1,7 @@
 """Closed loop without ROS: policy -> chunk executor -> mocked LIBERO environment.
 
-Per episode: the environment's stacked camera frame goes into a frame window (17 frames,
-oldest first; padded with the first frame at episode start), the executor asks the policy
-for a chunk, and each step's action goes to the environment. Telemetry of every replan goes
+Per episode: the environment's stacked camera frame (fitted to the preset's views) is the
+policy's current frame, the executor asks the policy for a chunk, and each step's action goes to the environment. Telemetry of every replan goes
 to the TR monitor core (the expert's phase labels shade the plot) and, with the camera
 frames, proprio and actions, to one rosbag2 MCAP recording on the topics the ROS nodes use.
 
@@ -38,7 +37,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from camera_bridge.window import FrameRing
 from vam_stack import msgs
 from vam_stack.config import check
 
@@ -150,8 +148,8 @@ def driver_config(policy, execute: int | None = None, mode: str = "lockstep"):
 
 
 class PolicyDriver:
-    """The policy side of the closed loop on the mocked bridge: the frame window feeding a chunk
-    executor. Lockstep (default): `act(obs)` per step, a new chunk every `execute` steps.
+    """The policy side of the closed loop on the mocked bridge: the current frame and proprio
+    feeding a chunk executor. Lockstep (default): `act(obs)` per step, a new chunk every `execute` steps.
     Realtime (`sink` given): `observe(obs)` per step, `executor.start()`/`stop()`; the executor's
     tick thread calls `sink(action)` at the preset's rate and its worker thread reads
     `observation()`. Frames are fitted to the preset's view size on the way in (after the JPEG
@@ -164,14 +162,11 @@ class PolicyDriver:
         reach the policy JPEG-encoded and decoded at this quality (None: raw)."""
         from vam_policy_node.executor import ChunkExecutor
 
-        spec = policy.spec
         cfg = driver_config(policy, execute, "lockstep" if sink is None else "realtime")
         kw = {} if sink is None else dict(obs_fn=self.observation, sink=sink, initial_target=HOLD_OPEN)
         self.executor = ChunkExecutor(policy, cfg, **kw)
         self.executor.reset(instruction=instruction, initial_target=kw.get("initial_target"))
         r = policy.mcfg.robot
-        self._frames, self._skip = spec.frames, r.frame_skip
-        self.window: FrameRing | None = None   # allocated for the fitted frame's shape at the first observe()
         self._fit = (len(r.cameras), r.camera_width, r.camera_height)
         self._lock = threading.Lock()     # realtime: the tick thread writes, the worker reads
         self.fitted: np.ndarray | None = None
@@ -179,7 +174,7 @@ class PolicyDriver:
         self._jpeg_quality = jpeg_quality
 
     def observe(self, obs: dict) -> None:
-        """Push the observation's frame and keep its proprio."""
+        """Keep the observation's frame (fitted to the preset's views) and its proprio."""
         from camera_bridge.preprocess import fit_views
 
         frame = obs["stacked"]
@@ -188,18 +183,14 @@ class PolicyDriver:
         fitted = fit_views(frame, *self._fit)
         with self._lock:
             self.fitted = fitted
-            if self.window is None:
-                self.window = FrameRing((self._frames - 1) * self._skip + 1, fitted.shape)
-            self.window.push(fitted)
             self._proprio = np.array(obs["proprio"], copy=True)
 
     def observation(self) -> dict:
-        """The policy input from the newest frames: {"frames": [T, H, W, 3], "proprio": [8]}."""
+        """The policy input: {"frame": [H, W, 3] the current frame, "proprio": [8]}."""
         with self._lock:
             if self._proprio is None:
                 raise RuntimeError("no observation yet: observe() the reset observation first")
-            frames = self.window.window(self._frames, self._skip, pad=True)  # [T, H, W, 3], oldest first
-            return {"frames": frames, "proprio": self._proprio.copy()}
+            return {"frame": self.fitted.copy(), "proprio": self._proprio.copy()}
 
     def act(self, obs: dict):
         """Lockstep: push the observation; returns (action [7], executor StepInfo)."""

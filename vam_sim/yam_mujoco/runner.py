@@ -1,9 +1,8 @@
 """Closed loop on the simulated YAM without ROS: policy -> executor -> safety -> driver -> MuJoCo.
 
 Per 30 Hz tick of simulated time: the camera bridge reads the three rendered views (through
-`MujocoCameraSource`) and appends one stacked 672x168 frame; the policy sees a 17-frame window
-with frame-skip 3 (padded with the first frame at episode start) and the measured 14 joint
-positions; the chunk executor (lockstep) replans every `execute` = 30 ticks; each target goes
+`MujocoCameraSource`) and appends one stacked 672x168 frame; the policy sees that current frame
+(fitted to its views) and the measured 14 joint positions; the chunk executor (lockstep) replans every `execute` = 30 ticks; each target goes
 through the safety filter (`config/yam_safety.yaml`) and the driver core (`YamDriver` with its
 slew limits and watchdog) onto `MujocoBus`; then physics advances one control period. The
 scripted expert can stand in for the policy (`policy: expert`). The policy's noise generator
@@ -23,7 +22,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from camera_bridge.window import FrameRing
 from vam_stack.config import check
 
 from ..episode import (EpisodeRunner, RealtimeLoop, check_guidance_weights, check_run_device, check_temperature,
@@ -247,10 +245,11 @@ class YamSimRunner(EpisodeRunner):
         times = {"physics": [], "cameras": [], "act": []}
         st = {"step": 0, "termination": "timeout", "stacked": None, "proprio": None}
         reached: dict[str, int | None] = dict.fromkeys(task.milestones(sim))  # first tick each sub-goal held
-        executor = window = None
+        executor = None
+        current: dict = {"frame": None, "fit": None}   # the policy's current frame (fitted to its views)
 
         def frame() -> None:
-            """The bridge's newest stacked frame into st (and the policy's window)."""
+            """The bridge's newest stacked frame into st (and, fitted, the policy's current frame)."""
             if bridge is None:
                 return
             t0 = time.perf_counter()
@@ -260,8 +259,8 @@ class YamSimRunner(EpisodeRunner):
             if not latest.ready:
                 raise RuntimeError(f"camera bridge not ready at tick {st['step']}: {tick.reason or latest.reasons}")
             st["stacked"] = latest.frames[0]  # [168, 672, 3] RGB
-            if window is not None:
-                window.push(fit_views(st["stacked"], *fit))  # the camera path's view-by-view resize
+            if current["fit"] is not None:
+                current["frame"] = fit_views(st["stacked"], *current["fit"])  # the camera path's view-by-view resize
 
         def apply(action: np.ndarray, info, phase: str, label: np.ndarray | None = None) -> bool:
             """One control tick with `action`: book it, filter, drive, record, step physics; True once over.
@@ -317,14 +316,12 @@ class YamSimRunner(EpisodeRunner):
                 from camera_bridge.preprocess import fit_views
 
                 spec, r = self.policy.spec, self.policy.mcfg.robot
-                skip, fit = r.frame_skip, (len(r.cameras), r.camera_width, r.camera_height)
-                window = FrameRing((spec.frames - 1) * skip + 1, (spec.height, spec.width, 3))
+                current["fit"] = (len(r.cameras), r.camera_width, r.camera_height)
                 lock = threading.Lock()
 
                 def observation() -> dict:
                     with lock:
-                        frames = window.window(spec.frames, skip, pad=True)  # [17, H, W, 3], oldest first
-                        return {"frames": frames, "proprio": st["proprio"].astype(np.float32)}
+                        return {"frame": current["frame"].copy(), "proprio": st["proprio"].astype(np.float32)}
 
                 rt = c.executor == "realtime"
 

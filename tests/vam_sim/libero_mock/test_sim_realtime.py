@@ -19,7 +19,7 @@ class ScriptedPolicy:
     """Moves +x in LIBERO's world frame with the gripper open; each replan sleeps `delay_s`."""
 
     def __init__(self, delay_s: float = 0.0, fail: bool = False):
-        self.spec = SimpleNamespace(chunk=17, execute=10, action_dim=7, rate_hz=20.0, frames=17,
+        self.spec = SimpleNamespace(chunk=17, execute=10, action_dim=7, rate_hz=20.0,
                                     action_type="eef_delta")
         self.mcfg = SimpleNamespace(name="scripted", robot=SimpleNamespace(
             cameras=["agentview", "wrist"], camera_width=64, camera_height=64, frame_skip=1))
@@ -30,7 +30,7 @@ class ScriptedPolicy:
         self.instruction = instruction
 
     def infer(self, obs: dict) -> dict:
-        self.calls.append((obs["frames"].shape, obs["proprio"].copy()))
+        self.calls.append((obs["frame"].shape, obs["proprio"].copy()))
         time.sleep(self.delay_s)
         if self.fail:
             raise RuntimeError("scripted failure")
@@ -62,7 +62,7 @@ def test_realtime_takes_every_step_and_applies_the_chunks(tmp_path):
     rt = ep["realtime"]
     assert rt["rate_hz"] == 20.0 and rt["ticks"] >= 40
     assert len(ep["replans"]) >= 4 and len(pol.calls) >= 4          # one chunk per 10 executed actions
-    assert all(shape == (17, 64, 128, 3) for shape, _ in pol.calls)  # fitted to the preset's views
+    assert all(shape == (64, 128, 3) for shape, _ in pol.calls)  # the current frame, fitted to the preset's views
     x = [p[0] for _, p in pol.calls]
     assert x[-1] > x[0] + 0.1                                        # +x commanded, +x travelled
     assert set(rt) >= {"missed_ticks", "held_ticks", "late_ticks", "dropped_chunks", "achieved_hz",
