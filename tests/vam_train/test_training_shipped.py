@@ -60,7 +60,7 @@ def test_shipped_weights_run_one_replan(policy):
     env = make_env("goal", 1, 0, 0)
     obs = env.reset()
     policy.reset(env.instruction)
-    out = policy.infer({"frames": np.repeat(_fit(obs["stacked"])[None], 17, axis=0), "proprio": obs["proprio"]})
+    out = policy.infer({"frame": _fit(obs["stacked"]), "proprio": obs["proprio"]})
     assert out["actions"].shape == (17, 7) and np.isfinite(out["actions"]).all()
     assert np.isfinite(out["tr"]) and out["branches_computed"] == ["cond"]
     # A trained model moves the gripper (a random one outputs noise around the statistics' mean).
@@ -94,7 +94,7 @@ def first_chunk_errors(policy, seed: int = 5, wrong_per_task: int = 3):
             policy.reset(instr[j])
             g = torch.Generator().manual_seed(task)
             noise = {"video": policy.model.video_noise(1, 5, g), "action": torch.randn(1, 17, 7, generator=g)}
-            out = policy.infer({"frames": np.repeat(_fit(starts[task]["stacked"])[None], 17, axis=0),
+            out = policy.infer({"frame": _fit(starts[task]["stacked"]),
                                 "proprio": starts[task]["proprio"]}, noise)
             err = float((((out["actions"][:10] - experts[task]) / std) ** 2).mean())
             (right if j == task else wrong).append(err)

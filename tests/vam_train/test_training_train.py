@@ -57,8 +57,8 @@ def test_export_round_trips_into_the_policy(data, micro_cfg, tmp_path):
         assert torch.equal(a, b)                                  # the EMA weights are what ships
     policy.reset(data.instructions[0])
     r = micro_cfg.robot
-    frames = np.zeros((r.frames, r.image_height, r.image_width, 3), np.uint8)
-    out = policy.infer({"frames": frames, "proprio": data.episodes[0].proprio[0]})
+    frame = np.zeros((r.image_height, r.image_width, 3), np.uint8)
+    out = policy.infer({"frame": frame, "proprio": data.episodes[0].proprio[0]})
     assert out["actions"].shape == (17, 7) and np.isfinite(out["actions"]).all()
 
 
