@@ -98,7 +98,9 @@ def measure(args: argparse.Namespace) -> dict:
     return {
         "preset": args.preset, "window_s": round(window, 2), "ros_domain_id": domain,
         "camera_to_policy": {"published": int(published), "received": int(received),
-                             "drop_rate": (1.0 - received / published) if published else float("nan"),
+                             # the two counters come from two processes' diagnostics, read up to a period
+                             # apart: a frame can count as received but not yet as published (rate >= 0)
+                             "drop_rate": max(0.0, 1.0 - received / published) if published else float("nan"),
                              "latency_ms_p50": cam_a["frames_latency_ms_p50"],
                              "latency_ms_p99": cam_a["frames_latency_ms_p99"],
                              "missed": int(cam_a["frames_missed"] - cam_b["frames_missed"])},
