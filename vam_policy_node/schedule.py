@@ -19,7 +19,7 @@ ACTION_KINDS = ("absolute", "delta")
 class ExecutorConfig:
     """Timing and seam handling of the chunk executor."""
 
-    rate_hz: float = 30.0  # targets per second (real YAM: 30 Hz; LIBERO: 10 Hz)
+    rate_hz: float = 30.0  # targets per second (real YAM: 30 Hz; LIBERO: 20 Hz controller ticks)
     chunk: int = 50  # A_H, actions per chunk the policy returns
     execute: int = 30  # N, actions run from each chunk before the next takes over
     action_dim: int = 14  # width of one action (YAM: 2 x (6 joints + gripper); LIBERO: 7)
@@ -74,10 +74,10 @@ def robot_config(**overrides: Any) -> ExecutorConfig:
 
 
 def libero_config(**overrides: Any) -> ExecutorConfig:
-    """LIBERO: 7-dim end-effector deltas, 10 Hz, chunk 17, execute 10, lockstep, no blending.
+    """LIBERO: 7-dim end-effector deltas, 20 Hz (its controller ticks), chunk 17, execute 10, lockstep, no blending.
 
     Holding emits a zero motion delta and keeps the gripper command (dim 6)."""
-    return ExecutorConfig(**{**dict(rate_hz=10.0, chunk=17, execute=10, action_dim=7, mode="lockstep",
+    return ExecutorConfig(**{**dict(rate_hz=20.0, chunk=17, execute=10, action_dim=7, mode="lockstep",
                                     action_kind="delta", hold_keep_dims=(6,), blend_ticks=0), **overrides})
 
 

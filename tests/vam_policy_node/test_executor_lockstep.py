@@ -235,7 +235,7 @@ def test_executor_config_loads_from_yaml_with_clear_errors(tmp_path):
     from vam_stack.config import from_yaml
 
     p = tmp_path / "executor.yaml"
-    p.write_text("executor:\n  rate_hz: 10\n  chunk: 17\n  execute: 10\n  action_dim: 7\n  mode: lockstep\n"
+    p.write_text("executor:\n  rate_hz: 20\n  chunk: 17\n  execute: 10\n  action_dim: 7\n  mode: lockstep\n"
                  "  action_kind: delta\n  hold_keep_dims: [6]\n  blend_ticks: 0\n")
     cfg = from_yaml(ExecutorConfig, p, "executor")
     assert cfg == libero_config()

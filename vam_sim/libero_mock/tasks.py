@@ -62,7 +62,7 @@ class TaskSpec:
     name: str  # snake_case task name, as LIBERO's BDDL file names
     instruction: str  # the language instruction given to the policy
     predicate: Goal  # success = this conjunction holds
-    limit: int  # max episode steps (policy steps at 10 Hz)
+    limit: int  # max episode steps (LIBERO's 20 Hz controller ticks, one action each)
     scene: tuple[Place, ...]  # starting placements
     layout_key: str  # tasks sharing a key share one nominal layout
     swap: tuple[str, str] | None = None  # two instances whose positions are exchanged (object_ood)
