@@ -117,7 +117,7 @@ def build_policy(p: dict):
     return factory()
 
 
-class VamPolicyNode(LifecycleNode):
+class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
     """Managed: configure = build the policy (load the weights) and warm it up; activate = take
     instructions (and start `instruction` if set); deactivate = stop the episode (the arm holds),
     refuse instructions; cleanup = release the policy. `autostart` does configure + activate at
@@ -154,11 +154,11 @@ class VamPolicyNode(LifecycleNode):
         self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         if p["autostart"]:
-            for trigger in (self.trigger_configure, self.trigger_activate):
-                if trigger() != TransitionCallbackReturn.SUCCESS:
-                    error = self._error
-                    self.destroy_node()
-                    raise error if error is not None else RuntimeError("vam_policy_node: autostart failed")
+            try:
+                self.autostart(lambda step: self._error or RuntimeError(f"vam_policy_node: autostart could not {step}"))
+            except BaseException:
+                self.destroy_node()
+                raise
 
     # --- lifecycle ------------------------------------------------------------------------
     def on_configure(self, state) -> TransitionCallbackReturn:
@@ -229,18 +229,6 @@ class VamPolicyNode(LifecycleNode):
         self.runtime.request_stop("deactivated", wait=True)
         self.get_logger().info("deactivated: episode stopped (the arm holds), instructions refused")
         return super().on_deactivate(state)
-
-    def on_cleanup(self, state) -> TransitionCallbackReturn:
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_shutdown(self, state) -> TransitionCallbackReturn:
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_error(self, state) -> TransitionCallbackReturn:
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
 
     def _release(self) -> None:
         """Stop the executor (the driver then holds) and release the policy. Idempotent."""

@@ -177,6 +177,40 @@ def declare(node: Any, params: Sequence[Param]) -> dict[str, Any]:
     return values
 
 
+class SafeLifecycle:
+    """For a LifecycleNode subclass (listed before it): every way out of the active states leaves
+    the node safe. Cleanup, shutdown and error call the node's idempotent `_release()` (stop, hold,
+    let go of the hardware or the policy) and succeed; `autostart()` configures and activates at
+    once (`ros2 launch` without a lifecycle manager) and releases before raising when a step fails."""
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def _released(self) -> Any:
+        from rclpy.lifecycle import TransitionCallbackReturn
+
+        self._release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_cleanup(self, state) -> Any:
+        return self._released()
+
+    def on_shutdown(self, state) -> Any:
+        return self._released()
+
+    def on_error(self, state) -> Any:
+        return self._released()               # back to unconfigured, safe
+
+    def autostart(self, failed: Any) -> None:
+        """Configure and activate; on a failed step, release and raise `failed(step_name)`."""
+        from rclpy.lifecycle import TransitionCallbackReturn
+
+        for name, trigger in (("configure", self.trigger_configure), ("activate", self.trigger_activate)):
+            if trigger() != TransitionCallbackReturn.SUCCESS:
+                self._release()
+                raise failed(name)
+
+
 def config_path(value: str, default_name: str) -> str:
     """A config-file parameter: "" means config/<default_name> of the installed package; a
     bare file name that is not in the working directory is looked up in config/ too

@@ -51,7 +51,7 @@ PARAMS = (
 )
 
 
-class YamDriverNode(LifecycleNode):
+class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
     def __init__(self, driver: YamDriver | None = None, **node_kwargs):
         """`driver`: an unstarted driver on a bus made elsewhere (the MuJoCo simulator's,
         vam_sim/yam_mujoco/node.py) instead of the one `config_file` and `bus` describe."""
@@ -91,10 +91,8 @@ class YamDriverNode(LifecycleNode):
         self.create_service(Trigger, "~/home", self._on_home)
         self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
         if p["autostart"]:     # `ros2 launch` without a lifecycle manager: configure and activate now
-            for name, trigger in (("configure", self.trigger_configure), ("activate", self.trigger_activate)):
-                if trigger() != TransitionCallbackReturn.SUCCESS:
-                    self._release()
-                    raise RuntimeError(f"yam_driver: autostart could not {name} the driver: {self._last_error}")
+            self.autostart(lambda step: RuntimeError(f"yam_driver: autostart could not {step} the driver: "
+                                                     f"{self._last_error}"))
 
     # --- lifecycle ------------------------------------------------------------------------
     _last_error = ""
@@ -149,14 +147,6 @@ class YamDriverNode(LifecycleNode):
         self.get_logger().info("cleaned up: torque off, disconnected")
         return TransitionCallbackReturn.SUCCESS
 
-    def on_shutdown(self, state) -> TransitionCallbackReturn:
-        """Safe from every state: hold, torque off (as configured), disconnect."""
-        self._release()
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_error(self, state) -> TransitionCallbackReturn:
-        self._release()
-        return TransitionCallbackReturn.SUCCESS           # back to unconfigured, the arm safe
 
     def _on_home(self, request, response):
         """~/home: drive to the configured home pose at the ramp speed (only while active)."""

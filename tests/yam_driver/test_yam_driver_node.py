@@ -78,3 +78,14 @@ def test_destroy_node_holds_and_turns_torque_off(driver_node):
     node.destroy_node()
     assert node.driver.mode == Mode.STOPPED and not node.driver.shutdown_errors
     assert not any(node.rig.torque_enabled(n) for n in node.names)
+
+
+def test_autostart_that_cannot_configure_releases_and_says_why(ros_harness, tmp_path):
+    data = yaml.safe_load(default_config_path("damiao").read_text())
+    data["yam_driver"].update(connect_retries=1)
+    for arm in data["yam_driver"]["arms"]:
+        arm["port"] = "vcan_absent_" + arm["port"]          # no such CAN interface on this machine
+    path = tmp_path / "driver.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(RuntimeError, match="autostart could not configure the driver: .*vcan_absent_"):
+        YamDriverNode(parameter_overrides=[Parameter("config_file", value=str(path))])
