@@ -15,8 +15,8 @@ import sys
 # name -> (module, one-line help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
     "model-info": ("vam_model.networks.info", "parameters, tokens, sigma grid and FLOPs of a preset"),
-    "sim": ("vam_sim.libero_mock.cli", "closed-loop episodes on the mocked LIBERO bridge (summary, TR plots, MCAP)"),
-    "eval": ("vam_sim.libero_mock.cli_eval", "success per task and suite, ID vs OOD, across guidance schedules"),
+    "sim": ("vam_sim.cli", "closed-loop episodes: mocked LIBERO, real LIBERO or the MuJoCo YAM (summary, TR plots, MCAP)"),
+    "eval": ("vam_sim.cli_eval", "success per task and suite, ID vs OOD, across guidance schedules"),
     "collect": ("vam_train.collect", "scripted-expert demonstrations into a dataset on disk"),
     "train": ("vam_train.train", "train the video-action model (joint or two-stage)"),
     "tr-study": ("vam_experiments.tr_study", "TR of a trained model by expert phase and against sigma_v"),

@@ -1,6 +1,6 @@
 """`vam-stack sim --robot yam-mujoco`: closed-loop episodes on the simulated bimanual YAM.
 
-Reached through `vam_sim.libero_mock.cli` (the `sim` command), which hands over its parsed
+Reached through `vam_sim.cli` (the `sim` command), which hands over its parsed
 arguments; this module reads the ones that apply (task instead of suite, preset default
 `yam64`, the shipped robot-path policy) and writes the same outputs: summary.json, per-episode tr_trace.png, MCAP.
 """

@@ -1,4 +1,6 @@
-"""`vam-stack sim` (closed-loop episodes) and `vam-stack eval` (success by suite and schedule).
+"""`vam-stack sim` (closed-loop episodes) and `vam-stack eval` (success by suite and schedule),
+for every simulator: the mocked LIBERO bridge here, real LIBERO (`vam_sim.libero_real`) and the
+MuJoCo YAM (`vam_sim.yam_mujoco.cli`) as adapters the `--robot` option picks.
 
 Both refuse a non-empty `--out` unless `--overwrite`, check everything that can fail before
 they write anything, rewrite their JSON (summary.json, results.json) atomically after every
@@ -19,17 +21,17 @@ from vam_stack.msgs import JPEG_QUALITY_DEFAULT
 from vam_stack.outputs import claim_out_dir, write_json_atomic
 from vam_stack.recording import Interrupted, stop_on_signals
 
-from .reach import reach_stats
-from ..episode import error_stats, success_counts, success_intervals, success_rates, summarise
-from .runner import SimConfig, SimRunner
-from .tasks import SUITES
-from ..reports import (errors_line, errors_table, markdown_table, per_task_counts, per_task_rates, per_task_table,
+from .libero_mock.reach import reach_stats
+from .episode import error_stats, success_counts, success_intervals, success_rates, summarise
+from .libero_mock.runner import SimConfig, SimRunner
+from .libero_mock.tasks import SUITES
+from .reports import (errors_line, errors_table, markdown_table, per_task_counts, per_task_rates, per_task_table,
                        reach_line, reach_table, realtime_line)
 
 
 def _suite(text: str) -> str:
     """argparse type: a suite name, LIBERO's aliases accepted."""
-    from .tasks import canonical_suite
+    from .libero_mock.tasks import canonical_suite
 
     try:
         return canonical_suite(text)
@@ -43,7 +45,7 @@ def _weights_notice(runner: SimRunner) -> str:
         return "policy: scripted expert"
     notice = ""
     if p.checkpoint not in ("random", None):
-        from .config import CONVENTIONS, checkpoint_conventions
+        from .libero_mock.config import CONVENTIONS, checkpoint_conventions
 
         got = checkpoint_conventions(p.checkpoint)
         if got != CONVENTIONS:
@@ -154,7 +156,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _sim_summary(cfg: SimConfig, runner, episodes: list[dict], t0: float) -> dict:
-    from .config import LiberoMockConfig
+    from .libero_mock.config import LiberoMockConfig
 
     policy = getattr(runner, "policy", None)
     mock = runner.mock if runner is not None else LiberoMockConfig.load(cfg.mock_config)
@@ -299,7 +301,7 @@ def run_eval(args: argparse.Namespace) -> int:
         raise SystemExit(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
     if args.episodes_per_task < 1:
         raise SystemExit(f"--episodes-per-task must be >= 1, got {args.episodes_per_task}")
-    from .config import LiberoMockConfig
+    from .libero_mock.config import LiberoMockConfig
 
     mock = LiberoMockConfig.load(getattr(args, "mock_config", None))
     cfgs = {(g, suite, seed): SimConfig(
