@@ -3,8 +3,8 @@
 Writes files in the published formats with the published shapes and random values: NVIDIA's
 native DiT `.pt` (bf16, `net.` keys, as the released `_ema_bf16.pt`) for the preset's DiT, and a
 diffusers `vae/` folder for its Wan VAE. It then runs the import as its own process and reports
-the wall time, the peak resident memory and the sizes. At `real` size this needs about 4 GB for
-the DiT file, 10 GB for the checkpoint and about 20 GB of memory.
+the wall time, the peak resident memory and the sizes. At `real` size it writes a 4.1 GB DiT
+file and a 10.5 GB checkpoint; the import peaked at 12.5 GB of memory here (docs/model.md).
 """
 from __future__ import annotations
 

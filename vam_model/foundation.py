@@ -197,10 +197,6 @@ def match_state(state: Mapping[str, torch.Tensor], expected: Mapping[str, torch.
             raise FoundationError(f"{source}: {what} tensor {k!r} contains NaN or inf")
 
 
-def dit_config_of(module) -> dict:
-    return dict(module.config)
-
-
 # ---- VAE --------------------------------------------------------------------------------------
 def read_vae(path: str | Path, trust_pickle: bool = False) -> tuple[dict | None, dict]:
     """(diffusers config or None, state dict with diffusers names) of the Wan 2.1 VAE."""
@@ -241,7 +237,7 @@ def import_foundation(preset: str, transformer: str | Path, vae: str | Path | No
     log(f"reading the transformer from {transformer} ...")
     config, dit_state = read_transformer(transformer, weights, trust_pickle)
     if config is not None:
-        compare_config(config, dit_config_of(model.dit.model), DIT_CONFIG_FIELDS, str(transformer), "transformer")
+        compare_config(config, dict(model.dit.model.config), DIT_CONFIG_FIELDS, str(transformer), "transformer")
     match_state(dit_state, expected_dit, str(transformer), "transformer", dit_variant(dit_state))
     dtype = next(iter(expected_dit.values())).dtype
     model.dit.model.load_state_dict({k: v.to(dtype) for k, v in dit_state.items()}, strict=True, assign=True)
