@@ -28,7 +28,7 @@ GUIDANCE_LABELS = SCHEDULES + tuple(f"tr_adaptive+{b}" for b in TR_BASELINES[1:]
 
 @dataclass(frozen=True)
 class GuidanceConfig:
-    schedule: str = "tr_adaptive"     # none | flat | tr_adaptive
+    schedule: str = "tr_adaptive"     # guidance schedule: none | flat (the base weights always) | tr_adaptive (base weights scaled by TR against TR_0)
     w_lang_base: float = 0.1          # null-text (language) guidance base weight (paper canonical 0.1)
     w_plan_base: float = 0.3          # long-horizon plan guidance base weight (paper canonical 0.3)
     s_max: float = 2.0                # upper clip of the adaptive scale

@@ -80,7 +80,7 @@ class PolicyConfig:
     autocast: str = "none"            # none | bf16 | fp16: torch autocast around the torch backend's network calls
     batch_branches: bool = True       # guidance branches share batched head calls (and cond + null-text video under flat)
     sync_timing: bool = False         # stage timers wait for the device (true GPU stage times; adds a sync per stage)
-    guidance: GuidanceConfig = field(default_factory=GuidanceConfig)
+    guidance: GuidanceConfig = field(default_factory=GuidanceConfig)  # guidance schedule and weights (vam_model.guidance)
     backend: BackendConfig = field(default_factory=BackendConfig)  # runs the DiT and head calls: torch | onnxruntime | tensorrt
 
     def __post_init__(self):

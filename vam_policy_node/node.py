@@ -24,11 +24,11 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.task import Future
 from std_srvs.srv import Trigger
 
-from vam_model.backends.base import BACKENDS, PRECISIONS
-from vam_model.guidance import TR_BASELINES, GuidanceConfig, guidance_label
-from vam_model.policy import check_action_temperature
+from vam_model.backends.base import BACKENDS, PRECISIONS, BackendConfig
+from vam_model.guidance import SCHEDULES, TR_BASELINES, GuidanceConfig, guidance_label
+from vam_model.policy import AUTOCAST, PolicyConfig, check_action_temperature
 from vam_policy_node.executor import libero_config, robot_config
-from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig, warm_up
+from vam_policy_node.runtime import OVERRUN_ACTIONS, PolicyRuntime, RuntimeConfig, warm_up
 from vam_stack.arrivals import ArrivalStats
 from vam_stack.safety import SafetyFilter, load_safety_config
 from vam_stack import msgs, ros
@@ -36,39 +36,33 @@ from vam_stack.robot import check_layers
 from vam_stack.topics import JOINT_TARGETS_SOURCE, LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES
 
 P = ros.Param
+TUNABLE = ("guidance", "tr_every_step", "w_lang_base", "w_plan_base", "s_max", "action_temperature")
+WEIGHT_RANGE = (0.0, 5.0)
+# The guidance, policy and runtime settings are generated from their config dataclasses (default
+# and description from the field and its comment); only the node's own wiring is written here.
 PARAMS = (
     P("preset", "tiny", "model preset (models/<preset>.yaml) used when no checkpoint is given; with a "
                         "checkpoint it must be the checkpoint's preset (a mismatch is an error naming both)"),
     P("checkpoint", "", "safetensors checkpoint; empty = models/<preset>.safetensors if shipped, "
                         "else seeded random weights"),
-    P("guidance", "tr_adaptive", "guidance schedule (live: applies from the next replan)",
-      choices=("none", "flat", "tr_adaptive"), read_only=False),
-    P("tr_baseline", "first", "TR_0 of tr_adaptive: first (the episode's first TR, the paper's) | running_min "
-                              "(the lowest TR so far, an ablation)", choices=TR_BASELINES),
-    P("tr_every_step", False, "re-read TR at every Euler step instead of once per replan (live)", read_only=False),
-    P("w_lang_base", 0.1, "language (null-text) guidance base weight (live)", range=(0.0, 5.0), read_only=False),
-    P("w_plan_base", 0.3, "long-horizon plan guidance base weight (live)", range=(0.0, 5.0), read_only=False),
-    P("s_max", 2.0, "upper clip of tr_adaptive's scale on the base weights (live)", range=(0.0, 10.0),
-      read_only=False),
-    P("seed", 0, "noise seed of the policy", range=(0, 2**32 - 1)),
-    P("threads", 0, "torch intra-op threads of the policy (in its child process with policy_process); 0 = torch's "
-                    "default (one per core)", range=(0, 256)),
-    P("action_temperature", 1.0, "scale of the flow's initial action noise (1 = the trained prior; live)",
-      range=(0.0, 1.0), read_only=False),
-    P("backend", "torch", "runtime of the DiT calls (onnxruntime/tensorrt: graphs of `vam-stack export onnx`, "
-                          "else exported on first use)", choices=BACKENDS),
-    P("backend_precision", "bf16", "TensorRT precision", choices=PRECISIONS),
-    P("device", "auto", "where the policy's networks and tensors run: auto (CUDA when present) | cpu | cuda | cuda:N"),
-    P("autocast", "none", "torch backend: autocast precision of the network calls", choices=("none", "bf16", "fp16")),
+    *ros.params_from(GuidanceConfig, ("schedule", "tr_baseline", "tr_every_step", "w_lang_base", "w_plan_base",
+                                      "s_max"),
+                     rename={"schedule": "guidance"}, choices={"schedule": SCHEDULES, "tr_baseline": TR_BASELINES},
+                     ranges={"w_lang_base": WEIGHT_RANGE, "w_plan_base": WEIGHT_RANGE, "s_max": (0.0, 10.0)},
+                     live=("schedule", "tr_every_step", "w_lang_base", "w_plan_base", "s_max")),
+    *ros.params_from(PolicyConfig, ("seed", "threads", "action_temperature", "device", "autocast"),
+                     ranges={"seed": (0, 2**32 - 1), "threads": (0, 256), "action_temperature": (0.0, 1.0)},
+                     choices={"autocast": tuple(AUTOCAST)}, live=("action_temperature",)),
+    *ros.params_from(BackendConfig, ("name", "precision"), rename={"name": "backend", "precision": "backend_precision"},
+                     choices={"name": BACKENDS, "precision": PRECISIONS}),
+    *ros.params_from(RuntimeConfig, ("max_frame_age_s", "max_state_age_s", "on_overrun"),
+                     ranges={"max_frame_age_s": (0.01, 10.0), "max_state_age_s": (0.01, 10.0)},
+                     choices={"on_overrun": OVERRUN_ACTIONS}),
     P("instruction", "", "episode started as soon as frames and joint states arrive; empty = wait for /vam/instruction"),
     P("safety_config", "", "safety limits YAML (absolute joint targets); empty = config/yam_safety.yaml"),
     P("driver_config", "", "yam_driver YAML naming the 14 joints; empty = config/yam_driver_damiao.yaml"),
-    P("max_frame_age_s", 0.5, "newest camera frame older than this holds the arm [s]", range=(0.01, 10.0)),
-    P("max_state_age_s", 0.5, "joint state older than this holds the arm [s]", range=(0.01, 10.0)),
     P("rt_priority", 0, "SCHED_FIFO priority of the executor tick thread, 0 = normal scheduling", range=(0, 99)),
     P("policy_process", False, "run the policy in a child process (its Python work off the tick thread's GIL)"),
-    P("on_overrun", "hold", "inference slower than a whole chunk: hold (keep trying, arm held) or stop "
-                            "(end the episode)", choices=("hold", "stop")),
     P("image_transport", "raw", "stacked frame subscription: raw (/camera/stacked/image_raw) | compressed (its JPEG "
                                 "twin .../image_raw/compressed, image_transport's compressed transport, decoded here)",
       choices=("raw", "compressed")),
@@ -87,9 +81,6 @@ PARAMS = (
 )
 
 
-TUNABLE = ("guidance", "tr_every_step", "w_lang_base", "w_plan_base", "s_max", "action_temperature")
-
-
 def guidance_from(p: dict) -> GuidanceConfig:
     """The guidance settings the parameters name (ConfigError naming a bad combination)."""
     if p["tr_baseline"] != "first" and p["guidance"] != "tr_adaptive":
@@ -99,11 +90,10 @@ def guidance_from(p: dict) -> GuidanceConfig:
                           w_lang_base=p["w_lang_base"], w_plan_base=p["w_plan_base"], s_max=p["s_max"])
 
 
-def build_policy(p: dict):
+def policy_from_params(p: dict):
     """The policy the parameters name (`policy_process`: a ProcessPolicy proxy, the model in a child)."""
-    from vam_model.backends import BackendConfig
     from vam_model.networks.checkpoint import resolve_checkpoint
-    from vam_model.policy import PolicyConfig, build_policy as build
+    from vam_model.policy import build_policy as build
 
     ckpt, _ = resolve_checkpoint(p["checkpoint"], p["preset"], p["preset"])
     guidance = guidance_from(p)
@@ -176,7 +166,7 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
         if self._injected is not None:  # (tests, in-process demos): its model config, if it has one
             self.policy = self._injected
         else:
-            self.policy = build_policy(p)
+            self.policy = policy_from_params(p)
         s = self.policy.spec
         rates = dict(chunk=s.chunk, execute=s.execute, action_dim=s.action_dim, rate_hz=float(s.rate_hz),
                      rt_priority=p["rt_priority"])

@@ -45,10 +45,10 @@ from vam_stack.config import check
 class RuntimeConfig:
     """Input freshness and overrun handling of the runtime."""
 
-    max_frame_age_s: float = 0.5  # s; newest camera frame older than this -> no observation (hold)
-    max_state_age_s: float = 0.5  # s; joint state older than this -> no observation (hold)
-    command_timeout_s: float = 10.0  # s a caller waits for a start/stop to finish
-    on_overrun: str = "hold"  # inference slower than a chunk: "hold" (keep trying, arm held) | "stop" (end episode)
+    max_frame_age_s: float = 0.5  # newest camera frame older than this: no observation, the arm holds [s]
+    max_state_age_s: float = 0.5  # joint state older than this: no observation, the arm holds [s]
+    command_timeout_s: float = 10.0  # how long a caller waits for a start/stop to finish [s]
+    on_overrun: str = "hold"  # inference slower than a whole chunk: hold (keep trying, arm held) | stop (end the episode)
 
     def __post_init__(self) -> None:
         for name in ("max_frame_age_s", "max_state_age_s", "command_timeout_s"):

@@ -111,7 +111,7 @@ class EpisodeRunner:
         self._t = 0.0  # recording clock [s]: episodes follow each other in simulated time
 
     @staticmethod
-    def build_policy(checkpoint: str | None, preset: str | None, default_preset: str, guidance: str, seed: int,
+    def policy_for_run(checkpoint: str | None, preset: str | None, default_preset: str, guidance: str, seed: int,
                      device: str = "auto", backend: str = "torch", action_temperature: float = 1.0,
                      weights: dict | None = None):
         """The policy a run uses: the given checkpoint, else the default preset's shipped weights, on

@@ -212,3 +212,36 @@ def check_within(name: str, value: Any, lo: float, hi: float, unit: str = "", wh
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and lo <= value <= hi
     u = f" {unit}" if unit else ""
     check(ok, f"{name} must be in [{lo:g}, {hi:g}]{u}{f' ({why})' if why else ''}, got {value!r}")
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """{field: its comment} of a config dataclass, read from the source: the comment on the
+    field's line plus any comment-only lines right under it (the project's one-comment-per-field
+    convention). A field without a comment is an error: a generated ROS parameter would have no
+    description."""
+    import inspect
+    import io
+    import tokenize
+
+    names = [f.name for f in dataclasses.fields(cls)]
+    docs: dict[str, list[str]] = {}
+    current = None
+    depth_line: dict[int, str] = {}
+    src = inspect.getsource(cls)
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.NAME and tok.start[1] == 4 and tok.string in names and tok.start[0] not in depth_line:
+            depth_line[tok.start[0]] = tok.string
+            current = tok.string if tok.string not in docs else None
+            if current:
+                docs[current] = []
+        elif tok.type == tokenize.NAME and tok.start[1] == 4 and tok.string == "def":
+            break
+        elif tok.type == tokenize.COMMENT and current is not None:
+            line = tok.start[0]
+            owner = depth_line.get(line)
+            continuation = owner is None and tok.line.strip().startswith("#") and docs[current]
+            if owner == current or continuation:
+                docs[current].append(tok.string.lstrip("#").strip())
+    missing = [n for n in names if not docs.get(n)]
+    check(not missing, f"{cls.__name__}: fields without a comment: {missing}")
+    return {n: " ".join(docs[n]) for n in names}

@@ -150,6 +150,37 @@ class Param:
     read_only: bool = True  # most parameters shape the node at start-up and cannot change later
 
 
+def params_from(cls: type, names: Sequence[str], *, rename: dict[str, str] | None = None,
+                ranges: dict[str, tuple[float, float]] | None = None,
+                choices: dict[str, Sequence[str]] | None = None, live: Sequence[str] = ()) -> tuple[Param, ...]:
+    """Parameters generated from the fields `names` of the config dataclass `cls`: the default is
+    the field's, the description its source comment (`vam_stack.config.field_docs`), so neither
+    is written twice. `rename` maps a field to its parameter name, `ranges`/`choices` give the
+    descriptor's bounds (the dataclass still validates the value), `live` the fields a running
+    node accepts changes to (applied at the next use). Keyed by field name."""
+    import dataclasses
+
+    from vam_stack.config import field_docs
+
+    rename, ranges, choices = rename or {}, ranges or {}, choices or {}
+    docs = field_docs(cls)
+    by_name = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(names) - set(by_name)) + sorted((set(rename) | set(ranges) | set(choices) | set(live))
+                                                          - set(names))
+    if unknown:
+        raise ValueError(f"params_from({cls.__name__}): unknown or unselected fields {unknown}")
+    out = []
+    for name in names:
+        f = by_name[name]
+        default = f.default
+        if default is dataclasses.MISSING or not isinstance(default, (bool, int, float, str)):
+            raise ValueError(f"params_from({cls.__name__}): field {name!r} has no plain default ({default!r})")
+        doc = docs[name] + (" (live: applies at the next replan)" if name in live else "")
+        out.append(Param(rename.get(name, name), default, doc, range=ranges.get(name),
+                         choices=tuple(choices.get(name, ())), read_only=name not in live))
+    return tuple(out)
+
+
 def declare(node: Any, params: Sequence[Param]) -> dict[str, Any]:
     """Declare every parameter with a descriptor and return {name: value}.
 

@@ -52,7 +52,7 @@ class FakePolicy:
 def fake_policy(monkeypatch):
     """`vam-stack sim/eval` build this instead of the real model; returns a setter."""
     made = {"policy": FakePolicy()}
-    monkeypatch.setattr(SimRunner, "_build_policy", lambda self: made["policy"])
+    monkeypatch.setattr(SimRunner, "_policy_for_run", lambda self: made["policy"])
     return lambda p: made.__setitem__("policy", p)
 
 

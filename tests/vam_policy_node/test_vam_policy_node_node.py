@@ -212,14 +212,14 @@ def test_guidance_parameters_reach_the_policy_config(monkeypatch):
     monkeypatch.setattr(vam_model.policy, "build_policy", lambda *a, **kw: built.append(kw) or ScriptedPolicy())
     p = {q.name: q.default for q in node_mod.PARAMS} | {"tr_baseline": "running_min", "tr_every_step": True,
                                                        "w_lang_base": 0.2, "w_plan_base": 0.5, "s_max": 3.0}
-    node_mod.build_policy(p)
+    node_mod.policy_from_params(p)
     g = built[-1]["config"].guidance
     assert built[-1]["guidance"] == "tr_adaptive+running_min"
     assert (g.schedule, g.tr_baseline, g.tr_every_step, g.w_lang_base, g.w_plan_base, g.s_max) == \
         ("tr_adaptive", "running_min", True, 0.2, 0.5, 3.0)
     with pytest.raises(ros.ParameterError, match="tr_baseline 'running_min'.*'flat' never reads it"):
-        node_mod.build_policy(p | {"guidance": "flat"})
-    node_mod.build_policy(p | {"guidance": "none", "tr_baseline": "first"})
+        node_mod.policy_from_params(p | {"guidance": "flat"})
+    node_mod.policy_from_params(p | {"guidance": "none", "tr_baseline": "first"})
     assert built[-1]["guidance"] == "none" and built[-1]["config"].guidance.tr_every_step
 
 

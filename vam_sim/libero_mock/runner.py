@@ -227,14 +227,14 @@ class SimRunner(EpisodeRunner):
         """The JPEG quality frames pass through before the policy (None: raw frames)."""
         return self.cfg.jpeg_quality if self.cfg.image_transport == "compressed" else None
 
-    def _build_policy(self):
+    def _policy_for_run(self):
         c = self.cfg
-        return self.build_policy(c.checkpoint, c.preset, "libero64", c.guidance, c.seed, c.device, c.backend,
+        return self.policy_for_run(c.checkpoint, c.preset, "libero64", c.guidance, c.seed, c.device, c.backend,
                                  c.action_temperature, guidance_weights(c))
 
     def __enter__(self):
         if self.cfg.policy == "vam" and self.policy is None:
-            self.policy = self._build_policy()
+            self.policy = self._policy_for_run()
         if self.cfg.policy == "vam":                  # every check that can fail, before anything is written
             check_policy_fits(self.policy, self.mock.image_size)
             driver_config(self.policy, self.cfg.execute, self.cfg.executor)

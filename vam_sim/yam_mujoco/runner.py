@@ -191,7 +191,7 @@ class YamSimRunner(EpisodeRunner):
     def _open(self) -> None:
         c = self.cfg
         if c.policy == "vam" and self.policy is None:
-            self.policy = self.build_policy(c.checkpoint, c.preset, "yam64", c.guidance, c.seed, c.device, c.backend,
+            self.policy = self.policy_for_run(c.checkpoint, c.preset, "yam64", c.guidance, c.seed, c.device, c.backend,
                                             c.action_temperature, guidance_weights(c))
         if self.policy is not None:
             spec = self.policy.spec

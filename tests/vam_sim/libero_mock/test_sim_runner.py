@@ -79,7 +79,7 @@ def test_sim_device_and_backend_reach_the_policy(tmp_path, monkeypatch):
     from vam_sim.episode import EpisodeRunner
     built = []
     monkeypatch.setattr(vam_model.policy, "build_policy", lambda *a, **kw: built.append(kw))
-    EpisodeRunner.build_policy(None, "tiny", "tiny", "none", 0, device="cuda:1", backend="tensorrt")
+    EpisodeRunner.policy_for_run(None, "tiny", "tiny", "none", 0, device="cuda:1", backend="tensorrt")
     assert (built[0]["config"].device, built[0]["config"].backend.name) == ("cuda:1", "tensorrt")
 
 
@@ -201,9 +201,9 @@ def test_guidance_weights_reach_the_policy_and_bad_ones_are_named(tmp_path):
     from vam_stack.config import ConfigError
 
     cfg = SimConfig(preset="tiny", guidance="flat", w_lang=0.25, w_plan=0.5, s_max=1.5)
-    g = SimRunner(cfg, tmp_path / "run")._build_policy().cfg.guidance
+    g = SimRunner(cfg, tmp_path / "run")._policy_for_run().cfg.guidance
     assert (g.schedule, g.w_lang_base, g.w_plan_base, g.s_max) == ("flat", 0.25, 0.5, 1.5)
-    assert SimRunner(SimConfig(preset="tiny"), tmp_path / "r2")._build_policy().cfg.guidance.w_plan_base == 0.3
+    assert SimRunner(SimConfig(preset="tiny"), tmp_path / "r2")._policy_for_run().cfg.guidance.w_plan_base == 0.3
     with pytest.raises(ConfigError, match=r"w_plan_base must be finite and >= 0, got -1.0"):
         SimConfig(w_plan=-1.0)
     with pytest.raises(ConfigError, match="the 'expert' policy has none"):
