@@ -48,7 +48,7 @@ import torch.nn as nn
 
 from .networks.config import ModelConfig
 from .networks.model import VideoActionModel
-from .backends.head import prefix_kv, step_outputs
+from .networks.head_io import prefix_kv, step_outputs
 
 OPSET = 18            # dynamo exporter's native opset; ORT >= 1.14, TensorRT >= 8.6
 MAX_BATCH = 64        # upper bound of the dynamic batch axis (TensorRT profiles need one)

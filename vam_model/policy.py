@@ -1,6 +1,8 @@
 """The VAM policy: `reset(instruction)` + `infer(obs) -> dict` (chunking, recording, timing wrap it).
 
-One replan i:
+The networks' part of a replan is the model's (`VideoActionModel.sample_actions` reads it
+top-down; `embed_prefix` and `denoise_step` are its parts); the policy adds the checks, the
+normalisation, the guidance branches and the telemetry. One replan i:
   1. encode the current frame -> clean anchor latent;
   2. conditional video pass: FlowUniPC rollout to the exposed grid index, block-k features;
   3. head prefix (video tokens + state) -> per-layer KV cache, computed once;
@@ -47,7 +49,7 @@ from vam_stack.instruction import check_instruction
 
 from . import device as devices
 from .backends import BackendConfig, make_backend
-from .backends.head import HeadCache, HeadOutput
+from .networks.head_io import HeadCache, HeadOutput
 from .guidance import GuidanceConfig, GuidanceSchedule, combine_velocities, guidance_label, parse_guidance_label
 from .networks.action_sampler import euler_integrate
 from .networks.checkpoint import check_preset, load_checkpoint, read_metadata
@@ -343,44 +345,27 @@ class _Replan:
         return ("cond",) + (("null_text",) if self.w_lang > 0 else ()) + (("plan",) if self.w_plan > 0 else ())
 
     def prepare(self, names: tuple[str, ...]) -> None:
-        """Video passes and head prefixes of the branches in `names` not computed yet."""
-        p = self.policy
-        new = tuple(n for n in names if n not in self.caches)
-        if not new:
-            return
-        batch = p.cfg.batch_branches
-        shared = tuple(n for n in new if n != "plan")             # same length: one video batch when batching
-        groups = ([shared] if batch and shared else [(n,) for n in shared]) + ([("plan",)] if "plan" in new else [])
-        feats = {}
-        for group in groups:
-            feats.update(self._video(group))
-        order = tuple(n for n in new)
-        chunks = [order] if batch else [(n,) for n in order]
-        dev = p.device
-        for chunk in chunks:
-            f = torch.cat([feats[n] for n in chunk])                                 # [k, T, N, D]
-            k = len(chunk)
-            with self.timer("prefix_" + "+".join(chunk)), p.autocast():
-                cache = p.backend.head_prefix(f, torch.full((k,), self.sigma_v, device=dev), self.state.expand(k, -1))
-            cache = HeadCache(cache.keys.float(), cache.values.float())              # [layers, k, 1, Lp, hd]
-            self._joint[chunk] = cache
-            for i, n in enumerate(chunk):
-                self.caches[n] = cache.rows(i)
-
-    def _video(self, group: tuple[str, ...]) -> dict[str, torch.Tensor]:
-        """One video pass for the branches of `group` (batch len(group)): name -> features [1, T, N, D]."""
+        """Video passes and head prefixes (`VideoActionModel.embed_prefix`) of the branches in
+        `names` not computed yet: cond and null-text share one batch when batching (same anchor,
+        noise and length; only the text differs), the plan branch (T' frames) runs alone."""
         p, m = self.policy, self.policy.model
-        k = len(group)
-        text = torch.cat([p._null_text if n == "null_text" else p._text for n in group])  # [k, L, text_dim]
-        vnoise = self.noise["plan" if group == ("plan",) else "video"]                   # [1, 16, T_roll, h, w]
-        anchor = self.anchor.expand(k, -1, -1, -1, -1)                                  # [k, 16, 1, h, w]
-        with self.timer("video_" + "+".join(group)), p.autocast():
-            feats, sigma_v = m.video_features(anchor, text, vnoise.expand(k, -1, -1, -1, -1),
-                                              p.cfg.feature_index, p.backend)           # [k, T, N, D]
-        for n in group:
-            p.forward_calls[n] += 1
-        self.sigma_v = sigma_v
-        return {n: feats[i:i + 1].float() for i, n in enumerate(group)}
+        new = tuple(n for n in names if n not in self.caches)
+        shared = tuple(n for n in new if n != "plan")
+        groups = ([shared] if p.cfg.batch_branches and shared else [(n,) for n in shared])
+        groups += [("plan",)] if "plan" in new else []
+        for group in groups:
+            k, label = len(group), "+".join(group)
+            text = torch.cat([p._null_text if n == "null_text" else p._text for n in group])  # [k, L, text_dim]
+            vnoise = self.noise["plan" if group == ("plan",) else "video"]                   # [1, 16, T_roll, h, w]
+            with p.autocast():
+                cache, self.sigma_v = m.embed_prefix(
+                    self.anchor.expand(k, -1, -1, -1, -1), text, self.state.expand(k, -1),     # [k, 16, 1, h, w], ..
+                    vnoise.expand(k, -1, -1, -1, -1), p.cfg.feature_index, p.backend,
+                    timer=lambda stage: self.timer(f"{stage}_{label}"))                       # [layers, k, 1, Lp, hd]
+            self._joint[group] = cache
+            for i, n in enumerate(group):
+                p.forward_calls[n] += 1
+                self.caches[n] = cache.rows(i)
 
     def _step(self, names: tuple[str, ...], x: torch.Tensor, sigma: torch.Tensor) -> dict[str, HeadOutput]:
         """One Euler evaluation of each branch in `names`: batched in one head call, or one call each."""
@@ -394,7 +379,7 @@ class _Replan:
                 cache = self._joint.get(chunk)
                 if cache is None:
                     cache = self._joint[chunk] = HeadCache.cat([self.caches[n] for n in chunk])
-                res = p.backend.head_step(cache, x.expand(k, -1, -1), sigma.expand(k))   # [k, A, D], ...
+                res = p.model.denoise_step(cache, x.expand(k, -1, -1), sigma.expand(k), p.backend)  # [k, A, D], ..
                 for i, n in enumerate(chunk):
                     out[n] = res.row(i)
         return out

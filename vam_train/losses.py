@@ -29,7 +29,6 @@ import torch.nn.functional as F
 
 from vam_stack.config import check
 
-from vam_model.networks.action_head import LayerCache
 from vam_model.networks.model import VideoActionModel
 from vam_model.networks.video_solver import anchor_mask, sigma_grid
 from vam_model.networks.tokenizer import frames_to_video
@@ -122,7 +121,7 @@ def action_loss(model: VideoActionModel, feats: torch.Tensor, sigma_v: torch.Ten
     prefix = model.head.embed_prefix(feats[:, :t], model.cfg.dit_grid, sigma_v, state)   # [B, Tv+1, W]
     cache = model.head.prefix_cache(prefix)
     if samples > 1:
-        cache = [LayerCache(c.k.repeat_interleave(samples, 0), c.v.repeat_interleave(samples, 0)) for c in cache]
+        cache = cache.repeat_rows(samples)                               # [layers, B*K, 1, Lp, hd]
         a0 = a0.repeat_interleave(samples, 0)                            # [B*K, A, D]
     eps = torch.randn(a0.shape, generator=gen).to(a0.device, a0.dtype)
     sig = sample_sigma_a(a0.shape[0], beta_a, gen).to(a0.device)         # [B*K]

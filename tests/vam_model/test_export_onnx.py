@@ -129,7 +129,7 @@ def test_head_graphs_export_and_tr_masses(tiny, tmp_path):
         m0_ref, mp_ref = attention_masses(probs, small.head_tokens_per_frame, small.head_video_tokens)
     pre = ort.InferenceSession(str(tmp_path / "head_prefix.onnx"), providers=["CPUExecutionProvider"])
     keys, values = pre.run(None, {"features": feats.numpy(), "sigma_v": sigma_v.numpy(), "state": state.numpy()})
-    np.testing.assert_allclose(keys[0], cache[0].k.numpy(), atol=1e-4)
+    np.testing.assert_allclose(keys, cache.keys.numpy(), atol=1e-4)
     step = ort.InferenceSession(str(tmp_path / "head_step.onnx"), providers=["CPUExecutionProvider"])
     v, m0, mp, att = step.run(None, {"keys": keys, "values": values, "actions": actions.numpy(),
                                      "sigma_a": sigma_a.numpy()})

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from vam_model.backends.head import HeadOutput
+from vam_model.networks.head_io import HeadOutput
 from vam_model.guidance import GuidanceConfig
 from vam_model.networks.text_encoder import TextEncoder
 from vam_model.policy import InputError, PolicyConfig, VamPolicy
@@ -208,3 +208,22 @@ def test_configure_changes_guidance_and_temperature_from_the_next_replan(micro_m
         p.configure(action_temperature=1.5)
     with pytest.raises(TypeError, match="GuidanceConfig"):
         p.configure(guidance={"schedule": "flat"})
+
+
+def test_the_unguided_replan_is_the_models_sample_actions(micro_model, encoder):
+    """The policy's replan under `none` and `VideoActionModel.sample_actions` (the top-down
+    reference: encode, embed_prefix, denoise_step) give the same normalised actions from the
+    same noise; the policy only checks, normalises and de-normalises around it."""
+    p = make(micro_model, encoder, "none")
+    noise = fixed_noise(micro_model)
+    o = obs()
+    out = p.infer(o, noise=noise)
+    frame = torch.from_numpy(o["frame"])[None, None]                                # [1, 1, H, W, 3]
+    p_mean, p_std = p.stats["proprio"]
+    state = torch.from_numpy(((o["proprio"] - p_mean) / p_std)[None]).float()        # [1, P]
+    with torch.no_grad():
+        ref = micro_model.sample_actions(frame, state, p._text, {"video": noise["video"], "action": noise["action"]})
+    a_mean, a_std = p.stats["action"]
+    np.testing.assert_allclose(out["actions"], ref[0].numpy() * a_std + a_mean, rtol=1e-5, atol=1e-5)
+    other = micro_model.sample_actions(frame, state, p._text, {"video": noise["video"], "action": -noise["action"]})
+    assert not torch.allclose(ref, other)                                           # the noise matters

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.unit
 
 
 def temporal_ratio(probs, tokens_per_frame, video_tokens):
-    """TR as the live path computes it (vam_model.backends.head): masses, then their ratio."""
+    """TR as the live path computes it (vam_model.networks.head_io): masses, then their ratio."""
     return ratio_from_masses(*attention_masses(probs, tokens_per_frame, video_tokens))
 
 

@@ -4,7 +4,7 @@ A backend runs the two DiT calls the video rollout needs, with `VideoDiT`'s sign
   velocity(x [B,16,T,h,w], mask [B,1,T,h,w], sigma_frames [B,T], text [B,L,text_dim])
       -> [B,16,T,h,w]
   features(same inputs) -> block-k output [B,T,gh*gw,D]
-and the action head's two calls (see `head.py`):
+and the action head's two calls (see `vam_model/networks/head_io.py`):
   head_prefix(features [B,T,N,D], sigma_v [B], state [B,P]) -> HeadCache
   head_step(cache, actions [B,A,D_a], sigma_a [B]) -> HeadOutput (velocity, TR-layer masses, attention)
 Inputs and outputs are fp32 torch tensors on the policy's device; outputs come back on the

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .base import BackendConfig, BackendUnavailable, DiTBackend
-from .head import HeadCache, HeadOutput
+from ..networks.head_io import HeadCache, HeadOutput
 
 GRAPHS = ("dit_velocity", "dit_features")
 HEAD_GRAPHS = ("head_prefix", "head_step")

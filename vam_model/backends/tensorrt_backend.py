@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from .base import BackendConfig, BackendUnavailable, DiTBackend
-from .head import HeadCache, HeadOutput
+from ..networks.head_io import HeadCache, HeadOutput
 from .ort_backend import GRAPHS, ensure_head_onnx, ensure_onnx, graph_path
 
 

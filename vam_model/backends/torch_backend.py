@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .base import DiTBackend
-from .head import HeadCache, HeadOutput, prefix_kv, step_outputs
+from ..networks.head_io import HeadCache, HeadOutput, prefix_kv, step_outputs
 
 
 class TorchBackend(DiTBackend):

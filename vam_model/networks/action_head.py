@@ -14,7 +14,8 @@ Prefix-LM mask with three blocks (video, state, actions): a token attends to its
 and earlier blocks — bidirectional inside the video prefix, causal at the state and the
 first action, bidirectional among the actions. Nothing in the prefix depends on sigma_a
 (unless `prefix_time_conditioned`), so its keys/values are computed once per replan
-(`prefix_cache`) and every Euler step runs the action tokens only (`denoise_step`).
+(`prefix_cache`, stacked over layers) and every Euler step runs the action tokens only
+(`denoise_step`).
 """
 from __future__ import annotations
 
@@ -70,9 +71,30 @@ class RMSNorm(nn.Module):
 
 
 @dataclass
-class LayerCache:
-    k: torch.Tensor  # [B, 1, Lp, hd] rotated prefix keys
-    v: torch.Tensor  # [B, 1, Lp, hd]
+class HeadCache:
+    """The prefix's keys and values of every layer, stacked once per replan; a layer reads its
+    slice (a view) at every Euler step, so nothing is restacked per step."""
+    keys: torch.Tensor    # [layers, B, 1, Lp, hd] rotated prefix keys of every layer
+    values: torch.Tensor  # [layers, B, 1, Lp, hd]
+
+    @property
+    def batch(self) -> int:
+        return self.keys.shape[1]
+
+    def rows(self, start: int, n: int = 1) -> "HeadCache":
+        """Batch rows start..start+n-1 (views, no copy)."""
+        return HeadCache(self.keys.narrow(1, start, n), self.values.narrow(1, start, n))
+
+    def repeat_rows(self, n: int) -> "HeadCache":
+        """Each batch row repeated n times in place (row i -> rows i*n..i*n+n-1)."""
+        return HeadCache(self.keys.repeat_interleave(n, 1), self.values.repeat_interleave(n, 1))
+
+    @staticmethod
+    def cat(caches: list["HeadCache"]) -> "HeadCache":
+        """Caches stacked along the batch (one copy), for one batched Euler call."""
+        if len(caches) == 1:
+            return caches[0]
+        return HeadCache(torch.cat([c.keys for c in caches], dim=1), torch.cat([c.values for c in caches], dim=1))
 
 
 class HeadLayer(nn.Module):
@@ -185,35 +207,37 @@ class ActionHead(nn.Module):
         return ids[None, :] <= ids[:, None]                             # [L, L] bool
 
     # ---- prefix cache path ----------------------------------------------------------------
-    def prefix_cache(self, prefix: torch.Tensor) -> list[LayerCache]:
-        """Run the prefix through every layer once; keep each layer's keys/values."""
+    def prefix_cache(self, prefix: torch.Tensor) -> HeadCache:
+        """Run the prefix [B, Lp, W] through every layer once; keep each layer's keys/values."""
         if self.cfg.prefix_time_conditioned:
             raise RuntimeError("prefix_time_conditioned=true: the prefix depends on sigma_a and cannot be cached")
         lp = prefix.shape[1]
         mask = self.attention_mask(lp - 1, 0, prefix.device)             # [Lp, Lp]
         rope = rope_tables(torch.arange(lp, device=prefix.device), self.cfg.head_dim, self.cfg.rope_theta)
-        caches, x = [], prefix
+        keys, values, x = [], [], prefix
         for i, layer in enumerate(self.layers):
-            q, k, v = layer.qkv(x, None, rope)
-            caches.append(LayerCache(k, v))
+            q, k, v = layer.qkv(x, None, rope)                           # [B, H, Lp, hd], [B, 1, Lp, hd] x2
+            keys.append(k)
+            values.append(v)
             if i + 1 < len(self.layers):                                 # the last layer's prefix output is unused
                 out, _ = layer.attend(q, k, v, mask, False)
                 x = layer.finish(x, out, None)                           # [B, Lp, W]
-        return caches
+        return HeadCache(torch.stack(keys), torch.stack(values))         # [layers, B, 1, Lp, hd] each
 
-    def denoise_step(self, cache: list[LayerCache], actions, sigma_a, probs_layer: int | None = None):
+    def denoise_step(self, cache: HeadCache, actions, sigma_a, probs_layer: int | None = None):
         """One velocity evaluation from a prefix cache.
 
         Returns (velocity [B,A,action_dim], probs [B,H,A,Lp+A] of `probs_layer` (1-indexed) or None).
         """
         x, cond = self.embed_suffix(actions, sigma_a)                    # [B, A, W], [B, W]
-        lp, a = cache[0].k.shape[2], x.shape[1]
+        lp, a = cache.keys.shape[3], x.shape[1]
         rope = rope_tables(torch.arange(lp, lp + a, device=x.device), self.cfg.head_dim, self.cfg.rope_theta)
         mask = torch.ones(a, lp + a, dtype=torch.bool, device=x.device)  # actions see everything
         probs = None
-        for i, (layer, c) in enumerate(zip(self.layers, cache)):
+        for i, layer in enumerate(self.layers):
             q, k, v = layer.qkv(x, cond, rope)                           # [B, H, A, hd], [B, 1, A, hd]
-            k, v = torch.cat([c.k, k], dim=2), torch.cat([c.v, v], dim=2)  # [B, 1, Lp+A, hd]
+            k = torch.cat([cache.keys[i], k], dim=2)                     # [B, 1, Lp+A, hd]
+            v = torch.cat([cache.values[i], v], dim=2)                   # [B, 1, Lp+A, hd]
             out, p = layer.attend(q, k, v, mask, want_probs=(probs_layer == i + 1))
             probs = p if p is not None else probs
             x = layer.finish(x, out, cond)                               # [B, A, W]

@@ -18,27 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from ..temporal_ratio import attention_masses, ratio_from_masses, video_attention_map
+from .action_head import HeadCache
 
-
-@dataclass
-class HeadCache:
-    keys: torch.Tensor    # [layers, B, 1, Lp, hd] rotated prefix keys of every layer
-    values: torch.Tensor  # [layers, B, 1, Lp, hd]
-
-    @property
-    def batch(self) -> int:
-        return self.keys.shape[1]
-
-    def rows(self, start: int, n: int = 1) -> "HeadCache":
-        """Batch rows start..start+n-1 (views, no copy)."""
-        return HeadCache(self.keys.narrow(1, start, n), self.values.narrow(1, start, n))
-
-    @staticmethod
-    def cat(caches: list["HeadCache"]) -> "HeadCache":
-        """Branch caches stacked along the batch (one copy), for one batched Euler call."""
-        if len(caches) == 1:
-            return caches[0]
-        return HeadCache(torch.cat([c.keys for c in caches], dim=1), torch.cat([c.values for c in caches], dim=1))
+__all__ = ["HeadCache", "HeadOutput", "prefix_kv", "step_outputs"]
 
 
 @dataclass
@@ -59,18 +41,12 @@ class HeadOutput:
 
 def prefix_kv(head, grid: tuple[int, int], feats, sigma_v, state) -> tuple[torch.Tensor, torch.Tensor]:
     """(features, sigma_v, state) -> stacked prefix keys, values [layers, B, 1, Lp, hd]."""
-    prefix = head.embed_prefix(feats, grid, sigma_v, state)             # [B, Lp, W]
-    caches = head.prefix_cache(prefix)
-    keys = torch.stack([c.k for c in caches])                            # [layers, B, 1, Lp, hd]
-    values = torch.stack([c.v for c in caches])                          # [layers, B, 1, Lp, hd]
-    return keys, values
+    cache = head.prefix_cache(head.embed_prefix(feats, grid, sigma_v, state))  # prefix [B, Lp, W] -> cache
+    return cache.keys, cache.values                                      # [layers, B, 1, Lp, hd] each
 
 
 def step_outputs(head, keys, values, actions, sigma_a, tr_layer: int, tokens_per_frame: int, video_tokens: int):
     """One cached Euler evaluation -> (velocity [B,A,D], mass_v0 [B], mass_vplus [B], attention [B,A,Tv])."""
-    from ..networks.action_head import LayerCache
-
-    cache = [LayerCache(keys[i], values[i]) for i in range(keys.shape[0])]
-    v, probs = head.denoise_step(cache, actions, sigma_a, probs_layer=tr_layer)  # [B, A, D], [B, H, A, L]
+    v, probs = head.denoise_step(HeadCache(keys, values), actions, sigma_a, probs_layer=tr_layer)  # [B, A, D], [B, H, A, L]
     m0, mp = attention_masses(probs, tokens_per_frame, video_tokens)   # [B], [B]
     return v, m0, mp, video_attention_map(probs, video_tokens)          # ..., [B, A, Tv]
