@@ -84,8 +84,8 @@ class BridgeConfig:
     sync_tolerance_ms: float = 10.0  # ms; views further apart than this are not one instant (1/3 period)
     sync_history: int = 4  # frames kept per camera to find the best match (4 = 133 ms at 30 Hz)
     source_fps: float = 30.0  # Hz; rate of the stacked stream (the cameras' common rate)
-    window_frames: int = 17  # frames handed to the policy (17 -> T=5 latents at 4x compression)
-    frame_skip: int = 3  # take every 3rd source frame: 30 Hz -> 10 Hz clip
+    window_frames: int = 17  # frames of a window() clip for recordings and benches (17 -> T=5 latents); the policy takes the newest frame only
+    frame_skip: int = 3  # a window() clip takes every 3rd source frame: 30 Hz -> 10 Hz clip
     buffer_frames: int = 51  # ring length in source frames (17 x 3 = 1.7 s at 30 Hz)
     max_window_age_ms: float = 100.0  # ms; newest stacked frame older than this -> window not ready
     max_gap_ms: float = 50.0  # ms; a gap between consecutive stacked frames above this (1.5 periods) breaks the clip
