@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -48,16 +48,16 @@ from vam_stack.config import check
 from vam_stack.instruction import check_instruction
 
 from . import device as devices
+from . import realtime_chunking as rtc
+from .replan import BRANCHES, Replan
 from .backends import BackendConfig, make_backend
-from .networks.head_io import HeadCache, HeadOutput
-from .guidance import GuidanceConfig, GuidanceSchedule, combine_velocities, guidance_label, parse_guidance_label
+from .guidance import GuidanceConfig, GuidanceSchedule, parse_guidance_label
 from .networks.action_sampler import euler_integrate
 from .networks.checkpoint import check_preset, load_checkpoint, read_metadata
 from .networks.config import ModelConfig, load_config
 from .networks.model import VideoActionModel
 from .networks.text_encoder import TextEncoder
 
-BRANCHES = ("cond", "null_text", "plan")
 F32_MAX = float(np.finfo(np.float32).max)   # largest finite float32 (3.4e38): the networks' number range
 AUTOCAST = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -82,6 +82,7 @@ class PolicyConfig:
     autocast: str = "none"            # none | bf16 | fp16: torch autocast around the torch backend's network calls
     batch_branches: bool = True       # guidance branches share batched head calls (and cond + null-text video under flat)
     sync_timing: bool = False         # stage timers wait for the device (true GPU stage times; adds a sync per stage)
+    rtc_beta: float = 10.0            # real-time chunking: clip of the guidance weight toward committed actions (lerobot's 10)
     guidance: GuidanceConfig = field(default_factory=GuidanceConfig)  # guidance schedule and weights (vam_model.guidance)
     backend: BackendConfig = field(default_factory=BackendConfig)  # runs the DiT and head calls: torch | onnxruntime | tensorrt
 
@@ -89,6 +90,8 @@ class PolicyConfig:
         check(self.euler_steps >= 1, f"policy.euler_steps must be >= 1, got {self.euler_steps!r}")
         check_action_temperature(self.action_temperature, "policy.action_temperature")
         check(self.threads >= 0, f"policy.threads must be >= 0, got {self.threads!r}")
+        check(math.isfinite(self.rtc_beta) and 0 < self.rtc_beta <= 100,
+              f"policy.rtc_beta must be in (0, 100], got {self.rtc_beta!r}")
         try:
             devices.check_device_name(self.device)
         except ValueError as e:
@@ -112,24 +115,6 @@ class PolicySpec:
 
 class InputError(ValueError):
     """An observation or instruction the policy cannot use; raised before any network runs."""
-
-
-class _Timer:
-    """Wall time per stage; with `sync` (a callable waiting for the device) the stage's device work too."""
-
-    def __init__(self, sync=None):
-        self.ms: dict[str, float] = {}
-        self.sync = sync
-
-    @contextmanager
-    def __call__(self, name: str):
-        if self.sync:
-            self.sync()
-        t0 = time.perf_counter()
-        yield
-        if self.sync:
-            self.sync()
-        self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - t0) * 1e3
 
 
 class VamPolicy:
@@ -296,20 +281,35 @@ class VamPolicy:
             return nullcontext()
         return torch.autocast(self.device.type, dtype=dtype)
 
+    accepts_committed = True   # infer(obs, committed=...) continues a chunk (vam_model.realtime_chunking)
+
     @torch.no_grad()
-    def infer(self, obs: dict, noise: dict | None = None) -> dict:
-        """One replan, steps 1-6 of the module docstring: actions [A_H, D] and the telemetry."""
+    def infer(self, obs: dict, noise: dict | None = None, committed: dict | None = None) -> dict:
+        """One replan, steps 1-6 of the module docstring: actions [A_H, D] and the telemetry.
+        `committed` ({"actions": [n, D], "delay": d}, real units): the chunk being executed from
+        the request on; the new chunk is steered to continue it (real-time chunking)."""
         frame, proprio = self.check_obs(obs)
+        if committed is not None:
+            try:
+                y, delay = rtc.check_committed(committed, self.spec.chunk, self.spec.action_dim)
+            except ValueError as e:
+                raise InputError(str(e)) from None
         self._apply_pending()
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
         t_start = time.perf_counter()
-        r = _Replan(self, self._noise(noise))
+        r = Replan(self, self._noise(noise))
         p_mean, p_std = self.stats["proprio"]
         with r.timer("encode"), self.autocast():                                      # 1. encode
             current = devices.upload(frame[None, None], self.device)                  # [1, 1, H, W, 3] uint8
             r.anchor = self.model.encode_frames(current).float()                      # [1, 16, 1, h, w]
             r.state = devices.upload(((proprio - p_mean) / p_std)[None], self.device)  # [1, P]
+        if committed is not None:                                                     # normalised, padded to A_H
+            a_mean, a_std = self.stats["action"]
+            y_n = np.zeros((self.spec.chunk, self.spec.action_dim), np.float32)
+            y_n[:len(y)] = (y - a_mean) / a_std
+            r.rtc = (devices.upload(torch.from_numpy(y_n), self.device),
+                     rtc.soft_mask(self.spec.chunk, delay, len(y)).to(self.device), delay)
         r.prepare(r.needed_branches() if r.fixed else ("cond",))                         # 2.-3. (5. when fixed)
         actions_n = euler_integrate(r.velocity, r.noise["action"], self.cfg.euler_steps)  # 4.-6. [1, A_H, D]
         out = r.finish(actions_n, t_start)
@@ -317,136 +317,6 @@ class VamPolicy:
         if not np.isfinite(out["actions"]).all():
             raise FloatingPointError(f"policy produced non-finite actions at replan {out['replan']}")
         return out
-
-
-class _Replan:
-    """One replan's working state: each branch's head prefix cache (a branch runs its video pass
-    the first time it is needed), the TR of every Euler step (on the device until the end), the
-    guidance weights in force, the attention map, and the time spent per stage."""
-
-    def __init__(self, policy: VamPolicy, noise: dict):
-        self.policy, self.noise = policy, noise
-        dev = policy.device
-        self.timer = _Timer(torch.cuda.synchronize if policy.cfg.sync_timing and dev.type == "cuda" else None)
-        self.anchor: torch.Tensor | None = None       # [1, 16, 1, h, w] clean latent of the current frame
-        self.state: torch.Tensor | None = None        # [1, P] normalised proprio
-        self.caches: dict[str, HeadCache] = {}        # branch -> its prefix cache (batch 1)
-        self._joint: dict[tuple, HeadCache] = {}      # branches -> their caches stacked for one batched call
-        self.sigma_v: float | None = None             # the cond branch's feature time
-        self.tr_dev: list[torch.Tensor] = []          # per Euler step: the cond branch's TR [1], on the device
-        self.s_steps: list[float] = []
-        self.attention: torch.Tensor | None = None    # [1, A, Tv] at step 0, on the device
-        self.fixed = policy.guidance.fixed_weights()  # (s, w_lang, w_plan) when TR cannot change them, else None
-        self.s, self.w_lang, self.w_plan = self.fixed or (0.0, 0.0, 0.0)
-
-    # ---- branches ---------------------------------------------------------------------------
-    def needed_branches(self) -> tuple[str, ...]:
-        """The branches the weights in force need: cond, plus each guidance branch whose weight is > 0."""
-        return ("cond",) + (("null_text",) if self.w_lang > 0 else ()) + (("plan",) if self.w_plan > 0 else ())
-
-    def prepare(self, names: tuple[str, ...]) -> None:
-        """Video passes and head prefixes (`VideoActionModel.embed_prefix`) of the branches in
-        `names` not computed yet: cond and null-text share one batch when batching (same anchor,
-        noise and length; only the text differs), the plan branch (T' frames) runs alone."""
-        p, m = self.policy, self.policy.model
-        new = tuple(n for n in names if n not in self.caches)
-        shared = tuple(n for n in new if n != "plan")
-        groups = ([shared] if p.cfg.batch_branches and shared else [(n,) for n in shared])
-        groups += [("plan",)] if "plan" in new else []
-        for group in groups:
-            k, label = len(group), "+".join(group)
-            text = torch.cat([p._null_text if n == "null_text" else p._text for n in group])  # [k, L, text_dim]
-            vnoise = self.noise["plan" if group == ("plan",) else "video"]                   # [1, 16, T_roll, h, w]
-            with p.autocast():
-                cache, self.sigma_v = m.embed_prefix(
-                    self.anchor.expand(k, -1, -1, -1, -1), text, self.state.expand(k, -1),     # [k, 16, 1, h, w], ..
-                    vnoise.expand(k, -1, -1, -1, -1), p.cfg.feature_index, p.backend,
-                    timer=lambda stage: self.timer(f"{stage}_{label}"))                       # [layers, k, 1, Lp, hd]
-            self._joint[group] = cache
-            for i, n in enumerate(group):
-                p.forward_calls[n] += 1
-                self.caches[n] = cache.rows(i)
-
-    def _step(self, names: tuple[str, ...], x: torch.Tensor, sigma: torch.Tensor) -> dict[str, HeadOutput]:
-        """One Euler evaluation of each branch in `names`: batched in one head call, or one call each."""
-        p = self.policy
-        self.prepare(names)
-        chunks = [names] if p.cfg.batch_branches else [(n,) for n in names]
-        out = {}
-        with self.timer("euler"), p.autocast():
-            for chunk in chunks:
-                k = len(chunk)
-                cache = self._joint.get(chunk)
-                if cache is None:
-                    cache = self._joint[chunk] = HeadCache.cat([self.caches[n] for n in chunk])
-                res = p.model.denoise_step(cache, x.expand(k, -1, -1), sigma.expand(k), p.backend)  # [k, A, D], ..
-                for i, n in enumerate(chunk):
-                    out[n] = res.row(i)
-        return out
-
-    # ---- Euler velocity -----------------------------------------------------------------------
-    def velocity(self, x: torch.Tensor, sigma: torch.Tensor, step: int) -> torch.Tensor:
-        """The guided velocity at Euler step `step` ([1, A_H, D]). Under tr_adaptive, TR is read
-        from the cond branch at step 0 (every step with `tr_every_step`) and sets the weights
-        before the other branches run; a branch runs only while its weight is > 0."""
-        p = self.policy
-        if self.fixed is None and (step == 0 or p.cfg.guidance.tr_every_step):
-            rows = self._step(("cond",), x, sigma)
-            tr_t = rows["cond"].tr()                                         # [1]
-            with self.timer("tr"):
-                tr = devices.read_scalar(tr_t)                               # the host read that decides the branches
-            with self.timer("guidance"):
-                self.s, self.w_lang, self.w_plan = p.guidance.update(tr)
-            extra = self.needed_branches()[1:]
-            if extra:
-                rows.update(self._step(extra, x, sigma))
-        else:
-            rows = self._step(self.needed_branches(), x, sigma)
-            tr_t = rows["cond"].tr()                                         # [1]
-        cond = rows["cond"]
-        self.tr_dev.append(tr_t)                                             # stays on the device until the end
-        if step == 0 and p.cfg.return_attention:
-            self.attention = cond.attention                                  # [1, A, Tv]
-        self.s_steps.append(self.s)
-        v_null = rows["null_text"].velocity if "null_text" in rows else None
-        v_plan = rows["plan"].velocity if "plan" in rows else None
-        return combine_velocities(cond.velocity.float(), v_null, v_plan, self.w_lang, self.w_plan)  # [1, A_H, D]
-
-    # ---- end of the replan ------------------------------------------------------------------
-    def finish(self, actions_n: torch.Tensor, t_start: float) -> dict:
-        """One copy back to the host (actions, TR per step, attention), then the telemetry."""
-        p = self.policy
-        with self.timer("tr"):
-            tensors = [actions_n[0], torch.cat(self.tr_dev)] + ([self.attention[0]] if self.attention is not None else [])
-            host = devices.to_host(*tensors)
-        actions_n, tr_steps = host[0], [float(v) for v in host[1]]
-        # (a step read mid-replan under tr_adaptive is this same device value: nothing to reconcile)
-        if self.fixed is not None:                                           # weights fixed: TR_0 bookkeeping only
-            with self.timer("guidance"):
-                p.guidance.update(tr_steps[0])
-        a_mean, a_std = p.stats["action"]
-        actions = (actions_n * a_std + a_mean).astype(np.float32)            # [A_H, D]
-        total_ms = (time.perf_counter() - t_start) * 1e3
-        return {
-            "actions": actions,
-            "replan": p.replan_index,
-            "tr": tr_steps[0],
-            "tr_steps": tr_steps,
-            "tr0": p.guidance.tr0 if p.guidance.tr0 is not None else float("nan"),
-            "guidance": guidance_label(p.guidance.cfg),   # the schedule, with its TR_0 ablation if any
-            "s": self.s_steps[0],
-            "s_steps": self.s_steps,
-            "w_lang": self.w_lang,
-            "w_plan": self.w_plan,
-            "sigma_v": self.sigma_v,
-            "branches_computed": [b for b in BRANCHES if b in self.caches],
-            "timing_ms": {**{k: round(v, 3) for k, v in self.timer.ms.items()}, "total": round(total_ms, 3)},
-            "latency_ms": total_ms,
-            "attention": host[2] if len(host) > 2 else None,
-            "token_grid": list(p.mcfg.head_grid),   # rows x cols of the attention's video tokens per latent frame
-            "checkpoint": p.checkpoint,
-            "device": str(p.device),
-        }
 
 
 def build_policy(preset: str | None = None, checkpoint: str | Path | None = None, guidance: str | None = None,
