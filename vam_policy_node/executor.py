@@ -30,26 +30,17 @@ is `(1 - w_j) * old_j + w_j * new_j` with `w_j = (j + 1) / (W + 1)`. With a posi
 the seam, the extra step per tick is at most G / (W + 1). It is optional (`blend_ticks: 0`),
 off for LIBERO's end-effector deltas and on for absolute joint targets.
 
-Why a cross-fade rather than real-time chunking. Physical Intelligence's real-time chunking
-(RTC; Black, Galliker and Levine, 2025) treats the next chunk as an inpainting problem: the
-actions that will execute during the inference delay are frozen to the previous chunk's
-values, and while the flow policy denoises, a guidance term (pseudo-inverse guidance, one
-vector-Jacobian product through the network per denoising step) pulls the new chunk toward
-the previous one. Its soft mask weighs the frozen actions fully, decays (exponentially in the
-paper) over the rest of the overlap and is zero beyond it; the guidance weight is clipped.
-The new chunk is then itself consistent with what was committed, so two chunks that chose
-different modes (left or right of an obstacle) are not averaged into a path that is neither,
-which a cross-fade does for the length of its window. RTC has to live inside the sampler and
-costs extra backward passes per replan; a later Physical Intelligence paper moves the prefix conditioning into training to
-remove that cost. lerobot's asynchronous inference (robot client + policy server) sends a new
-observation once the client's action queue drops below a fraction of the chunk
-(`chunk_size_threshold`) and merges the overlapping timesteps of queued and incoming chunks
-with a chosen aggregate function (e.g. a weighted average); lerobot also ships an RTC module
-for its flow-matching policies (pi0, pi0.5, SmolVLA). This executor must stay independent of
-the model (any `infer(obs) -> {"actions": ...}`), so it does what needs no model access:
-latency compensation (the counterpart of RTC's frozen prefix) plus a short cross-fade, with
-the safety filter's per-tick step limit bounding whatever seam remains. Inpainting, if added,
-belongs in the policy's `sample_actions`, with the executor passing the committed prefix.
+Real-time chunking (`rtc: guided`, realtime mode). Latency compensation alone makes the next
+chunk start where the arm will be, but the model decodes it as if it started now, so two chunks
+can disagree at the seam (left or right of an obstacle), which a cross-fade only averages. With
+`rtc: guided` each request carries the rest of the executing chunk (`ChunkSchedule.committed`,
+blends included) and the expected delay d = ceil(latency estimate x rate); a policy that
+accepts them (`accepts_committed`, e.g. VamPolicy: vam_model/realtime_chunking.py) freezes the
+first d actions to what runs during inference and steers the overlap toward the rest, after
+Physical Intelligence's real-time chunking (Black, Galliker and Levine 2025) and lerobot's RTC.
+Any other policy gets the plain request. The cross-fade and the safety filter's step limit
+still bound whatever seam remains; `SeamMeter` reports the largest seam step against the
+largest step inside a chunk (`stats()`).
 """
 from __future__ import annotations
 
@@ -67,7 +58,7 @@ from vam_stack.config import ConfigError
 from vam_stack.pacing import DeadlinePacer, set_fifo_priority
 
 from .schedule import (ACTION_KINDS, MODES, ChunkSchedule, ExecutorConfig, ObservationUnavailable,  # noqa: F401
-                       StepInfo, libero_config, robot_config)
+                       SeamMeter, StepInfo, libero_config, robot_config)
 
 log = logging.getLogger(__name__)
 @dataclass
@@ -117,6 +108,7 @@ class ChunkExecutor:
         if instruction is not None:
             self.policy.reset(instruction)
         self.schedule = ChunkSchedule(self.cfg, initial_target)
+        self.seams = SeamMeter()
         self.pacer.reset()
         self._fresh = True
         self.tick = 0
@@ -127,13 +119,13 @@ class ChunkExecutor:
         self.overrun = False  # no chunk could be used for `overrun_after` replans in a row
         self.last_info: StepInfo | None = None
         self._retry_tick = 0
-        self._request: tuple[int, float] | None = None
+        self._request: tuple[int, float, dict | None] | None = None   # origin tick, time, committed chunk
         self._pending: _Result | None = None
         self._in_flight = False
 
-    def _run_policy(self, obs: Mapping, origin: int, t_req: float) -> _Result:
+    def _run_policy(self, obs: Mapping, origin: int, t_req: float, committed: dict | None = None) -> _Result:
         try:
-            result = self.policy.infer(obs)
+            result = self.policy.infer(obs) if committed is None else self.policy.infer(obs, committed=committed)
             if not isinstance(result, Mapping) or "actions" not in result:
                 raise TypeError(f"policy.infer must return a dict with 'actions', got {type(result).__name__}")
             a = np.array(result["actions"], dtype=np.float64)
@@ -187,6 +179,7 @@ class ChunkExecutor:
                    last_latency_ms=float("nan") if self.last_latency_s is None else self.last_latency_s * 1e3,
                    replans=float(self.replans), errors=float(self.errors), dropped=float(self.dropped),
                    sink_errors=float(self.sink_errors), overrun=float(self.overrun))
+        out.update(self.seams.summary())
         return out
 
     # ----- lockstep -----
@@ -202,6 +195,7 @@ class ChunkExecutor:
         info.time = self.clock()
         for key, v in extra.items():
             setattr(info, key, v)
+        self.seams.update(target, info)
         if target is None:  # first inference failed and nothing to hold yet
             target = self.schedule._delta_hold(None) if self.cfg.action_kind == "delta" else None
             if target is None:
@@ -259,7 +253,7 @@ class ChunkExecutor:
                     self._wake.wait(0.1)
                 if self._stop.is_set():
                     return
-                origin, t_req = self._request
+                origin, t_req, committed = self._request
                 self._request = None
             try:
                 obs = self.obs_fn()
@@ -275,7 +269,7 @@ class ChunkExecutor:
                 if self._unavailable is not None:
                     log.info("observations available again at tick %d", origin)
                 self._unavailable = None
-                res = self._run_policy(obs, origin, t_req)
+                res = self._run_policy(obs, origin, t_req, committed)
             if self.on_result is not None and res.error is None:
                 try:
                     self.on_result({"origin_tick": origin, "latency_s": res.latency_s, **(res.telemetry or {})})
@@ -312,8 +306,9 @@ class ChunkExecutor:
             extra = self._apply(res, k)
         lead = math.ceil((self.latency_estimate_s + self.cfg.latency_margin_s) * self.cfg.rate_hz)
         if not self._in_flight and k >= self._retry_tick and self.schedule.replan_due(k, lead):
+            committed = self._committed(k)
             with self._wake:
-                self._request = (k, now)
+                self._request = (k, now, committed)
                 self._in_flight = True
                 self._wake.notify()
         target, info = self.schedule.target(k)
@@ -322,9 +317,21 @@ class ChunkExecutor:
             info.reason = "overrun"
         for key, v in extra.items():
             setattr(info, key, v)
+        self.seams.update(target, info)
         self.tick = k
         self.last_info = info
         return target
+
+    def _committed(self, k: int) -> dict | None:
+        """Real-time chunking's request at tick k: the rest of the executing chunk and the ticks
+        expected to pass before the answer (the latency estimate), for a policy that accepts them."""
+        if self.cfg.rtc != "guided" or not getattr(self.policy, "accepts_committed", False):
+            return None
+        actions = self.schedule.committed(k)
+        if actions is None:
+            return None
+        delay = min(len(actions), math.ceil(self.latency_estimate_s * self.cfg.rate_hz))
+        return {"actions": actions, "delay": delay}
 
 
 def _describe(obs: Any) -> str:

@@ -64,7 +64,7 @@ def _serve(conn, factory: Callable[[], Any], torch_threads: int | None) -> None:
 
             torch.set_num_threads(torch_threads)
         policy = factory()
-        conn.send(("ready", _spec_fields(policy.spec)))
+        conn.send(("ready", (_spec_fields(policy.spec), bool(getattr(policy, "accepts_committed", False)))))
     except Exception:
         conn.send(("error", traceback.format_exc()))
         return
@@ -80,7 +80,8 @@ def _serve(conn, factory: Callable[[], Any], torch_threads: int | None) -> None:
                 policy.reset(msg[1])
                 conn.send(("ok", None))
             elif msg[0] == "infer":
-                conn.send(("ok", _plain(policy.infer(msg[1]))))
+                kw = {} if msg[2] is None else {"committed": msg[2]}
+                conn.send(("ok", _plain(policy.infer(msg[1], **kw))))
             elif msg[0] == "configure":
                 policy.configure(**msg[1])
                 conn.send(("ok", None))
@@ -112,7 +113,8 @@ class ProcessPolicy:
         if kind != "ready":
             self.close()
             raise PolicyProcessError(f"policy process failed to start:\n{payload}")
-        self.spec = SimpleNamespace(**payload)
+        spec, self.accepts_committed = payload     # accepts_committed: the child's policy continues chunks
+        self.spec = SimpleNamespace(**spec)
 
     def _recv(self, timeout_s: float | None, what: str) -> tuple[str, Any]:
         if timeout_s is not None and not self._conn.poll(timeout_s):
@@ -135,12 +137,12 @@ class ProcessPolicy:
     def reset(self, instruction: str) -> None:
         self._call(("reset", instruction), "reset")
 
-    def infer(self, obs: dict) -> dict:
+    def infer(self, obs: dict, committed: dict | None = None) -> dict:
         with self._pending_lock:
             pending, self._pending = self._pending, {}
         if pending:                           # live settings go over the pipe just before the replan they change
             self._call(("configure", pending), "configure")
-        return self._call(("infer", obs), "infer")
+        return self._call(("infer", obs, committed), "infer")
 
     def reseed(self, seed: int) -> None:
         self._call(("reseed", seed), "reseed")

@@ -12,6 +12,7 @@ import numpy as np
 from vam_stack.config import check
 
 MODES = ("lockstep", "realtime")
+RTC_MODES = ("guided", "off")
 ACTION_KINDS = ("absolute", "delta")
 
 
@@ -36,6 +37,8 @@ class ExecutorConfig:
     rt_priority: int = 0  # realtime: SCHED_FIFO priority of the tick thread (1-99; 0 = normal scheduling)
     max_samples: int = 200_000  # timing samples kept (1.8 h at 30 Hz)
     overrun_after: int = 2  # realtime: chunks dropped in a row (all late) that enter the overrun state
+    rtc: str = "guided"  # realtime: guided = each request carries the rest of the executing chunk and the expected
+                         # delay, and a policy that accepts them continues that chunk (real-time chunking); off = not
 
     def __post_init__(self) -> None:
         check(math.isfinite(self.rate_hz) and self.rate_hz > 0, f"rate_hz must be > 0, got {self.rate_hz!r}")
@@ -56,6 +59,7 @@ class ExecutorConfig:
         check(0 <= self.rt_priority <= 99, f"rt_priority must be in [0, 99], got {self.rt_priority!r}")
         check(self.max_samples >= 100, f"max_samples must be >= 100, got {self.max_samples!r}")
         check(1 <= self.overrun_after <= 100, f"overrun_after must be in [1, 100], got {self.overrun_after!r}")
+        check(self.rtc in RTC_MODES, f"rtc must be one of {RTC_MODES}, got {self.rtc!r}")
 
     @classmethod
     def from_spec(cls, spec: Any, **overrides: Any) -> "ExecutorConfig":
@@ -134,6 +138,13 @@ class ChunkSchedule:
     def replan_due(self, tick: int, lead_ticks: int) -> bool:
         return self.needs_chunk(tick) or tick >= self.origin + self.cfg.execute - lead_ticks
 
+    def committed(self, tick: int) -> np.ndarray | None:
+        """The targets the current chunk gives ticks `tick` .. its last action (blends included):
+        what the arm will do while a replan requested now runs. None without a usable chunk."""
+        if self.chunk is None or self.error_hold or tick >= self.origin + self.cfg.chunk:
+            return None
+        return np.stack([self._planned(k) for k in range(tick, self.origin + self.cfg.chunk)])  # [n, D]
+
     def fail(self) -> None:
         """Inference failed: hold the last target from now until a chunk arrives."""
         self.error_hold = True
@@ -206,3 +217,29 @@ class ChunkSchedule:
             keep = list(self.cfg.hold_keep_dims)
             h[keep] = last[keep]
         return h
+
+
+class SeamMeter:
+    """The seam metric of real-time chunking: the largest per-tick target step at a chunk switch
+    against the largest step inside a chunk (max |a_k - a_k-1| over the action dims; holds do not
+    count). A seam no larger than the within-chunk steps means the next chunk continued the last."""
+
+    def __init__(self) -> None:
+        self.last: np.ndarray | None = None
+        self.seam_max = 0.0    # largest step at a tick that installed a new chunk
+        self.within_max = 0.0  # largest step at any other tick that executed a chunk action
+        self.seams = 0
+
+    def update(self, target: np.ndarray | None, info: StepInfo) -> None:
+        if target is None:
+            return
+        if self.last is not None and not info.held:
+            step = float(np.max(np.abs(target - self.last)))
+            if info.replanned:
+                self.seam_max, self.seams = max(self.seam_max, step), self.seams + 1
+            else:
+                self.within_max = max(self.within_max, step)
+        self.last = np.array(target, dtype=np.float64)
+
+    def summary(self) -> dict[str, float]:
+        return {"seam_max_step": self.seam_max, "within_chunk_max_step": self.within_max, "seams": float(self.seams)}

@@ -141,6 +141,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="lockstep: the simulation waits for each replan (deterministic, how results are "
                         "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
                         "the policy infers in a worker thread (missed and held ticks reported)")
+    p.add_argument("--rtc", default="guided", choices=("guided", "off"),
+                   help="with --executor realtime, vam: guided (default) = each replan continues the chunk being "
+                        "executed (real-time chunking: the actions that run during inference frozen, the overlap "
+                        "steered); off = latency compensation and the cross-fade only")
     p.add_argument("--image-transport", default="raw", choices=("raw", "compressed"),
                    help="libero robots, vam: raw frames, or compressed: every stacked frame JPEG-encoded and decoded "
                         "before the policy sees it, as over the ROS path's /camera/stacked/image_raw/compressed")
@@ -186,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
                     policy=args.policy, preset=args.preset, checkpoint=args.checkpoint,
                     record=not args.no_record, record_image_every=args.record_image_every,
                     first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
-                    mock_config=args.mock_config, executor=args.executor, device=args.device, backend=args.backend,
+                    mock_config=args.mock_config, executor=args.executor, rtc=args.rtc, device=args.device, backend=args.backend,
                     action_temperature=args.action_temperature, image_transport=transport[0],
                     jpeg_quality=transport[1], **_weights(args))
     if args.robot == "libero-real":                  # nothing (not even an empty recording) before this check

@@ -274,7 +274,9 @@ class RealtimeLoop:
         st = executor.stats()
         timing = {"rate_hz": executor.cfg.rate_hz, "ticks": int(st["ticks"]), "missed_ticks": int(st["missed_ticks"]),
                   "dropped_chunks": int(st["dropped"]), "achieved_hz": _round(st.get("achieved_hz")),
-                  "p99_jitter_ms": _round(st.get("p99_jitter_ms")), "max_period_ms": _round(st.get("max_period_ms"))}
+                  "p99_jitter_ms": _round(st.get("p99_jitter_ms")), "max_period_ms": _round(st.get("max_period_ms")),
+                  "rtc": executor.cfg.rtc, "seam_max_step": round(st["seam_max_step"], 5),
+                  "within_chunk_max_step": round(st["within_chunk_max_step"], 5)}
         return timing, stalled
 
 
@@ -337,6 +339,9 @@ def realtime_stats(episodes: list[dict]) -> dict | None:
     out["achieved_hz_min"] = min(hz) if hz else None
     jit = [x["p99_jitter_ms"] for x in rt if x["p99_jitter_ms"] is not None]
     out["p99_jitter_ms_max"] = max(jit) if jit else None
+    seam = [(x["seam_max_step"], x["within_chunk_max_step"]) for x in rt if x.get("seam_max_step") is not None]
+    out["seam_within_episodes"] = sum(a <= b for a, b in seam)   # episodes whose largest seam step <= within-chunk
+    out["seam_ratio_median"] = float(np.median([a / b for a, b in seam if b > 0])) if seam else None
     return out
 
 

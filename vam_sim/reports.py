@@ -62,7 +62,13 @@ def realtime_line(r: dict) -> str:
     jit = "-" if r["p99_jitter_ms_max"] is None else f"{r['p99_jitter_ms_max']:.1f} ms"
     return (f"{r['ticks']} ticks over {r['episodes']} episodes: {r['missed_ticks']} missed by the clock, "
             f"{r['held_ticks']} held waiting for a chunk, {r['late_ticks']} run past `execute` (late chunk), "
-            f"{r['dropped_chunks']} chunks dropped; slowest episode {hz}, worst p99 jitter {jit}")
+            f"{r['dropped_chunks']} chunks dropped; slowest episode {hz}, worst p99 jitter {jit}; "
+            f"largest seam step <= largest within-chunk step in {r.get('seam_within_episodes', '-')}/{r['episodes']} "
+            f"episodes (median ratio {_fmt_ratio(r.get('seam_ratio_median'))})")
+
+
+def _fmt_ratio(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def errors_table(suites: list[str], schedules: list[str], by_guidance: dict) -> str:

@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from vam_policy_node.schedule import RTC_MODES
 from vam_stack import msgs
 from vam_stack.config import check
 
@@ -73,6 +74,8 @@ class SimConfig:
     mock_config: str | None = None   # mocked LIBERO YAML (None = config/libero_mock.yaml)
     executor: str = "lockstep"       # lockstep: the sim waits for each replan (deterministic); realtime: the sim
                                      # runs at its own rate on the wall clock (see the module docstring)
+    rtc: str = "guided"              # realtime: guided = the next chunk continues the executing one (real-time
+                                     # chunking, vam_model/realtime_chunking.py) | off = latency compensation only
     device: str = "auto"             # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
     backend: str = "torch"           # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
     action_temperature: float = 1.0  # vam: scale of the flow's initial action noise (PolicyConfig), in [0, 1]
@@ -97,6 +100,7 @@ class SimConfig:
         check(self.max_steps is None or self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps!r}")
         check(self.execute is None or self.execute >= 1, f"execute must be >= 1, got {self.execute!r}")
         check(self.executor in EXECUTORS, f"executor must be one of {EXECUTORS}, got {self.executor!r}")
+        check(self.rtc in RTC_MODES, f"rtc must be one of {RTC_MODES}, got {self.rtc!r}")
         check(self.executor == "lockstep" or self.policy == "vam",
               f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
         check_run_device(self.device, self.backend, self.policy)
@@ -137,14 +141,14 @@ def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
         raise ValueError(f"preset {policy.mcfg.name!r} cannot use the bridge's {image_size}x{image_size} views: {problem}")
 
 
-def driver_config(policy, execute: int | None = None, mode: str = "lockstep"):
+def driver_config(policy, execute: int | None = None, mode: str = "lockstep", rtc: str = "guided"):
     """The chunk executor's configuration for `policy` on the bridge (ConfigError on a bad `execute`)."""
     from vam_policy_node.executor import libero_config
 
     _require_eef_delta(policy)
     spec = policy.spec
     execute = spec.execute if execute is None else execute
-    return libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz, mode=mode)
+    return libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz, mode=mode, rtc=rtc)
 
 
 class PolicyDriver:
@@ -157,12 +161,13 @@ class PolicyDriver:
     the policy saw (for recordings)."""
 
     def __init__(self, policy, instruction: str, execute: int | None = None,
-                 sink: Callable[[np.ndarray], Any] | None = None, jpeg_quality: int | None = None):
+                 sink: Callable[[np.ndarray], Any] | None = None, jpeg_quality: int | None = None,
+                 rtc: str = "guided"):
         """`execute` overrides the preset's replan interval (1..chunk actions); `jpeg_quality`: frames
         reach the policy JPEG-encoded and decoded at this quality (None: raw)."""
         from vam_policy_node.executor import ChunkExecutor
 
-        cfg = driver_config(policy, execute, "lockstep" if sink is None else "realtime")
+        cfg = driver_config(policy, execute, "lockstep" if sink is None else "realtime", rtc)
         kw = {} if sink is None else dict(obs_fn=self.observation, sink=sink, initial_target=HOLD_OPEN)
         self.executor = ChunkExecutor(policy, cfg, **kw)
         self.executor.reset(instruction=instruction, initial_target=kw.get("initial_target"))
@@ -360,7 +365,8 @@ class _VamEpisode:
             return over
 
         loop = RealtimeLoop(step, self.name)
-        self.driver = PolicyDriver(r.policy, env.instruction, r.cfg.execute, sink=loop.sink, jpeg_quality=r.jpeg_quality)
+        self.driver = PolicyDriver(r.policy, env.instruction, r.cfg.execute, sink=loop.sink, jpeg_quality=r.jpeg_quality,
+                                   rtc=r.cfg.rtc)
         self.driver.observe(self.obs)
         progress = None if r.progress is None else (lambda: r.progress({"step": self.step, "max_steps": env.max_steps}))
         timing, stalled = loop.run(self.driver.executor, env.max_steps, progress)

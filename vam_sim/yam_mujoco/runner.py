@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from vam_policy_node.schedule import RTC_MODES
 from vam_stack.config import check
 
 from ..episode import (EpisodeRunner, RealtimeLoop, check_guidance_weights, check_run_device, check_temperature,
@@ -55,6 +56,7 @@ class YamRunConfig:
     sim_config: str | None = None  # yam_mujoco YAML (default config/yam_mujoco.yaml)
     executor: str = "lockstep"  # lockstep: the world waits for each replan (deterministic); realtime: the world
                                 # runs one control period per 30 Hz wall-clock tick while the policy infers
+    rtc: str = "guided"  # realtime: guided = the next chunk continues the executing one (real-time chunking) | off
     expert_noise: float = 0.0  # expert only: std [rad] of a smooth perturbation of its joint targets (not the
                                # grippers) before the safety filter; `capture` still sees the clean target
     expert_noise_tau_s: float = 0.5  # correlation time of that perturbation (Ornstein-Uhlenbeck) [s]
@@ -86,6 +88,7 @@ class YamRunConfig:
         check(self.record_image_every >= 1, f"record_image_every must be >= 1, got {self.record_image_every!r}")
         check(self.max_steps is None or self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps!r}")
         check(self.executor in EXECUTORS, f"executor must be one of {EXECUTORS}, got {self.executor!r}")
+        check(self.rtc in RTC_MODES, f"rtc must be one of {RTC_MODES}, got {self.rtc!r}")
         check(self.executor == "lockstep" or self.policy == "vam",
               f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
         check_run_device(self.device, self.backend, self.policy)
@@ -336,7 +339,7 @@ class YamSimRunner(EpisodeRunner):
                 kw = dict(obs_fn=observation, sink=loop.sink) if rt else {}
                 executor = ChunkExecutor(self.policy, robot_config(
                     mode=c.executor, rt_priority=0, chunk=spec.chunk, execute=c.execute or spec.execute,
-                    rate_hz=spec.rate_hz),
+                    rate_hz=spec.rate_hz, rtc=c.rtc),
                     initial_target=present, **kw)
                 self.policy.reseed(result["policy_seed"])   # the episode's own noise stream: runs pair by episode
                 executor.reset(instruction=task.instruction, **({"initial_target": present} if rt else {}))

@@ -1,0 +1,86 @@
+"""Real-time chunking in the executor: what a request carries, and the seam metric."""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+from vam_policy_node.executor import ChunkExecutor, robot_config
+from vam_policy_node.schedule import SeamMeter, StepInfo
+
+from .test_executor_realtime import CHUNK, DIM, EXECUTE, RATE, SlowPolicy, run
+
+pytestmark = pytest.mark.unit
+
+
+class ContinuingPolicy(SlowPolicy):
+    """A SlowPolicy that accepts committed chunks and keeps every request's."""
+
+    accepts_committed = True
+
+    def __init__(self, delay: float):
+        super().__init__(delay)
+        self.requests: list[dict | None] = []
+
+    def infer(self, obs: dict, committed: dict | None = None) -> dict:
+        self.requests.append(committed)
+        return super().infer(obs)
+
+
+def _wait_calls(policy, n):
+    return lambda ex: policy.calls >= n
+
+
+def test_each_request_carries_the_rest_of_the_executing_chunk_and_the_expected_delay():
+    policy = ContinuingPolicy(delay=0.03)
+    ex, log = run(policy, _wait_calls(policy, 4), blend_ticks=0)
+    assert policy.requests[0] is None                              # nothing executes before the first chunk
+    for req in policy.requests[1:4]:
+        a = req["actions"]
+        assert a.shape[1] == DIM and 1 <= len(a) <= CHUNK
+        # the committed rows are the current chunk's remaining actions: consecutive indices ending at CHUNK - 1
+        idx = a[:, 0] % 1000
+        assert idx[-1] == CHUNK - 1 and np.all(np.diff(idx) == 1)
+        assert 0 <= req["delay"] <= len(a)
+    lat = ex.latency_estimate_s
+    assert policy.requests[-1]["delay"] <= math.ceil((lat + 0.05) * RATE) + 1   # the estimate, in ticks
+
+
+@pytest.mark.parametrize("kind", ["off", "plain_policy"])
+def test_no_committed_chunk_when_off_or_the_policy_does_not_take_one(kind):
+    policy = ContinuingPolicy(delay=0.02) if kind == "off" else SlowPolicy(delay=0.02)
+    cfg = {"rtc": "off"} if kind == "off" else {}
+    ex, _ = run(policy, _wait_calls(policy, 3), **cfg)
+    if kind == "off":
+        assert policy.requests and all(r is None for r in policy.requests)
+    assert ex.replans >= 2
+
+
+def test_rtc_must_be_a_known_mode():
+    from vam_stack.config import ConfigError
+    with pytest.raises(ConfigError, match="rtc must be one of"):
+        robot_config(rtc="on")
+
+
+def test_lockstep_never_sends_a_committed_chunk():
+    policy = ContinuingPolicy(delay=0.0)
+    ex = ChunkExecutor(policy, robot_config(rate_hz=RATE, chunk=CHUNK, execute=EXECUTE, mode="lockstep", blend_ticks=0),
+                       initial_target=np.zeros(DIM))
+    for _ in range(3 * EXECUTE):
+        ex.next_action({})
+    assert policy.requests == [None, None, None]
+    s = ex.stats()
+    assert s["seams"] == 2.0 and s["within_chunk_max_step"] == 1.0 and s["seam_max_step"] == 1000.0 - EXECUTE + 1
+
+
+def test_seam_meter_separates_switch_steps_from_within_chunk_steps_and_skips_holds():
+    m = SeamMeter()
+    info = lambda replanned=False, held=False: StepInfo(tick=0, chunk_id=0, index=0, replanned=replanned, held=held)
+    m.update(np.array([0.0, 0.0]), info())
+    m.update(np.array([0.1, 0.0]), info())
+    m.update(np.array([0.5, 0.0]), info(held=True))               # a hold jump is not a chunk step
+    m.update(np.array([0.7, 0.2]), info(replanned=True))
+    assert m.summary() == {"seam_max_step": pytest.approx(0.2), "within_chunk_max_step": pytest.approx(0.1), "seams": 1.0}
+
