@@ -20,7 +20,9 @@ x1 = x - sigma v, and the corrected velocity is
 
 (the paper's pseudo-inverse guidance weight, clipped at beta; at sigma = 1 it is beta). The
 vector-Jacobian product J^T e is one backward pass through the action head's conditional
-branch per Euler step.
+branch per Euler step, reusing that step's forward (vam_model/replan.py runs the conditional
+branch's head call through the torch head with autograd on while a committed chunk is in force,
+whatever the backend).
 
 How it composes with guidance (one definition, `realtime_velocity`): v is the guided velocity
 v_cond + w_lang (v_cond - v_null) + w_plan (v_plan - v_cond) of `combine_velocities`, x1 comes
@@ -98,17 +100,3 @@ def check_committed(committed, chunk: int, action_dim: int) -> tuple[np.ndarray,
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d <= a.shape[0]:
         raise ValueError(f"committed delay must be an integer in [0, {a.shape[0]}] (the committed actions), got {d!r}")
     return a.astype(np.float32), int(d)
-
-
-def head_vjp(model, cache, x: torch.Tensor, sigma: torch.Tensor) -> VJP:
-    """e -> J^T e, J = d x1 / d x of the conditional branch through the model's torch head
-    (x1 = x - sigma v(x)); the prefix cache is a constant."""
-    s = sigma.view(-1, 1, 1)                                             # [B, 1, 1]
-
-    def vjp(e: torch.Tensor) -> torch.Tensor:
-        with torch.enable_grad():
-            xr = x.detach().float().requires_grad_(True)                 # [B, A, D]
-            v = model.denoise_step(cache, xr, sigma).velocity.float()    # [B, A, D]
-            (g,) = torch.autograd.grad(xr - s * v, xr, grad_outputs=e)   # [B, A, D]
-        return g
-    return vjp

@@ -55,6 +55,7 @@ class Replan:
         self.attention: torch.Tensor | None = None    # [1, A, Tv] at step 0, on the device
         self.fixed = policy.guidance.fixed_weights()  # (s, w_lang, w_plan) when TR cannot change them, else None
         self.rtc = None                               # (committed [A, D] normalised, mask [A], delay) or None
+        self._rtc_graph = None                        # (x with grad, cond velocity [A, D]) of the step in progress
         self.s, self.w_lang, self.w_plan = self.fixed or (0.0, 0.0, 0.0)
 
     # ---- branches ---------------------------------------------------------------------------
@@ -97,7 +98,14 @@ class Replan:
                 cache = self._joint.get(chunk)
                 if cache is None:
                     cache = self._joint[chunk] = HeadCache.cat([self.caches[n] for n in chunk])
-                res = p.model.denoise_step(cache, x.expand(k, -1, -1), sigma.expand(k), p.backend)  # [k, A, D], ..
+                if self.rtc is not None and "cond" in chunk:   # keep the graph: RTC's VJP reuses this forward
+                    with torch.enable_grad():
+                        xr = x.detach().float().requires_grad_(True)                          # [1, A, D]
+                        res = p.model.denoise_step(cache, xr.expand(k, -1, -1), sigma.expand(k))  # torch head
+                    self._rtc_graph = (xr, res.velocity[chunk.index("cond")])                 # [1, A, D], [A, D]
+                    res = res.detached()
+                else:
+                    res = p.model.denoise_step(cache, x.expand(k, -1, -1), sigma.expand(k), p.backend)  # [k, A, D], ..
                 for i, n in enumerate(chunk):
                     out[n] = res.row(i)
         return out
@@ -132,9 +140,15 @@ class Replan:
         if self.rtc is not None:                                             # continue the executing chunk
             y, mask, _ = self.rtc
             sig = 1.0 - step / p.cfg.euler_steps                             # this step's sigma, no host read
+            xr, v_cond = self._rtc_graph                                     # this step's cond forward, with grad
+
+            def vjp(e):                                                      # e [1, A, D] -> J^T e, J = d x1 / d x
+                with torch.enable_grad():
+                    return torch.autograd.grad(xr - sig * v_cond, xr, grad_outputs=e)[0]
+
             with self.timer("rtc"):
-                vjp = rtc.head_vjp(p.model, self.caches["cond"], x, sigma)
                 v = rtc.realtime_velocity(v, x, sig, y, mask, vjp, p.cfg.rtc_beta)  # [1, A_H, D]
+            self._rtc_graph = None
         return v
 
     # ---- end of the replan ------------------------------------------------------------------

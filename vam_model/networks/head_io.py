@@ -34,6 +34,11 @@ class HeadOutput:
         """TR per batch row [B], on the device (no host read)."""
         return ratio_from_masses(self.mass_v0, self.mass_vplus)
 
+    def detached(self) -> "HeadOutput":
+        """The same outputs cut from the autograd graph (what guidance and TR read)."""
+        att = None if self.attention is None else self.attention.detach()
+        return HeadOutput(self.velocity.detach(), self.mass_v0.detach(), self.mass_vplus.detach(), att)
+
     def row(self, i: int) -> "HeadOutput":
         att = None if self.attention is None else self.attention[i:i + 1]
         return HeadOutput(self.velocity[i:i + 1], self.mass_v0[i:i + 1], self.mass_vplus[i:i + 1], att)
