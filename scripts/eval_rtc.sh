@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/rtc_eval}
-N_LIBERO=${2:-20}
-N_YAM=${3:-10}
+N_LIBERO=${2:-50}
+N_YAM=${3:-20}
 VS=.venv/bin/vam-stack
 mkdir -p "$OUT"
 run() {  # name, then vam-stack sim arguments
@@ -17,11 +17,13 @@ run() {  # name, then vam-stack sim arguments
   grep -E "^success|^replans|^realtime" "$OUT/$name.log" || true
 }
 for g in none tr_adaptive; do
-  run "libero_lockstep_$g" --robot libero-mock --preset libero64 --suite goal --episodes "$N_LIBERO" --guidance $g
-  for rtc in off guided; do
+  for rtc in guided off; do
     run "libero_realtime_${g}_rtc_$rtc" --robot libero-mock --preset libero64 --suite goal --episodes "$N_LIBERO" \
       --guidance $g --executor realtime --rtc $rtc
   done
+done
+for g in none tr_adaptive; do
+  run "libero_lockstep_$g" --robot libero-mock --preset libero64 --suite goal --episodes "$N_LIBERO" --guidance $g
 done
 for rtc in off guided; do
   run "yam_realtime_none_rtc_$rtc" --robot yam-mujoco --task handover --episodes "$N_YAM" --guidance none \
