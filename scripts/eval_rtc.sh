@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:-runs/rtc_eval}
 N_LIBERO=${2:-50}
 N_YAM=${3:-20}
-VS=.venv/bin/vam-stack
+VS=${VS:-.venv/bin/vam-stack}
 mkdir -p "$OUT"
 run() {  # name, then vam-stack sim arguments
   local name=$1; shift

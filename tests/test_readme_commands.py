@@ -29,7 +29,7 @@ VALUES = {
     "--task": "handover", "--tasks": "handover", "--action-temperature": "1.0", "--episodes-per-task": "1",
     "--config": "config/train_tiny.yaml", "--variant": "gpu", "--set": "lr=0.001", "--stages": "eval",
     "--models": "lora", "--labels": "none", "--preset": "tiny", "--transformer": "dit.pt", "--vae": "vae.pth",
-    "--pi0": "pi0.safetensors", "--text-encoder": "qwen", "--json": "-", "--dataset": "runs/demos",
+    "--pi0": "pi0.safetensors", "--text-encoder": "qwen", "--json": "-", "--dataset": "runs/demos", "--workers": "2",
     "FILE": "models/tiny.safetensors", "NAME:=VALUE": "preset:=tiny",
 }
 PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z_]*|K=V|NAME:=VALUE|\.\.\.)$")

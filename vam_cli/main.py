@@ -40,6 +40,8 @@ BENCHES: dict[str, tuple[str, str]] = {
     "camera": ("vam_bench.camera", "per-tick cost of read + sync + resize + stack, 3 cameras"),
     "driver": ("vam_bench.driver", "read + write of 14 motors per tick on each emulator"),
     "libero": ("vam_bench.libero", "mocked LIBERO: physics step, each camera, full env step"),
+    "eval": ("vam_bench.eval", "closed-loop evaluation throughput: episodes per minute, torch vs onnxruntime, "
+                               "one process vs worker processes"),
     "backends": ("vam_bench.backends", "feature-extractor latency and parity per backend"),
     "yam-mujoco": ("vam_bench.yam_mujoco", "simulated YAM: physics and three-view render time per 30 Hz tick"),
     "ros": ("vam_bench.ros_graph", "the ROS graph over DDS between processes: camera->policy latency and drops, "

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .study_stats import ID_SUITE, OOD_SUITE, PHASES, diff_interval, verdict
+from .study_stats import ID_SUITE, OOD_SUITE, PHASES, diff_interval, pair_outcomes, paired_diff, verdict
 
 if TYPE_CHECKING:                                   # the config type only (paper_study imports this module)
     from .paper_study import StudyConfig
@@ -28,7 +28,13 @@ def summarise(cfg: StudyConfig, cells: dict, tr: dict) -> dict:
         if a is None or b is None:
             return None
         d, lo, hi = diff_interval(a["successes"], a["episodes"], b["successes"], b["episodes"])
-        return {"diff": d, "ci95": [lo, hi], "a": f"{m1}/{l1}", "b": f"{m2}/{l2}", "suite": suite}
+        out = {"diff": d, "ci95": [lo, hi], "unpaired_ci95": [lo, hi], "a": f"{m1}/{l1}", "b": f"{m2}/{l2}",
+               "suite": suite, "paired": None}
+        xa, xb = pair_outcomes(a.get("outcomes", {}), b.get("outcomes", {}))
+        if xa and len(xa) == a["episodes"] == b["episodes"]:   # every episode ran under both arms: judge paired
+            out["paired"] = paired_diff(xa, xb)
+            out["ci95"] = out["paired"]["ci95"]
+        return out
 
     def judged(evidence, sign):
         return PENDING if evidence is None else verdict(*evidence["ci95"], sign)
@@ -142,8 +148,16 @@ def markdown(summary: dict) -> str:
     out += ["", "The paper's claims:", "", "| claim | evidence | verdict |", "|---|---|---|"]
 
     def pts(x):
-        return "-" if x is None else (f"{x['a']} - {x['b']} on {x['suite']}: {100 * x['diff']:+.0f} points "
-                                      f"[{100 * x['ci95'][0]:+.0f}, {100 * x['ci95'][1]:+.0f}]")
+        if x is None:
+            return "-"
+        u = x.get("unpaired_ci95", x["ci95"])
+        text = (f"{x['a']} - {x['b']} on {x['suite']}: {100 * x['diff']:+.0f} points "
+                f"[{100 * u[0]:+.0f}, {100 * u[1]:+.0f}] unpaired")
+        pr = x.get("paired")
+        if pr:
+            text += (f", [{100 * pr['ci95'][0]:+.0f}, {100 * pr['ci95'][1]:+.0f}] paired on {pr['pairs']} episodes "
+                     f"({pr['a_only']} vs {pr['b_only']} discordant, McNemar p {pr['mcnemar_p']:.2g})")
+        return text
 
     for key, c in summary["claims"].items():
         e = c["evidence"]
@@ -159,7 +173,10 @@ def markdown(summary: dict) -> str:
             "|---|---|---|---|---|---|"]
 
     def d(x):
-        return "-" if x is None else f"{100 * x['diff']:+.0f} [{100 * x['ci95'][0]:+.0f}, {100 * x['ci95'][1]:+.0f}]"
+        if x is None:
+            return "-"
+        tag = " paired" if x.get("paired") else ""
+        return f"{100 * x['diff']:+.0f} [{100 * x['ci95'][0]:+.0f}, {100 * x['ci95'][1]:+.0f}]{tag}"
 
     for m, g in summary["guidance_by_model"].items():
         out.append(f"| {summary['models'][m]['label']} | {d(g['tr_adaptive_vs_none_ood'])} | "

@@ -28,6 +28,7 @@ from vam_model.backends.base import BACKENDS, PRECISIONS, BackendConfig
 from vam_model.guidance import SCHEDULES, TR_BASELINES, GuidanceConfig, guidance_label
 from vam_model.policy import AUTOCAST, PolicyConfig, check_action_temperature
 from vam_policy_node.executor import libero_config, robot_config
+from vam_policy_node.schedule import RTC_MODES, ExecutorConfig
 from vam_policy_node.runtime import OVERRUN_ACTIONS, PolicyRuntime, RuntimeConfig, warm_up
 from vam_stack.arrivals import ArrivalStats
 from vam_stack.safety import SafetyFilter, load_safety_config
@@ -55,6 +56,7 @@ PARAMS = (
                      choices={"autocast": tuple(AUTOCAST)}, live=("action_temperature",)),
     *ros.params_from(BackendConfig, ("name", "precision"), rename={"name": "backend", "precision": "backend_precision"},
                      choices={"name": BACKENDS, "precision": PRECISIONS}),
+    *ros.params_from(ExecutorConfig, ("rtc",), choices={"rtc": RTC_MODES}),
     *ros.params_from(RuntimeConfig, ("max_frame_age_s", "max_state_age_s", "on_overrun"),
                      ranges={"max_frame_age_s": (0.01, 10.0), "max_state_age_s": (0.01, 10.0)},
                      choices={"on_overrun": OVERRUN_ACTIONS}),
@@ -169,7 +171,7 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
             self.policy = policy_from_params(p)
         s = self.policy.spec
         rates = dict(chunk=s.chunk, execute=s.execute, action_dim=s.action_dim, rate_hz=float(s.rate_hz),
-                     rt_priority=p["rt_priority"])
+                     rt_priority=p["rt_priority"], rtc=p["rtc"])
         safety = None
         if s.action_type != "eef_delta":  # absolute joint targets: the arm's names and the safety filter
             from yam_driver.config import load_config

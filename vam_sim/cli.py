@@ -141,10 +141,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="lockstep: the simulation waits for each replan (deterministic, how results are "
                         "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
                         "the policy infers in a worker thread (missed and held ticks reported)")
-    p.add_argument("--rtc", default="guided", choices=("guided", "off"),
-                   help="with --executor realtime, vam: guided (default) = each replan continues the chunk being "
-                        "executed (real-time chunking: the actions that run during inference frozen, the overlap "
-                        "steered); off = latency compensation and the cross-fade only")
+    p.add_argument("--rtc", default="off", choices=("guided", "off"),
+                   help="with --executor realtime, vam: guided = each replan continues the chunk being executed "
+                        "(real-time chunking: the actions that run during inference frozen, the overlap steered); "
+                        "off (default; guided measured worse, docs/realtime_chunking.md) = latency compensation and "
+                        "the cross-fade only")
     p.add_argument("--image-transport", default="raw", choices=("raw", "compressed"),
                    help="libero robots, vam: raw frames, or compressed: every stacked frame JPEG-encoded and decoded "
                         "before the policy sees it, as over the ROS path's /camera/stacked/image_raw/compressed")
@@ -277,6 +278,11 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--execute", type=int,
                    help="replan every N steps instead of the preset's (LIBERO presets: 10, yam64: 30)")
     p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="vam: spread the episodes over N processes (results identical to one process: every "
+                        "episode draws its own noise); default 1")
+    p.add_argument("--threads", type=int, default=0,
+                   help="with --workers: torch/onnxruntime threads per worker (0: cores / workers)")
     _device_arguments(p)
     p.add_argument("--out", required=True, help="output directory (must be empty or new unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
@@ -293,6 +299,36 @@ def _csv(text: str, allowed=None, kind="value") -> list[str]:
     return items
 
 
+def _eval_parallel(cfgs: dict, out: Path, workers: int, threads: int, by_schedule: dict, write) -> None:
+    """Every episode of every (schedule, suite, seed) run as one job on `workers` processes
+    (vam_sim.parallel); `by_schedule` ends up in job order, as the sequential run fills it."""
+    from vam_stack.progress import progress_bar
+
+    from .parallel import run_parallel
+
+    jobs, labels = [], []
+    for (g, suite, seed), cfg in cfgs.items():
+        for i in range(cfg.episodes):
+            jobs.append((cfg, out / g / f"{suite}_s{seed}", i))
+            labels.append(g)
+    bar = progress_bar(total=len(jobs), desc=f"{len(jobs)} episodes on {workers} workers", unit="ep", file=sys.stdout)
+    ok = 0
+
+    def done(n: int, ep: dict) -> None:
+        nonlocal ok
+        by_schedule.setdefault(labels[n], []).append(ep)
+        ok += bool(ep["success"])
+        bar.set_postfix_str(f"success {ok}/{bar.n + 1}")
+        bar.update(1)
+        write(False)
+
+    episodes = run_parallel(jobs, workers, threads, on_result=done)
+    bar.close()
+    by_schedule.clear()
+    for g, ep in zip(labels, episodes):
+        by_schedule.setdefault(g, []).append(ep)
+
+
 def run_eval(args: argparse.Namespace) -> int:
     try:
         suites = [_suite(x) for x in _csv(args.suites, kind="suite")]
@@ -305,6 +341,11 @@ def run_eval(args: argparse.Namespace) -> int:
         raise SystemExit(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
     if args.episodes_per_task < 1:
         raise SystemExit(f"--episodes-per-task must be >= 1, got {args.episodes_per_task}")
+    if getattr(args, "workers", 1) < 1 or getattr(args, "threads", 0) < 0:
+        raise SystemExit(f"--workers must be >= 1 and --threads >= 0, got {args.workers} and {args.threads}")
+    if getattr(args, "workers", 1) > 1 and not args.threads:
+        from .parallel import default_workers
+        args.threads = max(1, default_workers() // args.workers)
     from .libero_mock.config import LiberoMockConfig
 
     mock = LiberoMockConfig.load(getattr(args, "mock_config", None))
@@ -328,8 +369,12 @@ def run_eval(args: argparse.Namespace) -> int:
         return results
 
     policy = None
+    workers = getattr(args, "workers", 1)
     try:
         with stop_on_signals():
+            if workers > 1 and args.policy == "vam":
+                _eval_parallel(cfgs, out, workers, args.threads, by_schedule, write)
+                cfgs = {}
             for (g, suite, seed), cfg in cfgs.items():
                 run_out = out / f"{g}" / f"{suite}_s{seed}"
                 if policy is not None:           # one model for every schedule; only the schedule changes
@@ -337,10 +382,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
                     from vam_model.guidance import parse_guidance_label
                     schedule, baseline = parse_guidance_label(g)
-                    policy.cfg = replace(policy.cfg, guidance=replace(policy.cfg.guidance, schedule=schedule,
-                                                                      tr_baseline=baseline))
-                    policy.guidance.cfg = policy.cfg.guidance
-                    policy.generator.manual_seed(seed)
+                    policy.configure(guidance=replace(policy.cfg.guidance, schedule=schedule, tr_baseline=baseline))
                 _, runner = run_suite(cfg, run_out, policy=policy, overwrite=getattr(args, "overwrite", False),
                                       episodes=by_schedule.setdefault(g, []), on_episode=lambda r: write(False))
                 policy = runner.policy if args.policy == "vam" else None
@@ -406,7 +448,10 @@ def _eval_results(args, suites: list[str], seeds: list[int], schedules: list[str
             "episodes": [{k: e[k] for k in ("suite", "task", "seed", "episode", "guidance", "success", "steps",
                                              "termination")}
                          | {k: e.get(k) for k in ("inference_errors", "refused_inputs", "first_error")}
-                         | {"tr_summary": e.get("tr_summary"), "reach": e.get("reach")}
+                         | {"tr_summary": e.get("tr_summary"), "reach": e.get("reach"),
+                            # per replan: when, TR, the guidance in force (TR-by-phase and paired analyses)
+                            "replans": [{k: r.get(k) for k in ("step", "tr", "tr0", "s", "w_lang", "w_plan")}
+                                        for r in e.get("replans", [])]}
                          for e in all_eps]}
 
 

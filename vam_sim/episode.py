@@ -23,6 +23,7 @@ import logging
 import math
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -113,11 +114,12 @@ class EpisodeRunner:
     @staticmethod
     def policy_for_run(checkpoint: str | None, preset: str | None, default_preset: str, guidance: str, seed: int,
                      device: str = "auto", backend: str = "torch", action_temperature: float = 1.0,
-                     weights: dict | None = None):
+                     weights: dict | None = None, threads: int = 0):
         """The policy a run uses: the given checkpoint, else the default preset's shipped weights, on
         `device` with its DiT and head calls on `backend` (check_run_device names a bad value first),
         its initial action noise scaled by `action_temperature` and its guidance weights replaced by
-        `weights` (GuidanceConfig field -> value; PolicyConfig's defaults otherwise)."""
+        `weights` (GuidanceConfig field -> value; PolicyConfig's defaults otherwise); `threads` torch and
+        onnxruntime threads (0: their defaults)."""
         from dataclasses import replace
 
         from vam_model.backends import BackendConfig
@@ -125,7 +127,8 @@ class EpisodeRunner:
         from vam_model.policy import PolicyConfig, build_policy
 
         ckpt, preset = resolve_checkpoint(checkpoint, preset, default_preset)
-        cfg = PolicyConfig(device=device, backend=BackendConfig(name=backend), action_temperature=action_temperature)
+        cfg = PolicyConfig(device=device, backend=BackendConfig(name=backend, threads=threads), threads=threads,
+                           action_temperature=action_temperature)
         cfg = replace(cfg, guidance=replace(cfg.guidance, **(weights or {})))
         return build_policy(preset, checkpoint=ckpt, guidance=guidance, seed=seed, config=cfg)
 
@@ -278,6 +281,18 @@ class RealtimeLoop:
                   "rtc": executor.cfg.rtc, "seam_max_step": round(st["seam_max_step"], 5),
                   "within_chunk_max_step": round(st["within_chunk_max_step"], 5)}
         return timing, stalled
+
+
+def episode_seed(task: str, episode: int, seed: int) -> int:
+    """Deterministic per-episode seed from (task, episode, seed id); `task` names the task (LIBERO:
+    '<suite>/<index>')."""
+    return zlib.crc32(f"{task}:{episode}:{seed}".encode())
+
+
+def policy_seed(ep_seed: int) -> int:
+    """The seed of a vam episode's noise draws, from its episode seed alone: an episode draws the
+    same noise whichever episodes ran before it, so two runs of one seed id pair episode by episode."""
+    return ep_seed ^ 0x0A0715E
 
 
 def _round(v) -> float | None:

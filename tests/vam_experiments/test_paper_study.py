@@ -96,7 +96,11 @@ def test_the_summary_gives_the_table_the_s_fraction_tr_and_the_four_verdicts(tmp
     assert c["lora_beats_full_ood"]["verdict"] == "confirmed"           # 50 vs 20 of 100
     assert c["tr_higher_with_lora"]["verdict"] == "confirmed"           # +0.4 TR
     assert c["flat_costs_id"]["verdict"] == "confirmed"                 # 70 vs 90
-    assert c["tr_adaptive_helps_ood_keeps_id"]["verdict"] == "not resolvable at this n"   # +12 points at n 100
+    # +12 points at n 100: the synthetic cells nest (the same first episodes succeed under both arms), so
+    # all 12 discordant episodes favour tr_adaptive; unpaired that is not resolvable, paired it is
+    ev = c["tr_adaptive_helps_ood_keeps_id"]["evidence"]["tr_adaptive_vs_none_ood"]
+    assert ev["unpaired_ci95"][0] < 0 < ev["ci95"][0] and ev["paired"]["a_only"] == 12 and ev["paired"]["b_only"] == 0
+    assert c["tr_adaptive_helps_ood_keeps_id"]["verdict"] == "confirmed"
     assert summary["guidance_by_model"]["full"]["flat_verdict"] == "not resolvable at this n"
     assert summary["ship_lora"]["ship"] is True                          # ID 90 %, OOD 50 vs 20
     cell = summary["cells"]["lora"]["goal_ood"]["tr_adaptive"]
@@ -105,6 +109,7 @@ def test_the_summary_gives_the_table_the_s_fraction_tr_and_the_four_verdicts(tmp
     out = Path(cfg.summary_out)
     table = (out / "paper_study_table.md").read_text()
     assert "62 % (62/100)" in table and "tr_adaptive+running_min OOD" in table and "**confirmed**" in table
+    assert "paired on 100 episodes (12 vs 0 discordant" in table
     assert "**ship it**" in table
     assert (out / "paper_study.png").stat().st_size > 10_000
     assert json.loads((out / "paper_study.json").read_text())["config"]["episodes_per_cell"] == 100

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -35,7 +34,7 @@ def _wait_calls(policy, n):
 
 def test_each_request_carries_the_rest_of_the_executing_chunk_and_the_expected_delay():
     policy = ContinuingPolicy(delay=0.03)
-    ex, log = run(policy, _wait_calls(policy, 4), blend_ticks=0)
+    ex, log = run(policy, _wait_calls(policy, 4), blend_ticks=0, rtc="guided")
     assert policy.requests[0] is None                              # nothing executes before the first chunk
     for req in policy.requests[1:4]:
         a = req["actions"]
@@ -51,11 +50,15 @@ def test_each_request_carries_the_rest_of_the_executing_chunk_and_the_expected_d
 @pytest.mark.parametrize("kind", ["off", "plain_policy"])
 def test_no_committed_chunk_when_off_or_the_policy_does_not_take_one(kind):
     policy = ContinuingPolicy(delay=0.02) if kind == "off" else SlowPolicy(delay=0.02)
-    cfg = {"rtc": "off"} if kind == "off" else {}
+    cfg = {"rtc": "off"} if kind == "off" else {"rtc": "guided"}
     ex, _ = run(policy, _wait_calls(policy, 3), **cfg)
     if kind == "off":
         assert policy.requests and all(r is None for r in policy.requests)
     assert ex.replans >= 2
+
+
+def test_rtc_is_off_unless_asked_for():
+    assert robot_config().rtc == "off"
 
 
 def test_rtc_must_be_a_known_mode():

@@ -41,7 +41,7 @@ from vam_policy_node.schedule import RTC_MODES
 from vam_stack import msgs
 from vam_stack.config import check
 
-from ..episode import (EpisodeRunner, PolicyEpisode, RealtimeLoop, check_guidance_weights, check_run_device,
+from ..episode import (EpisodeRunner, episode_seed, policy_seed, PolicyEpisode, RealtimeLoop, check_guidance_weights, check_run_device,
                        check_temperature, guidance_weights)
 
 from .env import LiberoMockEnv, make_env
@@ -74,7 +74,7 @@ class SimConfig:
     mock_config: str | None = None   # mocked LIBERO YAML (None = config/libero_mock.yaml)
     executor: str = "lockstep"       # lockstep: the sim waits for each replan (deterministic); realtime: the sim
                                      # runs at its own rate on the wall clock (see the module docstring)
-    rtc: str = "guided"              # realtime: guided = the next chunk continues the executing one (real-time
+    rtc: str = "off"                 # realtime: guided = the next chunk continues the executing one (real-time
                                      # chunking, vam_model/realtime_chunking.py) | off = latency compensation only
     device: str = "auto"             # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
     backend: str = "torch"           # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
@@ -141,7 +141,7 @@ def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
         raise ValueError(f"preset {policy.mcfg.name!r} cannot use the bridge's {image_size}x{image_size} views: {problem}")
 
 
-def driver_config(policy, execute: int | None = None, mode: str = "lockstep", rtc: str = "guided"):
+def driver_config(policy, execute: int | None = None, mode: str = "lockstep", rtc: str = "off"):
     """The chunk executor's configuration for `policy` on the bridge (ConfigError on a bad `execute`)."""
     from vam_policy_node.executor import libero_config
 
@@ -162,7 +162,7 @@ class PolicyDriver:
 
     def __init__(self, policy, instruction: str, execute: int | None = None,
                  sink: Callable[[np.ndarray], Any] | None = None, jpeg_quality: int | None = None,
-                 rtc: str = "guided"):
+                 rtc: str = "off"):
         """`execute` overrides the preset's replan interval (1..chunk actions); `jpeg_quality`: frames
         reach the policy JPEG-encoded and decoded at this quality (None: raw)."""
         from vam_policy_node.executor import ChunkExecutor
@@ -300,6 +300,9 @@ class SimRunner(EpisodeRunner):
 
     def _run_vam(self, env: LiberoMockEnv, obs: dict, result: dict) -> dict:
         ep = _VamEpisode(self, env, obs, result["name"])
+        # the episode's own noise stream: the same draws whichever episodes ran before it or in which
+        # worker process, so runs (and schedules) pair episode by episode
+        self.policy.reseed(policy_seed(episode_seed(f"{env.task.suite}/{env.task.index}", env.episode, env.seed)))
         if self.cfg.executor == "lockstep":
             ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute, jpeg_quality=self.jpeg_quality)
             while not env.done:

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
                        record_image_every=args.record_image_every, max_steps=args.max_steps,
                        execute=getattr(args, "execute", None),
                        sim_config=getattr(args, "sim_config", None), executor=getattr(args, "executor", "lockstep"),
-                       rtc=getattr(args, "rtc", "guided"),
+                       rtc=getattr(args, "rtc", "off"),
                        device=getattr(args, "device", "auto"), backend=getattr(args, "backend", "torch"),
                        action_temperature=getattr(args, "action_temperature", 1.0),
                        w_lang=getattr(args, "w_lang", None), w_plan=getattr(args, "w_plan", None),

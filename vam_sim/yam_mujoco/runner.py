@@ -15,7 +15,6 @@ import logging
 import math
 import threading
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -25,7 +24,7 @@ import numpy as np
 from vam_policy_node.schedule import RTC_MODES
 from vam_stack.config import check
 
-from ..episode import (EpisodeRunner, RealtimeLoop, check_guidance_weights, check_run_device, check_temperature,
+from ..episode import (EpisodeRunner, episode_seed, policy_seed, RealtimeLoop, check_guidance_weights, check_run_device, check_temperature,
                        guidance_weights)
 from .expert import MAX_MISS_M, MISS_WHEN, make_expert, miss_offset
 from .robot import SimRobot, build_sim_robot
@@ -56,7 +55,7 @@ class YamRunConfig:
     sim_config: str | None = None  # yam_mujoco YAML (default config/yam_mujoco.yaml)
     executor: str = "lockstep"  # lockstep: the world waits for each replan (deterministic); realtime: the world
                                 # runs one control period per 30 Hz wall-clock tick while the policy infers
-    rtc: str = "guided"  # realtime: guided = the next chunk continues the executing one (real-time chunking) | off
+    rtc: str = "off"  # realtime: guided = the next chunk continues the executing one (real-time chunking) | off
     expert_noise: float = 0.0  # expert only: std [rad] of a smooth perturbation of its joint targets (not the
                                # grippers) before the safety filter; `capture` still sees the clean target
     expert_noise_tau_s: float = 0.5  # correlation time of that perturbation (Ornstein-Uhlenbeck) [s]
@@ -153,15 +152,6 @@ def furthest_milestone(reached: dict[str, int | None]) -> str | None:
     return done[-1] if done else None
 
 
-def episode_seed(task: str, episode: int, seed: int) -> int:
-    """Deterministic per-episode seed from (task, episode, seed id)."""
-    return zlib.crc32(f"{task}:{episode}:{seed}".encode())
-
-
-def policy_seed(ep_seed: int) -> int:
-    """The seed of a vam episode's noise draws, from its episode seed alone: an episode draws the
-    same noise whichever episodes ran before it, so two runs of one seed id pair episode by episode."""
-    return ep_seed ^ 0x0A0715E
 
 
 class YamSimRunner(EpisodeRunner):
