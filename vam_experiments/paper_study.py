@@ -253,7 +253,8 @@ class Study:
             self._vam(f"eval_{m.name}_{suite}_{g}",
                       ["eval", "--checkpoint", m.checkpoint, "--suites", suite, "--guidance", g,
                        "--episodes-per-task", str(self.cfg.episodes_per_task),
-                       "--seeds", ",".join(map(str, self.cfg.seeds)), "--out", str(out)], threads=1)
+                       "--seeds", ",".join(map(str, self.cfg.seeds)), "--workers", "1",   # cells run side by side
+                       "--out", str(out)], threads=1)
 
         with ThreadPoolExecutor(1 if self.dry_run else self.cfg.eval_workers) as pool_:
             try:

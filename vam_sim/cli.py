@@ -278,12 +278,13 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--execute", type=int,
                    help="replan every N steps instead of the preset's (LIBERO presets: 10, yam64: 30)")
     p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
-    p.add_argument("--workers", type=int, default=1,
+    p.add_argument("--workers", type=int, default=0,
                    help="vam: spread the episodes over N processes (results identical to one process: every "
-                        "episode draws its own noise); default 1")
+                        "episode draws its own noise); default 0 = one per core")
     p.add_argument("--threads", type=int, default=0,
                    help="with --workers: torch/onnxruntime threads per worker (0: cores / workers)")
     _device_arguments(p)
+    p.set_defaults(backend=None)      # eval: onnxruntime for the vam policy on a CPU, torch elsewhere
     p.add_argument("--out", required=True, help="output directory (must be empty or new unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
                    help="write into a non-empty --out, replacing the files this run writes (others are left)")
@@ -297,6 +298,15 @@ def _csv(text: str, allowed=None, kind="value") -> list[str]:
         if allowed is not None and x not in allowed:
             raise SystemExit(f"unknown {kind} {x!r}; choose from {', '.join(allowed)}")
     return items
+
+
+def _default_backend(policy: str, device: str) -> str:
+    """eval's backend when none is given: onnxruntime for the vam policy on a CPU, else torch."""
+    if policy != "vam":
+        return "torch"
+    from vam_model.device import resolve_device
+
+    return "onnxruntime" if resolve_device(device).type == "cpu" else "torch"
 
 
 def _eval_parallel(cfgs: dict, out: Path, workers: int, threads: int, by_schedule: dict, write) -> None:
@@ -341,11 +351,17 @@ def run_eval(args: argparse.Namespace) -> int:
         raise SystemExit(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
     if args.episodes_per_task < 1:
         raise SystemExit(f"--episodes-per-task must be >= 1, got {args.episodes_per_task}")
-    if getattr(args, "workers", 1) < 1 or getattr(args, "threads", 0) < 0:
-        raise SystemExit(f"--workers must be >= 1 and --threads >= 0, got {args.workers} and {args.threads}")
-    if getattr(args, "workers", 1) > 1 and not args.threads:
-        from .parallel import default_workers
+    if getattr(args, "workers", 1) < 0 or getattr(args, "threads", 0) < 0:
+        raise SystemExit(f"--workers and --threads must be >= 0, got {args.workers} and {args.threads}")
+    from .parallel import default_workers
+    if args.policy != "vam":
+        args.workers = 1                                   # the scripted expert has no networks to spread
+    elif not args.workers:
+        args.workers = default_workers()
+    if args.workers > 1 and not args.threads:
         args.threads = max(1, default_workers() // args.workers)
+    if args.backend is None:                               # CPU: onnxruntime (bench eval: 2.3x torch with workers)
+        args.backend = _default_backend(args.policy, getattr(args, "device", "auto"))
     from .libero_mock.config import LiberoMockConfig
 
     mock = LiberoMockConfig.load(getattr(args, "mock_config", None))
@@ -443,6 +459,7 @@ def _eval_results(args, suites: list[str], seeds: list[int], schedules: list[str
             "mock": mock.as_dict(),
             "max_steps": getattr(args, "max_steps", None), "execute": getattr(args, "execute", None),
             "device": getattr(args, "device", "auto"), "backend": getattr(args, "backend", "torch"),
+            "workers": getattr(args, "workers", 1),
             "guidance": schedules, "success_rate": by_guidance.get(schedules[0], first)["success_rate"],
             "by_guidance": by_guidance,
             "episodes": [{k: e[k] for k in ("suite", "task", "seed", "episode", "guidance", "success", "steps",

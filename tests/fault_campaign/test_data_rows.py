@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class FakePolicy:
-    """What SimRunner needs of a policy: LIBERO-shaped spec, reset(), infer(). `refuse` makes
+    """What SimRunner needs of a policy: LIBERO-shaped spec, reset(), reseed(), infer(). `refuse` makes
     every infer raise the ValueError a policy raises on a frame it cannot take."""
 
     checkpoint = None
@@ -38,6 +38,9 @@ class FakePolicy:
 
     def reset(self, instruction: str) -> None:
         self.instruction = instruction
+
+    def reseed(self, seed: int) -> None:      # each episode reseeds its policy (nothing random here)
+        self.seed = seed
 
     def infer(self, obs: dict) -> dict:
         if self.refuse:
@@ -80,7 +83,7 @@ def test_eval_and_sim_count_failed_replans_per_cell_and_exit_nonzero(tmp_path, f
     fake_policy(FakePolicy(refuse=True))
     out = tmp_path / "eval"
     rc = main(["eval", "--suites", "goal", "--episodes-per-task", "1", "--seeds", "0", "--guidance", "none",
-               "--max-steps", "3", "--out", str(out)])
+               "--max-steps", "3", "--workers", "1", "--backend", "torch", "--out", str(out)])   # the fake lives here
     err = capsys.readouterr().err
     assert rc == 1 and "no replan succeeded" in err and "ValueError: frame" in err
     res = json.loads((out / "results.json").read_text())

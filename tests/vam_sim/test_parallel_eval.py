@@ -20,7 +20,7 @@ def test_eval_on_two_workers_matches_one_process(tmp_path):
     order; the results name both schedules."""
     common = ["eval", "--suites", "goal", "--guidance", "none,flat", "--seeds", "0", "--max-steps", "20",
               "--device", "cpu", "--backend", "torch"]
-    assert main([*common, "--out", str(tmp_path / "one")]) == 0
+    assert main([*common, "--workers", "1", "--out", str(tmp_path / "one")]) == 0
     assert main([*common, "--workers", "2", "--threads", "1", "--out", str(tmp_path / "two")]) == 0
     res1, one = _episodes(tmp_path / "one")
     res2, two = _episodes(tmp_path / "two")
@@ -32,6 +32,17 @@ def test_eval_on_two_workers_matches_one_process(tmp_path):
 
 
 def test_bad_worker_counts_are_refused_in_one_line(tmp_path):
-    with pytest.raises(SystemExit, match="--workers must be >= 1"):
-        main(["eval", "--suites", "goal", "--workers", "0", "--out", str(tmp_path / "w")])
+    with pytest.raises(SystemExit, match="--workers and --threads must be >= 0"):
+        main(["eval", "--suites", "goal", "--workers", "-1", "--out", str(tmp_path / "w")])
     assert not (tmp_path / "w").exists()
+
+
+def test_eval_defaults_to_onnxruntime_on_every_core_for_the_vam_policy_on_a_cpu(tmp_path):
+    from vam_sim.parallel import default_workers
+
+    out = tmp_path / "d"
+    assert main(["eval", "--suites", "goal", "--guidance", "none", "--seeds", "0", "--max-steps", "10",
+                 "--device", "cpu", "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["backend"] == "onnxruntime" and len(res["episodes"]) == 10
+    assert res.get("workers") == default_workers()

@@ -29,6 +29,9 @@ class ScriptedPolicy:
     def reset(self, instruction: str) -> None:
         self.instruction = instruction
 
+    def reseed(self, seed: int) -> None:      # each episode reseeds its policy (nothing random here)
+        self.seed = seed
+
     def infer(self, obs: dict) -> dict:
         self.calls.append((obs["frame"].shape, obs["proprio"].copy()))
         time.sleep(self.delay_s)
