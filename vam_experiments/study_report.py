@@ -14,6 +14,9 @@ if TYPE_CHECKING:                                   # the config type only (pape
 PENDING = "pending (cells unfinished)"
 
 
+UNDECIDED = "not resolvable at this n (the paired interval clears 0, McNemar's exact test does not)"
+
+
 def summarise(cfg: StudyConfig, cells: dict, tr: dict) -> dict:
     """cells[model][suite][label] = cell_stats; tr[model][suite] = tr_stats. Returns the summary
     with the four claims' verdicts (on the paper's setting: pretrained + LoRA, no guidance for
@@ -36,8 +39,16 @@ def summarise(cfg: StudyConfig, cells: dict, tr: dict) -> dict:
             out["ci95"] = out["paired"]["ci95"]
         return out
 
+    def decided(x) -> bool:
+        """A paired difference counts only when McNemar's exact test agrees (p < 0.05): at the margin
+        Newcombe's approximate interval can clear 0 while the exact test does not."""
+        return x.get("paired") is None or x["paired"]["mcnemar_p"] < 0.05
+
     def judged(evidence, sign):
-        return PENDING if evidence is None else verdict(*evidence["ci95"], sign)
+        if evidence is None:
+            return PENDING
+        v = verdict(*evidence["ci95"], sign)
+        return v if v == "not resolvable at this n" or decided(evidence) else UNDECIDED
 
     claims = {}
     c1 = rate_diff("lora", "none", "full", "none", OOD_SUITE)
@@ -59,9 +70,9 @@ def summarise(cfg: StudyConfig, cells: dict, tr: dict) -> dict:
         idd = rate_diff(m, "tr_adaptive", m, "none", ID_SUITE)
         if ood is None or idd is None:
             v3 = PENDING
-        elif ood["ci95"][1] < 0 or idd["ci95"][1] < 0:
+        elif (ood["ci95"][1] < 0 and decided(ood)) or (idd["ci95"][1] < 0 and decided(idd)):
             v3 = "refuted"
-        elif ood["ci95"][0] > 0:
+        elif ood["ci95"][0] > 0 and decided(ood):
             v3 = "confirmed"
         else:
             v3 = "not resolvable at this n"
