@@ -12,7 +12,7 @@ def test_bench_eval_prints_every_arm_and_a_verdict(tmp_path, capsys):
     out = tmp_path / "eval.json"
     assert main(["--episodes", "2", "--max-steps", "12", "--workers", "2", "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert text.count("episodes/min") == 4 and ("MET" in text or "MISSED" in text)
+    assert text.count("x torch x1)") == 4 and ("MET" in text or "MISSED" in text)
     res = json.loads(out.read_text())
     arms = {(a["backend"], a["workers"]): a for a in res["arms"]}
     assert set(arms) == {("torch", 1), ("onnxruntime", 1), ("torch", 2), ("onnxruntime", 2)}

@@ -302,7 +302,8 @@ class SimRunner(EpisodeRunner):
         ep = _VamEpisode(self, env, obs, result["name"])
         # the episode's own noise stream: the same draws whichever episodes ran before it or in which
         # worker process, so runs (and schedules) pair episode by episode
-        self.policy.reseed(policy_seed(episode_seed(f"{env.task.suite}/{env.task.index}", env.episode, env.seed)))
+        self.policy.reseed(policy_seed(episode_seed(f"{result['suite']}/{result['task']}", result["episode"],
+                                                    result["seed"])))
         if self.cfg.executor == "lockstep":
             ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute, jpeg_quality=self.jpeg_quality)
             while not env.done:
