@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tr-study": ("vam_experiments.tr_study", "TR of a trained model by expert phase and against sigma_v"),
     "paper-study": ("vam_experiments.paper_study", "the paper's study at small scale: video prior, LoRA vs full, "
                                                    "guidance ID/OOD"),
+    "compare": ("vam_experiments.compare", "two arms' eval results paired episode by episode: paired interval, "
+                                           "McNemar's exact test, verdict"),
     "export": ("vam_model.export", "export the DiT feature extractor / head to ONNX"),
     "libero-check": ("vam_sim.libero_real.check", "compare the mocked LIBERO bridge's conventions with real LIBERO's"),
     "foundation": ("vam_model.foundation", "import the public Cosmos-Predict2.5 DiT and Wan VAE (and pi0's expert) "
