@@ -26,11 +26,13 @@ def test_policy_bench_times_backends_modes_and_batching(tmp_path, onnx_cache, ca
         assert all(v > 0 for v in b[backend]["replan_ms"].values())
     assert set(res["onnxruntime_over_torch"]) == {"unguided", "gated_s0", "guided_s_max", "flat"}
     assert set(res["batched_over_unbatched"]) == {"guided_s_max", "flat"}
+    assert set(res["rtc_over_plain"]) == {"unguided", "flat"} and all(v > 0 for v in res["rtc_replan_ms"].values())
     st = res["stages_ms"]["flat"]
     assert st["video_cond+null_text"] > 0 and st["video_plan"] > 0 and st["euler"] > 0
     assert res["achieved"]["unguided_flop"] > 0 and "fraction_of_bf16_peak" not in res["achieved"]
     assert res["cache_speedup"] > 0
     printed = capsys.readouterr().out                     # every target printed with its verdict
+    assert "with a committed chunk" in printed
     gated = b["torch"]["gated_over_unguided"]
     assert f"gated/unguided {gated} (target <= 1.1: {'MET' if gated <= 1.1 else 'MISSED'})" in printed
     assert "(target >= 5 on libero: not this preset)" in printed
