@@ -94,6 +94,7 @@ setup(
             "yam_driver = yam_driver.node:main",
             "libero_bridge = vam_sim.libero_mock.node:main",
             "yam_mujoco_sim = vam_sim.yam_mujoco.node:main",
+            "demo_recorder = vam_data.node:main",
         ],
     },
 )

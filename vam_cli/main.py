@@ -31,6 +31,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "checkpoint": ("vam_model.networks.checkpoint", "verify a checkpoint's tensor hash, or add it to a trusted one"),
     "ros-eval": ("vam_experiments.ros_eval", "episodes of the simulated YAM through the ROS graph as processes "
                                              "(success with its 95 % interval)"),
+    "record": ("vam_data.record", "demonstrations of the simulated YAM through the ROS graph (scripted teleoperator, "
+                                  "demo_recorder) into MCAP, one file per episode"),
+    "import": ("vam_data.import_cli", "LeRobotDataset v3 or MCAP recordings into a training set at a preset's "
+                                      "geometry (checked by name, range, rate and view)"),
+    "export-lerobot": ("vam_data.export_cli", "a dataset as LeRobotDataset v3.0 (parquet + AV1 or lossless video)"),
     "ros-graph": ("vam_stack.process_graph", "start a launch file's nodes as processes, as `ros2 launch` would "
                                              "(for machines without launch)"),
 }

@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 
 from .contract import ContractError, DataContract
-from .lerobot_v3 import (CODEBASE_VERSION, DATA_PATH, SIDECAR, VIDEO_PATH, LeRobotFormatError, LeRobotMapping)
+from .lerobot_v3 import CODEBASE_VERSION, SIDECAR, VIDEO_PATH, LeRobotFormatError, LeRobotMapping
 from .video import VideoError, frames_at, read_video
 from .writing import ImportedDemo, write_imported
 
@@ -220,5 +220,3 @@ def import_lerobot(root: str | Path, contract: DataContract, out: str | Path, ma
               "robot_type": src.get("robot_type"), "episodes": len(plans)}
     return write_imported(demos(), contract, out, source, base_info=base, overwrite=overwrite)
 
-
-__all__ = ["import_lerobot", "plan_lerobot", "DATA_PATH"]

@@ -34,8 +34,8 @@ from typing import Callable
 
 import numpy as np
 
-from .contract import ContractError, DataContract, contract_for_dataset
-from .video import CODECS, VideoWriter, frames_at, read_video
+from .contract import ContractError, contract_for_dataset
+from .video import CODECS, VideoWriter
 
 CODEBASE_VERSION = "v3.0"
 CHUNK_FILE = "chunk-{chunk_index:03d}/file-{file_index:03d}"
@@ -211,6 +211,11 @@ def export_lerobot(dataset: str | Path, out: str | Path, codec: str = "av1", rob
 def _write_tasks(path: Path, tasks: dict[str, int]) -> None:
     """meta/tasks.parquet as lerobot writes it: a pandas frame indexed by the task text."""
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({"task_index": list(tasks.values())}, index=pd.Index(list(tasks), name="task")).to_parquet(path)
+    table = pa.Table.from_pandas(pd.DataFrame({"task_index": list(tasks.values())}, index=pd.Index(list(tasks))))
+    plain = pa.schema([pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type)
+                       for f in table.schema], metadata=table.schema.metadata)   # pandas 3 writes large_string
+    pq.write_table(table.cast(plain), path)

@@ -57,11 +57,12 @@ def contract_info(contract: DataContract) -> dict:
 KEEP = ("suite", "task", "episode", "seed", "instruction", "length", "success")   # set by encode_demo
 
 
-def write_imported(demos: Iterable[ImportedDemo], contract: DataContract, out: str | Path, source: dict,
+def write_imported(demos: Iterable, contract: DataContract, out: str | Path, source: dict,
                    base_info: dict | None = None, overwrite: bool = False) -> dict:
-    """Write `demos` (each checked against `contract` once more) as a dataset at `out`; returns its info."""
+    """Write `demos` (`ImportedDemo`s, each checked against `contract` once more, or `EncodedDemo`s an importer
+    checked) as a dataset at `out`; returns its info."""
     from vam_train.collect import claim_dataset_dir
-    from vam_train.dataset import DatasetWriter, encode_demo
+    from vam_train.dataset import DatasetWriter, EncodedDemo, encode_demo
 
     root = claim_dataset_dir(out, overwrite)
     tmp = root.with_name(root.name + ".partial")
@@ -70,6 +71,10 @@ def write_imported(demos: Iterable[ImportedDemo], contract: DataContract, out: s
     writer = DatasetWriter(tmp)
     try:
         for d in demos:
+            if isinstance(d, EncodedDemo):       # read and checked by the importer already
+                writer.add(EncodedDemo(d.arrays, {k: v for k, v in d.meta.items() if k in KEEP}),
+                           **{k: v for k, v in d.meta.items() if k not in KEEP})
+                continue
             where = f"episode {d.meta.get('episode')}"
             if d.stacked.shape[1:] != contract.frame_shape or d.stacked.dtype != np.uint8:
                 raise ContractError(f"{where}: frames {d.stacked.dtype} {d.stacked.shape[1:]}, the contract stores "

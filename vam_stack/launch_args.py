@@ -21,16 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-LAUNCH_FILES = ("robot", "sim")
+LAUNCH_FILES = ("robot", "sim", "record")
 
 # the node-parameters YAML each launch file passes every process first (argument params_file)
-PARAMS_FILES = {"robot": "vam_stack.params.yaml", "sim": "vam_stack_sim.params.yaml"}
+PARAMS_FILES = {"robot": "vam_stack.params.yaml", "sim": "vam_stack_sim.params.yaml",
+                "record": "vam_stack.params.yaml"}
 
 # name: (description, {launch file: default}); "" config paths = the shipped config/ files
 TABLE: dict[str, tuple[str, dict[str, str]]] = {
     "params_file": ("node parameters YAML; empty = the shipped config/vam_stack.params.yaml (robot) or "
-                    "config/vam_stack_sim.params.yaml (sim)", {"robot": "", "sim": ""}),
-    "camera_config": ("camera bridge YAML; empty = config/cameras.yaml", {"robot": ""}),
+                    "config/vam_stack_sim.params.yaml (sim, record: vam_stack.params.yaml)",
+                    {"robot": "", "sim": "", "record": ""}),
+    "camera_config": ("camera bridge YAML; empty = config/cameras.yaml", {"robot": "", "record": ""}),
     "preset": ("model preset used when no checkpoint is given", {"robot": "real", "sim": "libero64"}),
     "checkpoint": ("policy checkpoint (safetensors); empty = models/<preset>.safetensors if shipped",
                    {"robot": "", "sim": ""}),
@@ -43,8 +45,14 @@ TABLE: dict[str, tuple[str, dict[str, str]]] = {
     "task": ("task of the first episode (0-9)", {"sim": "0"}),
     "episodes": ("episodes to run", {"sim": "10"}),
     "sim": ("the arm: none = the hardware (or emulated motors); mujoco = the simulated YAM (yam_mujoco_sim: "
-            "MuJoCo world, camera bridge and driver in one process)", {"robot": "none"}),
-    "sim_task": ("MuJoCo task with sim:=mujoco: handover | relay | tray_lift", {"robot": "handover"}),
+            "MuJoCo world, camera bridge and driver in one process)", {"robot": "none", "record": "mujoco"}),
+    "sim_task": ("MuJoCo task with sim:=mujoco: handover | relay | tray_lift", {"robot": "handover",
+                                                                                "record": "handover"}),
+    "seed": ("seed of the MuJoCo scene's initial state (vam-stack record passes each episode's)", {"record": "0"}),
+    "teleop": ("who moves the arm with sim:=mujoco: expert = the scripted expert through a safety filter, after "
+               "yam_mujoco_sim's ~/start_teleop; none = nobody (bring your own teleoperator on the hardware)",
+               {"record": "expert"}),
+    "out_dir": ("folder the demo recorder writes <prefix>_<NNN>.mcap episodes into", {"record": "runs/recordings"}),
     "use_rviz": ("start rviz2 with config/vam_stack.rviz", {"robot": "true", "sim": "false"}),
     "use_rqt": ("start rqt with config/vam_stack.perspective", {"robot": "false", "sim": "false"}),
 }
@@ -55,6 +63,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "backend": ("torch", "onnxruntime", "tensorrt"),
     "sim": ("none", "mujoco"),
     "sim_task": ("handover", "relay", "tray_lift"),
+    "teleop": ("none", "expert"),
 }
 
 # what launch's conditions take as a boolean on Humble and Jazzy (any case, surrounding spaces)
@@ -92,6 +101,13 @@ NODES: dict[str, tuple[LaunchedNode, ...]] = {
                                                         "episodes": ("episodes", "integer")}),
         LaunchedNode("vam_policy_node", "vam_policy_node", dict(_POLICY)),
         LaunchedNode("tr_monitor_node", "tr_monitor_node"),
+    ),
+    "record": (
+        LaunchedNode("camera_bridge", "camera_bridge", {"config_file": ("camera_config", "text")}, when="hardware"),
+        LaunchedNode("yam_driver", "yam_driver", when="hardware"),
+        LaunchedNode("yam_mujoco_sim", None, {"task": ("sim_task", "text"), "seed": ("seed", "integer"),
+                                              "teleop": ("teleop", "text"), **_SIM_TIME}, when="mujoco"),
+        LaunchedNode("demo_recorder", "demo_recorder", {"out_dir": ("out_dir", "text"), **_SIM_TIME}),
     ),
 }
 

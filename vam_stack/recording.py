@@ -309,11 +309,16 @@ class McapRecorder:
 
     def write(self, topic: str, msg: Any, t_s: float) -> None:
         """Write a ready message on `topic` (table key or name) at origin + `t_s`."""
-        stamp_ns = self.stamp_ns(t_s)
-        data = msgs.serialize(msg)
+        self.write_raw(topic, msgs.msgtype_of(msg), msgs.serialize(msg), self.stamp_ns(t_s))
+
+    def write_raw(self, topic: str, msgtype: str, data: bytes, t_ns: int) -> None:
+        """Write an already serialised (CDR) message of `msgtype` on `topic` at absolute time `t_ns`
+        (what a recorder node receives from a raw subscription, as `ros2 bag record` stores it)."""
+        if isinstance(t_ns, bool) or not isinstance(t_ns, (int, np.integer)) or t_ns < 0:
+            raise RecordingError(f"t_ns must be a non-negative integer of nanoseconds, got {t_ns!r}")
         with _write_section(), self._lock:
-            conn, _ = self._connection(topic, msgs.msgtype_of(msg))
-            self._writer.write(conn, stamp_ns, data)
+            conn, _ = self._connection(topic, msgtype)
+            self._writer.write(conn, int(t_ns), bytes(data))
             self.counts[conn.topic] += 1
             if time.monotonic() - self._last_flush >= self.flush_every_s:
                 self._writer.storage.flush()

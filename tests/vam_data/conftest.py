@@ -21,8 +21,10 @@ def synthetic_yam_demos(n_episodes=3, length=12, seed=0, view=(64, 48)):
         q[:, [6, 13]] = np.clip(0.5 + 0.5 * np.sin(3 * t + e), 0, 1)[:, [0, 0]]
         act = np.roll(q, -1, axis=0)
         act[-1] = q[-1]
-        frames = rng.integers(0, 256, (length, h, 3 * w, 3), dtype=np.uint8)
-        frames[:, :, :, 0] = np.linspace(0, 255, 3 * w, dtype=np.uint8)     # some structure for lossy codecs
+        yy, xx = np.mgrid[0:h, 0:3 * w]                                     # smooth moving gradients: a lossy
+        frames = np.stack([np.stack([(xx * 255 // (3 * w) + 7 * k) % 256,      # codec keeps them close
+                                     (yy * 255 // h + 5 * e) % 256,
+                                     ((xx + yy + 3 * k) * 2) % 256], axis=-1) for k in range(length)]).astype(np.uint8)
         phase = (np.arange(length) >= length // 3).astype(np.uint8)
         demos.append(ImportedDemo(instruction=["pick up the blue block", "hand it over"][e % 2], stacked=frames,
                                   proprio=q, actions=act.astype(np.float32), phase_codes=phase,

@@ -14,6 +14,15 @@ and /diagnostics with the achieved real-time factor (simulated seconds per host 
 when the host keeps up; the world skips ahead after a stall instead of bursting), the physics
 rate, and whether the task is solved. One scene per launch: restart to reset it.
 
+With `teleop: expert` the world node also plays a teleoperator (`teleop.ExpertTeleop`): once
+~/start_teleop (std_srvs/Trigger) is called and /joint_states has arrived, the scripted expert
+reads the scene every control period and its targets pass a safety filter (config/yam_safety.yaml)
+onto /vam/joint_targets, as the policy node's would; it announces the task's instruction on
+/vam/instruction and the expert's phase on /vam/phase, and holds its last target once the task is
+solved or its plan has run out (`yam_mujoco_sim: teleop` in /diagnostics says which). No policy
+node may run beside it: the driver follows one publisher only. `vam-stack record` drives this
+with the `demo_recorder` node (record.launch.py).
+
     ros2 launch vam_stack robot.launch.py sim:=mujoco preset:=yam64 \\
         instruction:="pick up the blue block with the left arm and hand it to the right arm"
 """
@@ -26,6 +35,7 @@ from rclpy.node import Node
 
 from vam_sim.yam_mujoco.tasks import TASKS
 from vam_stack import msgs, ros
+from vam_stack.topics import JOINT_TARGETS_SOURCE
 
 P = ros.Param
 PARAMS = (
@@ -33,6 +43,9 @@ PARAMS = (
     P("task", "handover", "task whose objects populate the scene", choices=tuple(sorted(TASKS))),
     P("clock_hz", 100.0, "rate of /clock, the world's time [Hz]", range=(1.0, 1000.0)),
     P("seed", 0, "seed of the scene's initial state (vam-stack sim's episode seeds are 32-bit)", range=(0, 2**32 - 1)),
+    P("teleop", "none", "none | expert: the scripted expert teleoperates through a safety filter onto "
+      "/vam/joint_targets after ~/start_teleop (no policy node may run beside it)", choices=("none", "expert")),
+    P("safety_config", "", "safety limits YAML of the teleoperator's filter; empty = config/yam_safety.yaml"),
     ros.DIAGNOSTICS_PERIOD,
 )
 
@@ -57,8 +70,84 @@ class YamMujocoSimNode(Node):
         self.real_time_factor = float("nan")
         self.solved = False
         self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
+        self.teleop = None
+        if p["teleop"] == "expert":
+            self._init_teleop(p)
         self.get_logger().info(f"MuJoCo YAM, task {p['task']!r} (seed {p['seed']}), "
                                f"{self.sim.cfg.control_hz:g} Hz control, views {list(self.sim.cfg.cameras)}")
+
+    def _init_teleop(self, p) -> None:
+        from std_srvs.srv import Trigger
+
+        from vam_sim.yam_mujoco.teleop import ExpertTeleop
+        from vam_stack.robot import load_robot
+        from vam_stack.safety import SafetyFilter, load_safety_config
+
+        safety = SafetyFilter(load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")),
+                              clock=self._now)
+        if safety.cfg.rate_hz != self.sim.cfg.control_hz:
+            raise ros.ParameterError(f"safety config rate {safety.cfg.rate_hz} Hz differs from the world's control "
+                                     f"rate {self.sim.cfg.control_hz} Hz")
+        self.teleop = ExpertTeleop(self.sim, safety)
+        self._names = load_robot().published_names()
+        self._measured = None
+        self._requested = False
+        self._phase = None
+        self._teleop_pub = {k: ros.publisher(self, k) for k in ("joint_targets", "instruction", "phase")}
+        ros.subscription(self, "joint_states", self._on_joint_states)
+        self.create_service(Trigger, "~/start_teleop", self._start_teleop)
+        self.create_timer(1.0 / self.sim.cfg.control_hz, self._teleop_tick,
+                          clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _on_joint_states(self, msg) -> None:
+        js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
+        missing = [n for n in self._names if n not in js.names]
+        if missing:
+            self.get_logger().error(f"teleop: /joint_states lacks {missing}; not following it")
+            return
+        self._measured = js.position[[js.names.index(n) for n in self._names]]
+
+    def _start_teleop(self, request, response):
+        response.success = self._measured is not None and not self._requested
+        if self._requested:
+            response.message = "teleop already started (restart the world for another episode)"
+        elif self._measured is None:
+            response.message = "no /joint_states yet: is the driver up?"
+        else:
+            self._requested = True
+            response.message = f"teleoperating {self.sim.cfg.task!r}: {self.sim.task.instruction!r}"
+        return response
+
+    def _teleop_tick(self) -> None:
+        if not self._requested:
+            return
+        if not self.teleop.started:
+            self.teleop.start(self._measured)
+            self._teleop_pub["instruction"].publish(ros.to_ros(msgs.string_msg(self.sim.task.instruction)))
+            self.get_logger().info(f"teleop started: {self.sim.task.instruction!r}")
+        now = self._now()
+        tick = self.teleop.tick(now, now)
+        self._teleop_pub["joint_targets"].publish(ros.to_ros(msgs.joint_state_msg(
+            self._names, tick.target, stamp_s=ros.stamp(self), frame_id=JOINT_TARGETS_SOURCE)))
+        if tick.phase != self._phase:
+            self._phase = tick.phase
+            self._teleop_pub["phase"].publish(ros.to_ros(msgs.string_msg(tick.phase)))
+        if tick.done and not getattr(self, "_done_logged", False):
+            self._done_logged = True
+            self.get_logger().info(f"teleop done after {self.teleop.ticks} ticks (solved at tick "
+                                   f"{self.teleop.solved_at})")
+
+    def _teleop_status(self) -> dict:
+        t = self.teleop
+        return {"name": "yam_mujoco_sim: teleop", "level": "ok", "hardware_id": "mujoco",
+                "message": ("done" if t.started and (t.solved_at is not None or t.expert.done) else
+                            "teleoperating" if t.started else "waiting for ~/start_teleop"),
+                "values": {"started": t.started, "ticks": t.ticks, "phase": self._phase or "",
+                           "done": bool(t.started and (t.solved_at is not None or t.expert.done)),
+                           "solved_at_tick": -1 if t.solved_at is None else t.solved_at}}
 
     def camera_bridge(self, **node_kwargs):
         from camera_bridge.node import CameraBridgeNode
@@ -90,7 +179,8 @@ class YamMujocoSimNode(Node):
         self.solved = solved
         rtf = self.real_time_factor
         level = "ok" if rtf != rtf or rtf >= 0.9 else "warn"     # NaN: not measured yet
-        self.diag_pub.publish(ros.diagnostics(self, [{
+        extra = [self._teleop_status()] if self.teleop is not None else []
+        self.diag_pub.publish(ros.diagnostics(self, extra + [{
             "name": "yam_mujoco_sim: world", "level": level,
             "message": "real time" if level == "ok" else f"slower than real time ({rtf:.2f}x)",
             "hardware_id": "mujoco",

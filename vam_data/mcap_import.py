@@ -1,0 +1,258 @@
+"""`vam-stack import --format mcap`: ROS 2 recordings (one episode each) -> a training set at a preset's
+geometry.
+
+Reads rosbag2 MCAP through rosbags: this project's recordings (`vam-stack record`, the
+`demo_recorder` node, `McapRecorder`) and `ros2 bag record -s mcap` output (a bag folder with
+metadata.yaml, or its .mcap file). Which topic holds what is a small YAML (`McapMapping`, section
+`mcap_import`; config/mcap_import_yam.yaml is the graph's own names):
+
+- every message on `targets` (sensor_msgs/JointState, the commanded joint targets) is one tick at
+  its header stamp; the action of the tick is that target, reordered by joint name to the
+  contract's order;
+- the state of the tick is the newest `joint_states` message stamped at or before it, the frame
+  the newest message of each `images` topic (sensor_msgs/Image or CompressedImage; one stacked
+  topic, or one topic per view in the contract's order), each resized view by view to the preset's
+  size (the camera path's rule);
+- ticks before every stream has started are dropped; a state or frame older than `max_age_s` at a
+  tick, a gap in the targets longer than `max_gap_ticks` periods, or a target rate off the contract's
+  by more than `rate_tolerance` is an error naming the recording, the stream and the time;
+- the instruction is the last `instruction` message (std_msgs/String) before the first tick; the
+  phase label, when `phase` is set and recorded, the newest /vam/phase text at each tick
+  (planning | manipulation), else manipulation throughout.
+
+Every recording is checked completely before the first episode is written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from vam_stack.config import check
+
+from .contract import ContractError, DataContract
+from .writing import ImportedDemo, write_imported
+
+
+class RecordingFormatError(ValueError):
+    """A recording that is unreadable or lacks a mapped topic (the message names both)."""
+
+
+@dataclass(frozen=True)
+class McapMapping:
+    """Topic names of one episode's recording (see the module docstring)."""
+
+    joint_states: str = "/joint_states"           # measured joints, sensor_msgs/JointState (the state)
+    targets: str = "/vam/joint_targets"           # commanded joints, sensor_msgs/JointState (the action; one tick each)
+    images: tuple[str, ...] = ("/camera/stacked/image_raw",)  # one stacked image topic, or one per view in order
+    instruction: str = "/vam/instruction"         # std_msgs/String, the episode's instruction
+    phase: str = "/vam/phase"                     # std_msgs/String planning|manipulation; "" = not recorded
+    max_age_s: float = 0.1                        # newest state / frame may be this old at a tick [s]
+    max_gap_ticks: float = 2.5                    # a pause in the targets longer than this many periods is an error
+    rate_tolerance: float = 0.05                  # the median target period may differ from 1/fps by this fraction
+    skip_start_ticks: int = field(default=0)      # ticks dropped after the first complete one (e.g. a start-up hold)
+
+    def __post_init__(self):
+        for name in ("joint_states", "targets", "instruction"):
+            check(str(getattr(self, name)).startswith("/"), f"mcap_import.{name} must be a topic name, got "
+                                                            f"{getattr(self, name)!r}")
+        check(len(self.images) >= 1 and all(str(t).startswith("/") for t in self.images),
+              f"mcap_import.images must list image topics, got {self.images!r}")
+        check(0 < self.max_age_s <= 1.0, f"mcap_import.max_age_s must be in (0, 1] s, got {self.max_age_s!r}")
+        check(1.0 < self.max_gap_ticks <= 30, f"mcap_import.max_gap_ticks must be in (1, 30], got {self.max_gap_ticks!r}")
+        check(0 < self.rate_tolerance <= 0.5, f"mcap_import.rate_tolerance must be in (0, 0.5], got {self.rate_tolerance!r}")
+        check(self.skip_start_ticks >= 0, f"mcap_import.skip_start_ticks must be >= 0, got {self.skip_start_ticks!r}")
+
+
+def load_mapping(path: str | Path | None) -> McapMapping:
+    if path is None:
+        return McapMapping()
+    from vam_stack.config import from_yaml
+
+    return from_yaml(McapMapping, path, "mcap_import")
+
+
+def find_recordings(source: str | Path) -> list[Path]:
+    """One recording (.mcap file or rosbag2 folder) or a folder of them, sorted by name."""
+    src = Path(source)
+    if src.is_file() or (src / "metadata.yaml").is_file():
+        return [src]
+    if not src.is_dir():
+        raise RecordingFormatError(f"{str(src)!r} is neither a recording nor a folder of recordings")
+    found = sorted(p for p in src.iterdir() if p.suffix == ".mcap" or (p / "metadata.yaml").is_file())
+    if not found:
+        raise RecordingFormatError(f"{src}: no .mcap files or rosbag2 folders in it")
+    return found
+
+
+def _stamp(msg, t_ns: int) -> float:
+    s = msg.header.stamp
+    v = s.sec + s.nanosec * 1e-9
+    return v if v > 0 else t_ns * 1e-9
+
+
+def _image(msg, msgtype: str) -> np.ndarray:
+    from vam_stack.image_msgs import compressed_image_to_numpy, image_to_numpy
+
+    img = compressed_image_to_numpy(msg) if msgtype.endswith("CompressedImage") else image_to_numpy(msg)
+    if img.ndim != 3:
+        raise RecordingFormatError(f"image of shape {img.shape} is not colour")
+    return img
+
+
+def read_episode(path: Path, contract: DataContract, m: McapMapping) -> ImportedDemo:
+    """One recording -> one checked episode at the contract's geometry."""
+    from camera_bridge.preprocess import fit_views
+    from vam_stack.msgs import MessageError, deserialize
+    from vam_stack.recording import Reader
+
+    per_view = len(m.images) > 1
+    if per_view and len(m.images) != len(contract.views):
+        raise ContractError(f"mcap_import.images lists {len(m.images)} topics, the {contract.preset} contract has "
+                            f"{len(contract.views)} views {list(contract.views)}")
+    states, targets, texts, phases = [], [], [], []
+    frames: dict[str, list] = {t: [] for t in m.images}
+    wanted = {m.joint_states, m.targets, m.instruction, *m.images} | ({m.phase} if m.phase else set())
+    try:
+        with Reader(path) as reader:
+            conns = [c for c in reader.connections if c.topic in wanted]
+            have = {c.topic for c in conns}
+            for t in (m.joint_states, m.targets, m.instruction, *m.images):
+                if t not in have:
+                    raise RecordingFormatError(f"{path}: topic {t} is not recorded (has "
+                                               f"{sorted(c.topic for c in reader.connections)})")
+            for conn, t_ns, raw in reader.messages(connections=conns):
+                msg = deserialize(raw, conn.msgtype)
+                if conn.topic in (m.joint_states, m.targets):
+                    row = (_stamp(msg, t_ns), list(msg.name), np.asarray(msg.position, np.float64))
+                    (states if conn.topic == m.joint_states else targets).append(row)
+                elif conn.topic == m.instruction:
+                    texts.append((t_ns * 1e-9, str(msg.data)))
+                elif conn.topic == m.phase:
+                    phases.append((t_ns * 1e-9, str(msg.data)))
+                else:
+                    img = _image(msg, conn.msgtype)
+                    n = 1 if per_view else len(contract.views)
+                    if not per_view:
+                        for j, v in enumerate(contract.views):
+                            w = img.shape[1] // n
+                            contract.check_view(f"{path}: {conn.topic}", v, (img.shape[0], w, 3))
+                    else:
+                        contract.check_view(f"{path}: {conn.topic}", contract.views[m.images.index(conn.topic)],
+                                            img.shape)
+                    frames[conn.topic].append((_stamp(msg, t_ns), fit_views(img, n, contract.view_width,
+                                                                            contract.view_height)))
+    except (RecordingFormatError, ContractError):
+        raise
+    except (MessageError, ValueError, KeyError, OSError) as e:
+        raise RecordingFormatError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
+    if not targets:
+        raise RecordingFormatError(f"{path}: no messages on {m.targets}")
+    return _align(path, contract, m, states, targets, texts, phases, frames)
+
+
+def _reorder(path: Path, what: str, names: list[str], want: tuple[str, ...], values: np.ndarray) -> np.ndarray:
+    missing = [n for n in want if n not in names]
+    if missing or len(names) != len(values):
+        raise ContractError(f"{path}: {what} lacks joints {missing} (has {names}; the contract needs {list(want)})")
+    return values[[names.index(n) for n in want]]
+
+
+def _newest(stamps: np.ndarray, t: float) -> int:
+    return int(np.searchsorted(stamps, t, side="right")) - 1
+
+
+def _align(path, c: DataContract, m: McapMapping, states, targets, texts, phases, frames) -> ImportedDemo:
+    period = 1.0 / c.fps
+    targets.sort(key=lambda r: r[0])
+    tt = np.array([r[0] for r in targets])
+    dt = np.diff(tt)
+    if len(dt):
+        med = float(np.median(dt))
+        if abs(med - period) > m.rate_tolerance * period:
+            raise ContractError(f"{path}: {m.targets} runs at {1 / med:.2f} Hz (median period), the {c.preset} "
+                                f"contract at {c.fps:g} Hz")
+    streams = {m.joint_states: states, **frames}
+    stamps = {}
+    for topic, rows in streams.items():
+        if not rows:
+            raise RecordingFormatError(f"{path}: no messages on {topic}")
+        rows.sort(key=lambda r: r[0])
+        stamps[topic] = np.array([r[0] for r in rows])
+    start = max(float(s[0]) for s in stamps.values())
+    ticks = np.flatnonzero(tt >= start)[m.skip_start_ticks:]
+    if len(ticks) < 2:
+        raise RecordingFormatError(f"{path}: fewer than 2 ticks after every stream started ({start:.3f} s)")
+    gaps = np.diff(tt[ticks])
+    if gaps.max() > m.max_gap_ticks * period:
+        k = int(gaps.argmax())
+        raise ContractError(f"{path}: {m.targets} pauses {gaps[k]:.3f} s at {tt[ticks[k]] - tt[0]:.2f} s into the "
+                            f"recording (> {m.max_gap_ticks:g} periods): dropped messages")
+    prop, act, views, phase = [], [], [], []
+    ptimes, ptexts = np.array([p[0] for p in phases]), [p[1] for p in phases]
+    for k in ticks:
+        t = tt[k]
+        _, tnames, tvals = targets[k]
+        act.append(_reorder(path, f"{m.targets} at {t - tt[0]:.2f} s", tnames, c.action_names, tvals))
+        i = _newest(stamps[m.joint_states], t)
+        age = t - stamps[m.joint_states][i]
+        if age > m.max_age_s:
+            raise ContractError(f"{path}: {m.joint_states} is {age:.3f} s old at {t - tt[0]:.2f} s (> max_age_s "
+                                f"{m.max_age_s:g})")
+        _, snames, svals = states[i]
+        prop.append(_reorder(path, f"{m.joint_states} at {t - tt[0]:.2f} s", snames, c.state_names, svals))
+        row = []
+        for topic in m.images:
+            j = _newest(stamps[topic], t)
+            age = t - stamps[topic][j]
+            if age > m.max_age_s:
+                raise ContractError(f"{path}: {topic} is {age:.3f} s old at {t - tt[0]:.2f} s (> max_age_s "
+                                    f"{m.max_age_s:g})")
+            row.append(frames[topic][j][1])
+        views.append(np.concatenate(row, axis=1))
+        j = _newest(ptimes, t) if len(ptimes) else -1
+        label = ptexts[j] if j >= 0 else "manipulation"
+        if label not in ("planning", "manipulation"):
+            raise ContractError(f"{path}: {m.phase} says {label!r}, expected 'planning' or 'manipulation'")
+        phase.append(0 if label == "planning" else 1)
+    before = [txt for t, txt in texts if t <= tt[ticks[0]] + 1e-9] or [txt for _, txt in texts]
+    if not before:
+        raise RecordingFormatError(f"{path}: no instruction on {m.instruction}")
+    from vam_stack.instruction import check_instruction
+
+    try:
+        instruction = check_instruction(before[-1])
+    except ValueError as e:
+        raise ContractError(f"{path}: {m.instruction}: {e}") from None
+    prop, act = np.asarray(prop, np.float32), np.asarray(act, np.float32)
+    c.check_values(f"{path}: {m.joint_states}", prop, "state")
+    c.check_values(f"{path}: {m.targets}", act, "action")
+    meta = {"suite": c.suite, "task": "imported", "episode": 0, "seed": None, "success": True,
+            "recording": path.name, "recording_start_s": round(float(tt[ticks[0]]), 6)}
+    return ImportedDemo(instruction=instruction, stacked=np.stack(views), proprio=prop, actions=act,
+                        phase_codes=np.asarray(phase, np.uint8), meta=meta)
+
+
+def import_mcap(source: str | Path, contract: DataContract, out: str | Path, mapping: McapMapping | None = None,
+                overwrite: bool = False, progress: Callable[[int, int], None] | None = None,
+                task: str | None = None) -> dict:
+    """Check every recording under `source`, then write them as one dataset at `out`; returns the info."""
+    from vam_train.dataset import encode_demo
+
+    m = mapping or McapMapping()
+    paths = find_recordings(source)
+    demos = []
+    for i, p in enumerate(paths):      # every recording read and checked, kept as PNG, before anything is written
+        d = read_episode(p, contract, m)
+        d.meta |= {"episode": i} | ({"task": task} if task else {})
+        enc = encode_demo(d)
+        enc.meta |= {k: v for k, v in d.meta.items() if k not in enc.meta}
+        demos.append(enc)
+        if progress is not None:
+            progress(i + 1, len(paths))
+    source_info = {"format": "rosbag2 MCAP", "root": str(Path(source).resolve()), "recordings": len(paths),
+                   "topics": {"state": m.joint_states, "action": m.targets, "images": list(m.images),
+                              "instruction": m.instruction, "phase": m.phase}}
+    return write_imported(demos, contract, out, source_info, overwrite=overwrite)

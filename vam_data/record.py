@@ -1,0 +1,126 @@
+"""`vam-stack record`: demonstrations of the simulated YAM recorded through the ROS graph into MCAP.
+
+    vam-stack record --task handover --episodes 40 --seed 100 --out runs/recordings_handover
+
+Each episode starts record.launch.py's processes (`vam_stack.process_graph`, on a ROS domain of
+its own): yam_mujoco_sim with the episode's scene (the `vam-stack collect --robot yam-mujoco`
+scene of the same episode and seed id) and the scripted expert as teleoperator, and the
+demo_recorder. It calls /demo_recorder/start, then /yam_mujoco_sim/start_teleop, waits until the
+world reports the task solved (or the expert's plan ran out, or the task's time limit passed),
+records `--tail-s` more and calls /demo_recorder/stop; a failed episode is discarded
+(/demo_recorder/discard) unless `--keep-failures`. Then every process is stopped with SIGINT and
+must exit 0. Episodes are tried in order until `--episodes` were kept (at most twice as many
+tries). `<out>/episodes.json` lists every try (file, scene seed, solved, ticks, message counts);
+the recordings import with `vam-stack import --format mcap OUT --preset yam64 --task TASK`.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import yaml
+
+from vam_stack.outputs import claim_out_dir, write_json_atomic
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", default="handover", choices=("handover", "relay", "tray_lift"))
+    p.add_argument("--episodes", type=int, default=10, help="successful demonstrations to keep")
+    p.add_argument("--seed", type=int, default=100, help="seed id of the scenes (evaluation uses 0)")
+    p.add_argument("--tail-s", type=float, default=0.5, help="seconds recorded after the task is solved")
+    p.add_argument("--keep-failures", action="store_true", help="keep episodes the expert failed")
+    p.add_argument("--out", default="runs/recordings", help="folder of the MCAP episodes")
+    p.add_argument("--overwrite", action="store_true", help="write into a non-empty --out")
+
+
+def _world(probe) -> dict:
+    with probe.lock:
+        world = dict(probe.status.get("yam_mujoco_sim: world", {}).get("values", {}))
+        tele = dict(probe.status.get("yam_mujoco_sim: teleop", {}).get("values", {}))
+    return {"solved": world.get("task_solved") == "true", "done": tele.get("done") == "true",
+            "ticks": int(float(tele.get("ticks", 0) or 0)), "started": tele.get("started") == "true"}
+
+
+def record_episode(args, index: int, out: Path) -> dict:
+    from vam_bench.node import Probe
+    from vam_sim.yam_mujoco.runner import episode_seed
+    from vam_sim.yam_mujoco.tasks import TASKS
+    from vam_stack.paths import config_dir
+    from vam_stack.process_graph import ProcessGraph
+
+    from .node import trigger
+
+    ep_seed = int(episode_seed(args.task, index, args.seed))
+    logs = out / "logs" / f"try_{index:03d}"
+    logs.mkdir(parents=True, exist_ok=True)
+    params = yaml.safe_load((config_dir() / "vam_stack.params.yaml").read_text())
+    params["demo_recorder"] = {"ros__parameters": {"prefix": f"{args.task}"}}
+    (logs / "params.yaml").write_text(yaml.safe_dump(params))
+    graph = ProcessGraph("record", {"sim_task": args.task, "seed": str(ep_seed), "teleop": "expert",
+                                    "out_dir": str(out), "params_file": str(logs / "params.yaml")}, log_dir=logs)
+    limit_s = TASKS[args.task].max_steps / 30.0
+    result = {"try": index, "episode_seed": ep_seed, "solved": False, "file": None}
+    with graph, Probe() as probe:
+        ok, path = trigger(probe, "/demo_recorder/start", 120)
+        if not ok:
+            raise RuntimeError(f"try {index}: /demo_recorder/start refused: {path}")
+        end = time.monotonic() + 120
+        while True:                       # the world accepts once the driver's /joint_states reached it
+            ok, msg = trigger(probe, "/yam_mujoco_sim/start_teleop", 120)
+            if ok:
+                break
+            if time.monotonic() > end or graph.exited():
+                trigger(probe, "/demo_recorder/discard", 30)
+                raise RuntimeError(f"try {index}: the world refused ~/start_teleop ({msg}); exited "
+                                   f"{graph.exited()}; logs in {logs}")
+            time.sleep(0.2)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < limit_s and not graph.exited():
+            w = _world(probe)
+            if w["solved"] or w["done"]:
+                break
+            time.sleep(0.05)
+        time.sleep(args.tail_s)
+        w = _world(probe)
+        result.update(solved=w["solved"], ticks=w["ticks"], seconds=round(time.monotonic() - t0, 2))
+        if w["solved"] or args.keep_failures:
+            ok, msg = trigger(probe, "/demo_recorder/stop", 30)
+            result.update(file=Path(path).name, recorder=msg)
+        else:
+            trigger(probe, "/demo_recorder/discard", 30)
+        result["exit_codes"] = graph.stop()
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    from vam_sim.episode import wilson_interval
+    from vam_stack.process_graph import isolate_ros
+
+    if args.episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {args.episodes!r}")
+    if not 0.0 <= args.tail_s <= 10.0:
+        raise ValueError(f"--tail-s must be in [0, 10] s, got {args.tail_s!r}")
+    out = Path(args.out)
+    claim_out_dir(out, args.overwrite)
+    domain = isolate_ros()
+    tries, kept = [], 0
+    while kept < args.episodes and len(tries) < 2 * args.episodes:
+        r = record_episode(args, len(tries), out)
+        tries.append(r)
+        kept += r["file"] is not None
+        k, n = sum(t["solved"] for t in tries), len(tries)
+        lo, hi = wilson_interval(k, n)
+        print(f"try {r['try']} (scene seed {r['episode_seed']}): {'solved' if r['solved'] else 'NOT solved'} after "
+              f"{r['seconds']:.1f} s, {r['ticks']} teleop ticks; {'kept ' + r['file'] if r['file'] else 'discarded'}; "
+              f"exit codes {r['exit_codes']}  [kept {kept}/{args.episodes}; expert {k}/{n} = "
+              f"{100 * lo:.0f}-{100 * hi:.0f} %]", flush=True)
+        write_json_atomic(out / "episodes.json", {"task": args.task, "seed": args.seed, "ros_domain_id": domain,
+                                                  "kept": kept, "tries": tries})
+    bad = [t["try"] for t in tries if any(c != 0 for c in t["exit_codes"].values())]
+    if bad:
+        print(f"tries {bad}: a process did not exit 0 (logs under {out}/logs)")
+    if kept < args.episodes:
+        print(f"only {kept} of {args.episodes} episodes were solved in {len(tries)} tries")
+        return 1
+    return 1 if bad else 0

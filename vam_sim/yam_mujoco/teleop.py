@@ -1,0 +1,68 @@
+"""The scripted expert as a teleoperator of the ROS graph (`yam_mujoco_sim` with `teleop: expert`).
+
+A person teleoperating the YAM moves a leader arm and the follower's driver tracks the stream
+of joint targets. In simulation the scripted expert plays that person: every control tick it
+reads the world (privileged state, as a person sees the scene), produces the 14 absolute
+targets, and those go through the same safety filter the policy's targets pass (margins, per-tick
+step, e-stop latch) before they are published on /vam/joint_targets for the driver. The demo
+recorder then records what a real teleoperated session records: the measured joints, the camera
+views, the commanded (filtered) targets and the instruction, plus the expert's phase label.
+
+Plain Python: the node calls `start` once the driver's measured joints arrive and `tick` on
+its timer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vam_stack.safety import SafetyFilter
+
+from .expert import make_expert
+from .sim import YamSim
+
+
+@dataclass
+class TeleopTick:
+    target: np.ndarray     # (14,) the target sent, after the safety filter
+    phase: str             # the task's phase now (planning | manipulation)
+    done: bool             # the expert's plan has run out or the task is solved (the target then holds)
+    limited: tuple         # names of the safety limits that changed the expert's target
+
+
+class ExpertTeleop:
+    """The scripted expert behind a safety filter, one `tick` per control period."""
+
+    def __init__(self, sim: YamSim, safety: SafetyFilter):
+        self.sim, self.safety = sim, safety
+        self.expert = None
+        self.ticks = 0
+        self.solved_at: int | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.expert is not None
+
+    def start(self, measured: np.ndarray) -> None:
+        """Begin from the measured joints (the filter is primed with them; the expert holds them first)."""
+        measured = np.asarray(measured, np.float64)
+        if measured.shape != (14,) or not np.isfinite(measured).all():
+            raise ValueError(f"teleop: measured joints must be 14 finite values, got {measured!r}")
+        self.safety.reset(measured)
+        with self.sim.lock:
+            self.expert = make_expert(self.sim, self.sim.cfg.control_hz)
+
+    def tick(self, stamp: float, now: float) -> TeleopTick:
+        if self.expert is None:
+            raise RuntimeError("teleop: tick before start")
+        self.sim.sync()
+        with self.sim.lock:
+            phase = self.sim.task.phase(self.sim)
+            if self.solved_at is None and self.sim.task.success(self.sim):
+                self.solved_at = self.ticks
+            done = self.solved_at is not None or self.expert.done
+            action = self.safety.last_sent if done else self.expert.act()
+        result = self.safety.filter(np.asarray(action, np.float64), stamp=stamp, now=now)
+        self.ticks += 1
+        return TeleopTick(result.sent, phase, done, tuple(sorted(result.clipped)))
