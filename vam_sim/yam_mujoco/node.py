@@ -96,8 +96,9 @@ class YamMujocoSimNode(Node):
         self._teleop_pub = {k: ros.publisher(self, k) for k in ("joint_targets", "instruction", "phase")}
         ros.subscription(self, "joint_states", self._on_joint_states)
         self.create_service(Trigger, "~/start_teleop", self._start_teleop)
-        self.create_timer(1.0 / self.sim.cfg.control_hz, self._teleop_tick,
-                          clock=Clock(clock_type=ClockType.STEADY_TIME))
+        # on the node's clock: the world's /clock under use_sim_time, so the expert acts at the control rate of
+        # simulated time even when the host falls behind real time (the driver's ticks are on the same clock)
+        self.create_timer(1.0 / self.sim.cfg.control_hz, self._teleop_tick)
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9

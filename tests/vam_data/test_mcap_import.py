@@ -1,0 +1,103 @@
+"""MCAP recordings -> training set: ticks from the targets, the newest state and frame at each, names reordered,
+and every way a recording can lie refused by name before anything is written."""
+import numpy as np
+import pytest
+
+from vam_data.contract import ContractError, contract_for
+from vam_data.mcap_import import McapMapping, RecordingFormatError, import_mcap, read_episode
+from vam_stack.recording import McapRecorder
+from vam_train.dataset import Dataset
+
+C = contract_for("yam64")
+NAMES = list(C.state_names)
+
+
+def write_recording(path, ticks=40, rate=30.0, shuffle=True, gap_at=None, frame_every=1, gripper_scale=1.0,
+                    instruction="hand the block over", drop=(), t0=5.0, view=(64, 48)):
+    """A recording as the graph writes it: joint states 2 ms before each target, a frame per tick, the
+    instruction and two phase labels; targets are named in a shuffled order (matching by name is the job)."""
+    rng = np.random.default_rng(0)
+    order = list(rng.permutation(14)) if shuffle else list(range(14))
+    w, h = view
+    with McapRecorder(path, origin_s=0.0) as rec:
+        if "instruction" not in drop:
+            rec.write_string("instruction", instruction, t0 - 0.5)
+        rec.write_string("phase", "planning", t0 - 0.4)
+        t = t0
+        for k in range(ticks):
+            if gap_at is not None and k == gap_at:
+                t += 0.2
+            q = np.full(14, 0.5) + 0.01 * k
+            q[[6, 13]] = 0.5 * gripper_scale
+            target = q + 0.05
+            if "joint_states" not in drop:
+                rec.write_joint_state("joint_states", NAMES, q, t - 0.002)
+            if k % frame_every == 0:
+                frame = np.full((h, 3 * w, 3), k % 256, np.uint8)
+                rec.write_image("stacked_image", frame, t - 0.001)
+            if k == ticks // 2:
+                rec.write_string("phase", "manipulation", t - 0.0005)
+            rec.write_joint_state("joint_targets", [NAMES[i] for i in order], target[order], t)
+            t += 1.0 / rate
+    return path
+
+
+def test_a_recording_becomes_aligned_steps(tmp_path):
+    d = read_episode(write_recording(tmp_path / "a.mcap"), C, McapMapping())
+    assert len(d) == 40 and d.instruction == "hand the block over"
+    k = np.arange(40)
+    np.testing.assert_allclose(d.proprio[:, 0], 0.5 + 0.01 * k, atol=1e-6)
+    np.testing.assert_allclose(d.actions, d.proprio + 0.05, atol=1e-6)       # reordered back by name
+    np.testing.assert_array_equal(d.stacked[:, 0, 0, 0], k)                  # the frame of the same tick
+    assert d.stacked.shape[1:] == C.frame_shape
+    np.testing.assert_array_equal(d.phase_codes, (k >= 20).astype(np.uint8))
+
+
+def test_bigger_views_are_fitted_and_the_folder_imports_as_one_dataset(tmp_path):
+    for i in range(2):
+        write_recording(tmp_path / "rec" / f"ep_{i}.mcap", view=(128, 96))
+    info = import_mcap(tmp_path / "rec", C, tmp_path / "out", task="handover")
+    ds = Dataset(tmp_path / "out")
+    assert info["total_episodes"] == 2 and ds.info["frame_shape"] == [48, 192, 3]
+    assert [e.meta["task"] for e in ds.episodes] == ["handover"] * 2
+    assert ds.info["imported_from"]["topics"]["action"] == "/vam/joint_targets"
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(rate=20.0), r"runs at 20.00 Hz \(mean period over the recording\), the yam64 contract at 30 Hz"),
+    (dict(gap_at=20), r"/vam/joint_targets pauses 0.233 s at .* dropped messages"),
+    (dict(frame_every=10), r"/camera/stacked/image_raw is 0.\d+ s old at .*max_age_s"),
+    (dict(gripper_scale=80.0), r"/joint_states: left_gripper spans \[40, 40\]; the yam64 contract keeps it in \[0, 1\]"),
+    (dict(drop=("instruction",)), r"topic /vam/instruction is not recorded"),
+    (dict(drop=("joint_states",)), r"topic /joint_states is not recorded"),
+    (dict(view=(128, 80)), r"view 'top' is 128x80 \(aspect 1.600\), .* resizing would stretch"),
+])
+def test_a_recording_that_lies_is_refused_by_name_and_nothing_is_written(tmp_path, kw, match):
+    (tmp_path / "rec").mkdir()
+    write_recording(tmp_path / "rec" / "good.mcap")
+    write_recording(tmp_path / "rec" / "z_bad.mcap", **kw)
+    with pytest.raises((ContractError, RecordingFormatError), match=match):
+        import_mcap(tmp_path / "rec", C, tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
+
+
+def test_a_missing_joint_name_is_refused(tmp_path):
+    path = tmp_path / "a.mcap"
+    with McapRecorder(path, origin_s=0.0) as rec:
+        rec.write_string("instruction", "x", 0.1)
+        for k in range(5):
+            t = 1 + k / 30
+            rec.write_joint_state("joint_states", NAMES[:13] + ["left_wrist_roll"], np.full(14, 0.5), t - 0.002)
+            rec.write_image("stacked_image", np.zeros((48, 192, 3), np.uint8), t - 0.001)
+            rec.write_joint_state("joint_targets", NAMES, np.full(14, 0.5), t)
+    with pytest.raises(ContractError, match=r"/joint_states at 0.00 s lacks joints \['right_gripper'\]"):
+        read_episode(path, C, McapMapping())
+
+
+def test_the_mapping_refuses_values_that_would_switch_checks_off():
+    with pytest.raises(ValueError, match="max_age_s must be in"):
+        McapMapping(max_age_s=0)
+    with pytest.raises(ValueError, match="max_gap_ticks"):
+        McapMapping(max_gap_ticks=1e9)
+    with pytest.raises(ValueError, match="must be a topic name"):
+        McapMapping(targets="joint_targets")
