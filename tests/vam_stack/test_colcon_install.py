@@ -105,5 +105,6 @@ def test_every_node_starts_from_the_install(workspace, tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert r.stdout.split() == ["yam_driver", "camera_bridge", "tr_monitor_node", "libero_bridge", "vam_policy_node",
                                 "yam_driver", "camera_bridge", "yam_mujoco_sim"]
-    for exe in ("vam_policy_node", "yam_driver", "camera_bridge", "tr_monitor_node", "libero_bridge", "yam_mujoco_sim"):
+    for exe in ("vam_policy_node", "yam_driver", "camera_bridge", "tr_monitor_node", "libero_bridge", "yam_mujoco_sim",
+                "demo_recorder"):
         assert (ws / "install" / "vam_stack" / "lib" / "vam_stack" / exe).is_file(), f"no entry point {exe}"

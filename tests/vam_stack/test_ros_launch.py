@@ -24,7 +24,8 @@ LAUNCH_FILES = sorted((ROOT / "launch").glob("*.launch.py"))
 NODE_MODULES = {"camera_bridge": "camera_bridge.node", "vam_policy_node": "vam_policy_node.node",
                 "tr_monitor_node": "tr_monitor_node.node", "yam_driver": "yam_driver.node",
                 "libero_bridge": "vam_sim.libero_mock.node",
-                "yam_mujoco_sim": "vam_sim.yam_mujoco.node"}  # executable = node name -> module
+                "yam_mujoco_sim": "vam_sim.yam_mujoco.node",
+                "demo_recorder": "vam_data.node"}  # executable = node name -> module
 HAVE_LAUNCH_ROS = importlib.util.find_spec("launch_ros") is not None
 
 
@@ -88,10 +89,11 @@ def node_params(executable: str) -> dict:
 
 
 def test_launch_files_exist_and_declare_their_arguments():
-    assert [p.name for p in LAUNCH_FILES] == ["robot.launch.py", "sim.launch.py"]
+    assert [p.name for p in LAUNCH_FILES] == ["record.launch.py", "robot.launch.py", "sim.launch.py"]
     common = {"params_file", "checkpoint", "guidance", "preset", "use_rviz", "use_rqt"}
-    assert common | {"instruction", "use_emulated_driver", "camera_config"} <= declared_arguments(LAUNCH_FILES[0])
-    assert common | {"suite", "task", "episodes"} <= declared_arguments(LAUNCH_FILES[1])
+    assert {"sim", "sim_task", "seed", "teleop", "out_dir", "params_file"} <= declared_arguments(LAUNCH_FILES[0])
+    assert common | {"instruction", "use_emulated_driver", "camera_config"} <= declared_arguments(LAUNCH_FILES[1])
+    assert common | {"suite", "task", "episodes"} <= declared_arguments(LAUNCH_FILES[2])
     for path in LAUNCH_FILES:
         undeclared = used_arguments(path) - declared_arguments(path)
         assert not undeclared, f"{path.name} reads undeclared arguments {undeclared}"

@@ -1,0 +1,52 @@
+"""record.launch.py's graph as OS processes over DDS on real rclpy: the scripted teleoperator drives the
+simulated arm through the safety filter and the driver, the demo recorder writes the episode, and the MCAP
+imports into a training set. The test process is the operator calling the services."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from std_srvs.srv import Trigger
+
+from vam_data.contract import contract_for
+from vam_data.mcap_import import import_mcap
+from vam_stack import msgs
+from vam_stack.process_graph import ProcessGraph
+from vam_stack.recording import read_info
+from vam_train.dataset import Dataset
+
+pytestmark = [pytest.mark.adapter, pytest.mark.slow]
+
+
+def test_a_teleoperated_episode_is_recorded_through_the_graph_and_imports(ros_harness, tmp_path, mujoco_renders):
+    h = ros_harness
+    targets = h.capture("joint_targets")
+    out = tmp_path / "rec"
+    graph = ProcessGraph("record", {"sim_task": "handover", "seed": "5", "teleop": "expert", "out_dir": str(out)},
+                         log_dir=tmp_path / "logs")
+    with graph:
+        started = h.call(Trigger, "/demo_recorder/start", timeout=120)
+        assert started.success and started.message.endswith("episode_000.mcap"), started.message
+        ok = h.spin_until(lambda: h.call(Trigger, "/yam_mujoco_sim/start_teleop", timeout=60).success, timeout=120,
+                          period=0.5)
+        assert ok, graph.exited()
+        again = h.call(Trigger, "/yam_mujoco_sim/start_teleop")
+        assert not again.success and "already started" in again.message
+        assert h.spin_until(lambda: len(targets) >= 75, timeout=60), len(targets)
+        stopped = h.call(Trigger, "/demo_recorder/stop")
+        assert stopped.success, stopped.message
+        assert not h.call(Trigger, "/demo_recorder/stop").success
+        codes = graph.stop()
+    assert codes == {"yam_mujoco_sim": 0, "demo_recorder": 0}, codes
+    t = msgs.joint_state_to_numpy(targets[-1])
+    assert t.frame_id == "vam_safety_filter" and len(t.names) == 14      # the driver follows only the filter
+    info = read_info(out / "episode_000.mcap")
+    assert {"/joint_states", "/vam/joint_targets", "/camera/stacked/image_raw", "/vam/instruction",
+            "/vam/phase"} <= set(info.topics)
+    assert info.counts["/vam/instruction"] == 1
+    result = import_mcap(out, contract_for("yam64"), tmp_path / "demos", task="handover")
+    ds = Dataset(tmp_path / "demos")
+    ep = ds.episodes[0]
+    assert result["total_episodes"] == 1 and len(ep) >= 60
+    assert ep.meta["instruction"].startswith("pick up the blue block")
+    assert np.isfinite(ep.actions).all() and ep.decode_all().shape[1:] == (48, 192, 3)
+    assert (ep.phase == 0).any()                       # the expert's planning phase was labelled
