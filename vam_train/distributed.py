@@ -1,9 +1,20 @@
-"""Data parallel on the CPU: `ranks` processes (torch.distributed over gloo) each assemble their
-slice of every batch; gradients are averaged, rank 0's clock decides stage and stop, rank 0
-alone writes the run."""
+"""Data parallel: `ranks` processes (torch.distributed) each assemble their slice of every batch;
+gradients are averaged, rank 0's clock decides stage and stop, rank 0 alone writes the run.
+
+One mechanism for every machine: each rank's process group comes from the environment
+(`init_method="env://"`: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and `run_rank`
+trains it.
+- GPUs, one or many nodes: launch with torchrun, one process per GPU (NCCL; rank r trains on
+  cuda:LOCAL_RANK), e.g. `torchrun --nproc_per_node 8 -m vam_cli.main train --config ...`; torchrun
+  sets the variables and its WORLD_SIZE is `ranks`.
+- CPU (`train.ranks` > 1 without torchrun): `fit_data_parallel` spawns the ranks on this machine and
+  sets the same variables as torchrun would (gloo).
+"""
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -46,7 +57,7 @@ class DataParallel:
             return value
         import torch.distributed as dist
 
-        t = torch.tensor([value], dtype=torch.float64)
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)   # (NCCL moves device tensors only)
         dist.broadcast(t, 0)
         return float(t[0])
 
@@ -64,40 +75,97 @@ class DataParallel:
 
 
 
-def fit_data_parallel(cfg: TrainConfig, out: str | Path, resume: bool = False, ship: str | None = None,
-                      data: Dataset | None = None, model_cfg=None) -> None:
-    """Train with cfg.ranks CPU processes (torch.multiprocessing.spawn, gloo over a file rendezvous in
-    a fresh temporary directory); rank 0 writes OUT and, with `ship`, the shipped copy. A rank that
-    fails ends the others (spawn terminates them) and its error is raised here."""
-    import tempfile
-
-    import torch.multiprocessing as mp
-
-    with tempfile.TemporaryDirectory(prefix="vam_train_ranks_") as tmp:
-        mp.spawn(_rank_main, args=(cfg, str(out), resume, ship, str(Path(tmp) / "rendezvous"), data, model_cfg),
-                 nprocs=cfg.ranks, join=True)
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
-def _rank_main(rank: int, cfg: TrainConfig, out: str, resume: bool, ship: str | None, rendezvous: str,
-               data: Dataset | None, model_cfg) -> None:
+def torchrun_env() -> dict[str, int] | None:
+    """{rank, world, local} when this process is one rank of a launched group (torchrun sets RANK,
+    WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT); None otherwise. Half a set is an error."""
+    present = [v for v in TORCHRUN_VARS if v in os.environ]
+    if not present:
+        return None
+    missing = [v for v in TORCHRUN_VARS if v not in os.environ]
+    if missing:
+        raise ValueError(f"torch.distributed environment is incomplete: {present} set, {missing} missing "
+                         f"(launch with torchrun)")
+    try:
+        rank, world, local = (int(os.environ[v]) for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
+    except ValueError:
+        raise ValueError(f"RANK / WORLD_SIZE / LOCAL_RANK must be integers, got {os.environ['RANK']!r}, "
+                         f"{os.environ['WORLD_SIZE']!r}, {os.environ['LOCAL_RANK']!r}") from None
+    if not (world >= 1 and 0 <= rank < world and local >= 0):
+        raise ValueError(f"RANK {rank} / WORLD_SIZE {world} / LOCAL_RANK {local} do not describe a rank of a group")
+    return {"rank": rank, "world": world, "local": local}
+
+
+def run_rank(cfg: TrainConfig, out: str | Path, resume: bool = False, ship: str | None = None,
+             data: Dataset | None = None, model_cfg=None) -> dict | None:
+    """Train as one rank of the group the environment describes (torchrun's, or `fit_data_parallel`'s);
+    returns rank 0's result (None on the other ranks)."""
     import torch.distributed as dist
 
-    from .trainer import Trainer
+    from vam_stack.config import ConfigError
 
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=cfg.ranks)
+    from .trainer import Trainer, resolve_device
+
+    env = torchrun_env()
+    if env is None:
+        raise RuntimeError("run_rank needs the torch.distributed environment (torchrun, or fit_data_parallel)")
+    rank, world, local = env["rank"], env["world"], env["local"]
+    if cfg.ranks not in (1, world):
+        raise ConfigError(f"train.ranks={cfg.ranks!r} but torchrun started {world} processes; set ranks to "
+                          f"{world} or leave it at 1 (the launcher decides)")
+    if cfg.batch % world:
+        raise ConfigError(f"train.batch={cfg.batch!r} must split evenly over the {world} ranks")
+    cfg = replace(cfg, ranks=world)
+    device = resolve_device(cfg.device)
+    if device.type == "cuda":
+        if local >= torch.cuda.device_count():
+            raise ConfigError(f"LOCAL_RANK {local} but this node has {torch.cuda.device_count()} GPUs: "
+                              f"--nproc_per_node must not exceed them")
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world)
     try:
-        trainer = Trainer(cfg, out, data=data, model_cfg=model_cfg, rank=rank)
+        trainer = Trainer(cfg, out, data=data, model_cfg=model_cfg, rank=rank, device=device)
         if resume:
             trainer.load_state()
             if rank == 0:
                 print(f"resumed at step {trainer.step} ({trainer.elapsed / 60:.1f} min trained)", flush=True)
-        result = trainer.fit()
-        if rank == 0:
-            print(json.dumps(result | {"ranks": cfg.ranks}), flush=True)
-            if ship:
-                path = trainer.export(Path(ship))
-                print(f"shipped {path} ({path.stat().st_size / 1e6:.1f} MB)")
+        result = trainer.fit(progress=rank == 0)
+        if rank != 0:
+            return None
+        print(json.dumps(result | {"ranks": world, "backend": backend}), flush=True)
+        if ship:
+            path = trainer.export(Path(ship))
+            print(f"shipped {path} ({path.stat().st_size / 1e6:.1f} MB)")
+        return result
     finally:
         dist.destroy_process_group()
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def fit_data_parallel(cfg: TrainConfig, out: str | Path, resume: bool = False, ship: str | None = None,
+                      data: Dataset | None = None, model_cfg=None) -> None:
+    """Train with cfg.ranks CPU processes on this machine: spawned (torch.multiprocessing) with the
+    environment torchrun would give them (localhost, a free port), each running `run_rank` over gloo.
+    A rank that fails ends the others (spawn terminates them) and its error is raised here."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_spawned_rank, args=(cfg, str(out), resume, ship, _free_port(), data, model_cfg),
+             nprocs=cfg.ranks, join=True)
+
+
+def _spawned_rank(rank: int, cfg: TrainConfig, out: str, resume: bool, ship: str | None, port: int,
+                  data: Dataset | None, model_cfg) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(cfg.ranks), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    run_rank(cfg, out, resume, ship, data, model_cfg)

@@ -28,9 +28,10 @@ exports OUT/model.safetensors (EMA weights, normalisation stats, text-encoder sp
 only, read with torch.load(weights_only=True): a file carrying other pickled objects is refused);
 a step's data and noise depend only on (seed, step), so a resumed run sees the same batches as
 an uninterrupted one.
-Data parallel on the CPU: `ranks` > 1 spawns that many processes (torch.distributed over gloo),
-each assembling its slice of every batch and drawing its own noise; gradients are averaged, so a
-step is still one `batch`. Rank 0's clock decides the stage switch and the stop, and rank 0 alone
+Data parallel: on GPUs launch with torchrun (one process per GPU, NCCL: `torchrun --nproc_per_node N
+-m vam_cli.main train ...`, on one node or many); on the CPU `ranks` > 1 spawns that many processes
+with the same environment torchrun gives (gloo). Each rank assembles its slice of every batch and
+draws its own noise; gradients are averaged, so a step is still one `batch`. Rank 0's clock decides the stage switch and the stop, and rank 0 alone
 writes OUT (after checking that the ranks' weights agree). Recovery rounds need ranks 1.
 Progress: a tqdm bar and OUT/log.jsonl (one line per `log_every` steps; `data_s` is how long
 that step waited for its batch, so a GPU run shows whether the loader keeps up).
@@ -56,7 +57,7 @@ from vam_stack.config import ConfigError, to_dict
 
 from vam_model.networks.config import load_config
 from .batches import Batches, check_dataset_fits, load_train_data
-from .distributed import fit_data_parallel
+from .distributed import fit_data_parallel, run_rank, torchrun_env
 from .lora import apply_lora, merge_lora
 from .trainer import Trainer, resolve_device
 from .train_config import DEVICES, MODES, TrainConfig, load_train_config, parse_fractions, parse_sets
@@ -132,7 +133,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise SystemExit("vam-stack train: --out RUN_DIR is required (except with --write-text-embeddings)")
+    env = torchrun_env()
+    if env is not None:          # launched by torchrun: this process is one rank (rank 0 claims and writes OUT)
+        if env["rank"] == 0:
+            claim_run_dir(Path(args.out), args.resume, getattr(args, "overwrite", False))
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            (Path(args.out) / "config.json").write_text(json.dumps(to_dict(cfg) | {"ranks": env["world"]}, indent=2)
+                                                        + "\n")
+        run_rank(cfg, args.out, resume=args.resume, ship=args.ship)
+        return 0
     claim_run_dir(Path(args.out), args.resume, getattr(args, "overwrite", False))
+    if cfg.ranks > 1 and resolve_device(cfg.device).type == "cuda":
+        raise ConfigError(f"train.ranks={cfg.ranks} on GPUs: launch one process per GPU with torchrun, e.g. "
+                          f"`torchrun --nproc_per_node {cfg.ranks} -m vam_cli.main train ...` (docs/your_data.md)")
     if cfg.ranks > 1:            # the ranks load the data themselves: a bad dataset is named here, not in a rank
         check_dataset_fits(load_train_data(cfg), load_config(cfg.preset))
         Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -48,15 +48,18 @@ class TrainConfig:
     feature_reuse: int = 2                 # two_stage stage 2: head updates per frozen-feature batch
     seed: int = 0                          # seeds init, data order and all noise
     threads: int = 2                       # torch intra-op threads (per rank)
-    ranks: int = 1                         # data-parallel CPU processes (torch.distributed, gloo): each takes
-                                           # batch / ranks clips of every step and averages gradients with the
-                                           # others, so a step is still one `batch`; on a 2-core machine 2 ranks
+    ranks: int = 1                         # data-parallel processes; each takes batch / ranks clips of every step and
+                                           # averages gradients with the others, so a step is still one `batch`.
+                                           # CPU: `vam-stack train` spawns them (gloo); on a 2-core machine 2 ranks
                                            # x 1 thread ran a yam64 joint step in 0.46 s against 0.77 s for 1 x 2
-                                           # (the model's small ops do not spread over intra-op threads:
-                                           # docs/robot_path.md)
+                                           # (docs/robot_path.md). GPUs: launch with torchrun (one process per GPU,
+                                           # NCCL), whose WORLD_SIZE sets it (vam_train/distributed.py)
     device: str = "cpu"                    # cpu | cuda | auto (cuda when torch sees a GPU); noise is drawn on the CPU
                                            # generator either way, so the data and noise of a step do not change
     amp: str = "none"                      # none | bf16: autocast the forward passes (weights, optimiser and EMA stay fp32)
+    activation_checkpointing: bool = False  # recompute each DiT block's activations in the backward pass instead of
+                                           # keeping them: the memory of one block instead of all (the 2 B DiT on one
+                                           # GPU), for about a third more compute per step
     cache_frames: bool = False             # decode every stored PNG frame once into RAM (~0.3 MB a frame) instead of
                                            # per sample: for GPUs, whose steps outrun per-sample PNG decoding
     loader_threads: int = 1                # threads assembling batches ahead of the optimiser (prefetch)
@@ -99,8 +102,6 @@ class TrainConfig:
         check(isinstance(self.ranks, int) and 1 <= self.ranks <= 64, f"train.ranks must be in [1, 64], got {self.ranks!r}")
         check(self.batch % self.ranks == 0,
               f"train.batch={self.batch!r} must split evenly over train.ranks={self.ranks!r}")
-        check(self.ranks == 1 or self.device == "cpu",
-              f"train.ranks={self.ranks!r} runs CPU processes: device must be 'cpu', got {self.device!r}")
         check(self.ranks == 1 or self.recovery.at == (),
               f"train.ranks={self.ranks!r}: recovery rounds run in one process; set ranks 1 or recovery.at [] "
               f"(got {self.recovery.at!r})")

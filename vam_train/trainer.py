@@ -62,10 +62,11 @@ def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
 
 class Trainer(RecoveryRounds, DataParallel):
     def __init__(self, cfg: TrainConfig, out: str | Path, data: Dataset | None = None, model_cfg=None,
-                 rank: int = 0):
+                 rank: int = 0, device: torch.device | None = None):
         """`data` and `model_cfg` override the config's dataset and preset (tests use small ones).
         With cfg.ranks > 1 this is process `rank` of a torch.distributed group that the caller has
-        initialised (`fit_data_parallel`); rank 0 alone writes the log, checkpoints and exports."""
+        initialised (`distributed.run_rank`); rank 0 alone writes the log, checkpoints and exports. `device`
+        overrides cfg.device (a torchrun rank's own GPU)."""
         self.cfg, self.out = cfg, Path(out)
         self.rank, self.ranks = rank, cfg.ranks
         if self.ranks > 1:
@@ -73,8 +74,8 @@ class Trainer(RecoveryRounds, DataParallel):
 
             if not dist.is_initialized() or dist.get_world_size() != self.ranks or dist.get_rank() != rank:
                 raise RuntimeError(f"train.ranks={self.ranks}: Trainer rank {rank} needs an initialised process "
-                                   f"group of that size (use fit_data_parallel)")
-        self.device = resolve_device(cfg.device)
+                                   f"group of that size (use torchrun or fit_data_parallel)")
+        self.device = device if device is not None else resolve_device(cfg.device)
         self.out.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
@@ -102,6 +103,7 @@ class Trainer(RecoveryRounds, DataParallel):
             self.model.tokenizer.requires_grad_(False)
         if cfg.lora_rank:
             apply_lora(self.model, cfg)
+        self.model.dit.activation_checkpointing = cfg.activation_checkpointing
         if self.ranks > 1:                                               # every rank starts from rank 0's weights
             import torch.distributed as dist
 

@@ -23,6 +23,7 @@ class VideoDiT(nn.Module):
 
         self.cfg = cfg
         self.latent_channels = tok.latent_channels
+        self.activation_checkpointing = False   # set by the trainer (train.activation_checkpointing); not a weight
         self.model = CosmosTransformer3DModel(
             in_channels=tok.latent_channels + 1,            # + anchor mask channel (17 for the real model)
             out_channels=tok.latent_channels,
@@ -77,8 +78,17 @@ class VideoDiT(nn.Module):
 
     def _blocks(self, tokens, text, emb_t, temb, rope, extra, n_blocks: int):
         for block in self.model.transformer_blocks[:n_blocks]:
-            tokens = block(tokens, text, emb_t, temb, rope, extra)       # [B, N, D]
+            tokens = self._block(block, tokens, text, emb_t, temb, rope, extra)  # [B, N, D]
         return tokens
+
+    def _block(self, block, tokens, text, emb_t, temb, rope, extra):
+        """One transformer block; with `activation_checkpointing` set and gradients on, its activations are
+        recomputed in the backward pass instead of kept (memory of one block instead of all of them)."""
+        if self.activation_checkpointing and torch.is_grad_enabled():
+            from torch.utils.checkpoint import checkpoint
+
+            return checkpoint(block, tokens, text, emb_t, temb, rope, extra, use_reentrant=False)  # [B, N, D]
+        return block(tokens, text, emb_t, temb, rope, extra)                                     # [B, N, D]
 
     def frame_sigmas(self, sigma: torch.Tensor, mask_frames: torch.Tensor) -> torch.Tensor:
         """Per-frame time: sigma_v, with the near-zero anchor sigma at anchor frames if enabled.
@@ -103,7 +113,7 @@ class VideoDiT(nn.Module):
         tokens, temb, emb_t, rope, extra, (t, gh, gw, h, w) = self._embed(x, mask, sigma_frames)
         feats = None
         for i, blk in enumerate(self.model.transformer_blocks):
-            tokens = blk(tokens, text, emb_t, temb, rope, extra)         # [B, N, D]
+            tokens = self._block(blk, tokens, text, emb_t, temb, rope, extra)  # [B, N, D]
             if block is not None and i + 1 == block:
                 feats = tokens.view(tokens.shape[0], t, gh * gw, -1)     # [B, T, gh*gw, D]
         m, (pt, ph, pw) = self.model, self.cfg.patch
