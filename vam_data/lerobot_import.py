@@ -11,7 +11,7 @@ import numpy as np
 
 from .contract import ContractError, DataContract
 from .lerobot_v3 import CODEBASE_VERSION, SIDECAR, VIDEO_PATH, LeRobotFormatError, LeRobotMapping
-from .video import VideoError, frames_at, read_video
+from .video import VideoCursor, VideoError
 from .writing import ImportedDemo, write_imported
 
 TIME_TOLERANCE_S = 1e-3   # a frame's timestamp may differ from frame_index / fps by this much
@@ -180,24 +180,30 @@ def plan_lerobot(root: str | Path, contract: DataContract, mapping: LeRobotMappi
 
 
 class _Videos:
-    """Each video file decoded once and kept while episodes still point into it (episodes are in order)."""
+    """One forward-decoding cursor per view file; frames are resized to the contract as they are taken, so a
+    dataset of large views never sits decoded in memory."""
 
     def __init__(self, contract: DataContract):
-        self.c, self.cache = contract, {}
+        self.c, self.cursors = contract, {}
 
     def frames(self, view: str, path: Path, t0: float, timestamps: np.ndarray, where: str) -> np.ndarray:
         from camera_bridge.preprocess import fit_views
 
-        if path not in self.cache:
-            self.cache = {p: x for p, x in self.cache.items() if p.parent != path.parent}  # one file per view held
-            try:
-                self.cache[path] = read_video(path)
-            except VideoError as e:
-                raise LeRobotFormatError(f"{where}: {e}") from None
-        frames, times = self.cache[path]
-        got = frames_at(frames, times, t0 + timestamps, self.c.fps, f"{where}: {path.name}")
+        cur = self.cursors.get(view)
+        if cur is None or cur.path != path:
+            if cur is not None:
+                cur.close()
+            cur = self.cursors[view] = VideoCursor(path, self.c.fps)
+        try:
+            got = cur.take(t0 + timestamps, where)
+        except VideoError as e:
+            raise LeRobotFormatError(str(e)) from None
         self.c.check_view(f"{where}: {path}", view, got.shape[1:])
         return fit_views(got, 1, self.c.view_width, self.c.view_height)
+
+    def close(self) -> None:
+        for cur in self.cursors.values():
+            cur.close()
 
 
 def import_lerobot(root: str | Path, contract: DataContract, out: str | Path, mapping: LeRobotMapping | None = None,
@@ -218,5 +224,8 @@ def import_lerobot(root: str | Path, contract: DataContract, out: str | Path, ma
 
     source = {"format": f"LeRobotDataset {CODEBASE_VERSION}", "root": str(Path(root).resolve()),
               "robot_type": src.get("robot_type"), "episodes": len(plans)}
-    return write_imported(demos(), contract, out, source, base_info=base, overwrite=overwrite)
+    try:
+        return write_imported(demos(), contract, out, source, base_info=base, overwrite=overwrite)
+    finally:
+        videos.close()
 

@@ -38,6 +38,10 @@ class VideoWriter:
         if codec not in CODECS:
             raise VideoError(f"codec must be one of {sorted(CODECS)}, got {codec!r}")
         encoder, self.pix_fmt, options, self.codec_name = CODECS[codec]
+        if encoder == "libsvtav1":
+            import os
+
+            os.environ.setdefault("SVT_LOG", "1")      # SVT-AV1 prints its whole configuration at level 3; errors only
         if self.pix_fmt == "yuv420p" and (width % 2 or height % 2):
             raise VideoError(f"{path}: {codec} (yuv420p) needs even frame sizes, got {width}x{height}")
         self.path = Path(path)
@@ -83,41 +87,64 @@ class VideoWriter:
         self.close()
 
 
-def read_video(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """Every frame of the first video stream: (uint8 [N, H, W, 3] RGB, presentation times [N] in s)."""
-    import av
+class VideoCursor:
+    """One video file decoded forward, frame by frame, never held whole: `take(times)` returns the frames
+    presented at ascending `times` (the nearest frame, within half a frame period). LeRobot v3 files hold
+    many episodes one after another, read in order; a query before the cursor reopens the file."""
 
-    path = Path(path)
-    if not path.is_file():
-        raise VideoError(f"{path}: video file is missing")
-    frames, times = [], []
-    try:
-        with av.open(str(path)) as container:
-            if not container.streams.video:
-                raise VideoError(f"{path}: no video stream")
-            stream = container.streams.video[0]
+    def __init__(self, path: str | Path, fps: float):
+        self.path, self.fps = Path(path), float(fps)
+        if not self.path.is_file():
+            raise VideoError(f"{self.path}: video file is missing")
+        self._container = None
+        self._open()
+
+    def _open(self) -> None:
+        import av
+
+        self.close()
+        try:
+            self._container = av.open(str(self.path))
+            if not self._container.streams.video:
+                raise VideoError(f"{self.path}: no video stream")
+            stream = self._container.streams.video[0]
             stream.thread_type = "AUTO"
-            for frame in container.decode(stream):
-                frames.append(frame.to_ndarray(format="rgb24"))
-                times.append(float(frame.time) if frame.time is not None else np.nan)
-    except VideoError:
-        raise
-    except Exception as e:   # PyAV's FFmpeg errors: a truncated file, an unknown codec
-        raise VideoError(f"{path}: cannot decode ({type(e).__name__}: {e})") from None
-    if not frames:
-        raise VideoError(f"{path}: no decodable frames")
-    return np.stack(frames), np.asarray(times, np.float64)
+            self._frames = self._container.decode(stream)
+        except VideoError:
+            raise
+        except Exception as e:     # PyAV's FFmpeg errors
+            raise VideoError(f"{self.path}: cannot decode ({type(e).__name__}: {e})") from None
+        self._prev = None          # (time, av.VideoFrame) at or before the last query
+        self._next = self._decode()
 
+    def _decode(self):
+        try:
+            f = next(self._frames)
+        except StopIteration:
+            return None
+        except Exception as e:
+            raise VideoError(f"{self.path}: cannot decode ({type(e).__name__}: {e})") from None
+        return (float(f.time) if f.time is not None else np.nan, f)
 
-def frames_at(frames: np.ndarray, times: np.ndarray, query_s: np.ndarray, fps: float, where: str) -> np.ndarray:
-    """The frames presented at `query_s` (each within half a frame period, else an error naming `where`)."""
-    query_s = np.asarray(query_s, np.float64)
-    idx = np.clip(np.searchsorted(times, query_s), 0, len(times) - 1)
-    prev = np.clip(idx - 1, 0, len(times) - 1)
-    idx = np.where(np.abs(times[prev] - query_s) < np.abs(times[idx] - query_s), prev, idx)
-    err = np.abs(times[idx] - query_s)
-    if len(err) and err.max() > 0.5 / fps:
-        k = int(err.argmax())
-        raise VideoError(f"{where}: no frame at {query_s[k]:.4f} s (nearest {times[idx[k]]:.4f} s; the video "
-                         f"holds {len(times)} frames over [{times[0]:.3f}, {times[-1]:.3f}] s)")
-    return frames[idx]
+    def take(self, times: np.ndarray, where: str) -> np.ndarray:
+        """uint8 [len(times), H, W, 3] RGB frames at the ascending presentation `times` [s]."""
+        times = np.asarray(times, np.float64)
+        if len(times) and self._prev is not None and times[0] < self._prev[0] - 0.5 / self.fps:
+            self._open()                                   # asked for something behind the cursor
+        out = []
+        for q in times:
+            while self._next is not None and self._next[0] <= q:
+                self._prev, self._next = self._next, self._decode()
+            near = [c for c in (self._prev, self._next) if c is not None]
+            if not near:
+                raise VideoError(f"{where}: {self.path.name} holds no frames")
+            t, frame = min(near, key=lambda c: abs(c[0] - q))
+            if not abs(t - q) <= 0.5 / self.fps:
+                raise VideoError(f"{where}: {self.path.name} has no frame at {q:.4f} s (nearest {t:.4f} s)")
+            out.append(frame.to_ndarray(format="rgb24"))
+        return np.stack(out) if out else np.zeros((0, 0, 0, 3), np.uint8)
+
+    def close(self) -> None:
+        if self._container is not None:
+            self._container.close()
+            self._container = None

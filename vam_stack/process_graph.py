@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, TextIO
 
-from vam_stack.launch_args import Process, processes
+from vam_stack.launch_args import LAUNCH_FILES, Process, processes
 
 
 def isolate_ros(domain_id: int | None = None) -> int:
@@ -218,7 +218,7 @@ class ProcessGraph:
 # --- `vam-stack ros-graph` ------------------------------------------------------------------------
 
 def add_arguments(p) -> None:
-    p.add_argument("launch", choices=("robot", "sim"), help="the launch file whose processes to start")
+    p.add_argument("launch", choices=LAUNCH_FILES, help="the launch file whose processes to start")
     p.add_argument("arguments", nargs="*", metavar="NAME:=VALUE",
                    help="launch arguments, as `ros2 launch` takes them (e.g. sim:=mujoco preset:=yam64)")
     p.add_argument("--log-dir", default=None, help="one log file per process (default: a new temporary folder)")

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The experiment of docs/your_data.md, fixed before it ran: handover demonstrations recorded through the
+# ROS graph (vam-stack record -> MCAP -> import) against the same number from vam-stack collect (the same
+# 40 scenes, seed id 100), each trained with the shipped yam64 recipe for the same 3000 steps, each
+# evaluated on the reporting seed 0 (20 handover episodes, none, lockstep), compared episode by episode.
+#   bash scripts/eval_your_data.sh [OUT (default runs/issue46)]
+# Steps already done (their output exists) are skipped, so the script resumes after an interruption.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${1:-runs/issue46}"
+VS=(.venv/bin/python -m vam_cli.main)
+[ -x .venv/bin/python ] || { echo ".venv missing: run bash scripts/setup_env.sh first" >&2; exit 2; }
+mkdir -p "$OUT"
+step() { echo "== $1 $(date -u +%T)"; }
+[ -f "$OUT/recordings/episodes.json" ] || { step record; "${VS[@]}" record --task handover --episodes 40 --seed 100 --out "$OUT/recordings"; }
+[ -f "$OUT/demos_rec/meta/info.json" ] || { step import; "${VS[@]}" import --format mcap "$OUT/recordings" --preset yam64 --task handover --out "$OUT/demos_rec"; }
+[ -f "$OUT/demos_collect/meta/info.json" ] || { step collect; "${VS[@]}" collect --robot yam-mujoco --tasks handover --episodes-per-task 40 --seed 100 --view-size 64x48 --workers 2 --out "$OUT/demos_collect"; }
+for arm in rec collect; do
+  [ -f "$OUT/train_$arm/model.safetensors" ] && [ ! -f "$OUT/train_$arm.running" ] && continue
+  step "train $arm"
+  touch "$OUT/train_$arm.running"
+  RESUME=(); [ -f "$OUT/train_$arm/train_state.pt" ] && RESUME=(--resume)
+  "${VS[@]}" train --config config/train_yam64.yaml --dataset "$OUT/demos_$arm" --set "extra_datasets=[]" \
+      --steps 3000 --time-budget-min 1000 --out "$OUT/train_$arm" "${RESUME[@]}" > "$OUT/train_$arm.log" 2>&1
+  rm -f "$OUT/train_$arm.running"
+done
+step eval
+for arm in rec collect; do
+  [ -f "$OUT/eval_$arm/summary.json" ] && continue
+  OMP_NUM_THREADS=1 "${VS[@]}" sim --robot yam-mujoco --checkpoint "$OUT/train_$arm/model.safetensors" --task handover \
+      --episodes 20 --seed 0 --guidance none --executor lockstep --no-record --out "$OUT/eval_$arm" > "$OUT/eval_$arm.log" 2>&1 &
+done
+wait
+.venv/bin/python - "$OUT" <<'PY'
+import json, sys
+from vam_experiments.study_stats import paired_diff
+from vam_sim.episode import wilson_interval
+out = sys.argv[1]
+arms = {a: json.load(open(f"{out}/eval_{a}/summary.json")) for a in ("rec", "collect")}
+res = {}
+for a, s in arms.items():
+    ok = [bool(e["success"]) for e in s["episodes"]]
+    lo, hi = wilson_interval(sum(ok), len(ok))
+    res[a] = {"successes": sum(ok), "episodes": len(ok), "ci95": [lo, hi], "outcomes": ok}
+    print(f"{a}: {sum(ok)}/{len(ok)} = {100 * sum(ok) / len(ok):.0f} % [{100 * lo:.0f}-{100 * hi:.0f}]")
+keys = [[(e["episode"], e.get("episode_seed")) for e in s["episodes"]] for s in arms.values()]
+assert keys[0] == keys[1], "the two evaluations did not run the same episodes"
+d = paired_diff(res["rec"]["outcomes"], res["collect"]["outcomes"])
+verdict = "within noise" if d["ci95"][0] <= 0 <= d["ci95"][1] else ("record better" if d["ci95"][0] > 0 else "record worse")
+print(f"record - collect: {100 * d['diff']:+.0f} points [{100 * d['ci95'][0]:+.0f}, {100 * d['ci95'][1]:+.0f}] paired, "
+      f"{d['a_only']} vs {d['b_only']} discordant, McNemar p {d['mcnemar_p']:.2f}: {verdict}")
+json.dump({"arms": res, "paired": d, "verdict": verdict}, open(f"{out}/comparison.json", "w"), indent=2)
+PY
