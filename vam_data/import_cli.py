@@ -24,6 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="yam64", help="model preset whose geometry the training set takes")
     p.add_argument("--mapping", default=None, help="YAML naming the features (lerobot_import) or topics (mcap_import)")
     p.add_argument("--task", default=None, help="task name stored on every imported episode (mcap)")
+    p.add_argument("--skip-bad", action="store_true", help="leave out an episode (lerobot) or recording (mcap) that "
+                   "fails its own checks, naming it and why, instead of stopping the import")
     p.add_argument("--out", required=True, help="dataset folder to write")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
 
@@ -45,12 +47,14 @@ def run(args: argparse.Namespace) -> int:
             from .lerobot_v3 import load_mapping
 
             info = import_lerobot(args.source, contract, args.out, load_mapping(args.mapping),
-                                  overwrite=args.overwrite, progress=progress)
+                                  overwrite=args.overwrite, progress=progress, skip_bad=args.skip_bad)
         else:
             from .mcap_import import import_mcap, load_mapping
 
             info = import_mcap(args.source, contract, args.out, load_mapping(args.mapping),
-                               overwrite=args.overwrite, progress=progress, task=args.task)
+                               overwrite=args.overwrite, progress=progress, task=args.task, skip_bad=args.skip_bad)
+    for bad in info["imported_from"].get("skipped", []):
+        print(f"skipped {bad.get('recording', bad.get('episode'))}: {bad['reason']}")
     print(json.dumps({k: info[k] for k in ("total_episodes", "total_frames", "fps", "frame_shape", "imported_from")}))
     print(f"wrote {args.out}: {info['total_episodes']} episodes, {info['total_frames']} steps at {args.preset}'s "
           f"geometry; train with: vam-stack train --dataset {args.out} ...")

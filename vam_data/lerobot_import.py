@@ -72,11 +72,13 @@ class _Plan:
     meta: dict
 
 
-def plan_lerobot(root: str | Path, contract: DataContract, mapping: LeRobotMapping | None = None) -> tuple[list[_Plan], dict]:
-    """Every check that needs no frame: returns the episodes to import and the source's info.json."""
+def plan_lerobot(root: str | Path, contract: DataContract, mapping: LeRobotMapping | None = None,
+                 skipped: list | None = None) -> tuple[list[_Plan], dict]:
+    """Every check that needs no frame: returns the episodes to import and the source's info.json. With a
+    `skipped` list, an episode failing its own checks is appended there (episode, reason) instead of raising;
+    the dataset-wide checks (version, rate, names, views) still raise."""
     import pandas as pd
 
-    from vam_stack.instruction import check_instruction
 
     root, m = Path(root), mapping or LeRobotMapping()
     info = _json(root / "meta" / "info.json")
@@ -125,58 +127,75 @@ def plan_lerobot(root: str | Path, contract: DataContract, mapping: LeRobotMappi
     fps = float(info["fps"])
     plans = []
     rows = eps.to_pylist()
+    columns = (state, action, ep_col, frame_col, ts_col, task_col, phase_col)
     for k, row in enumerate(sorted(rows, key=lambda r: r["episode_index"])):
-        e = int(row["episode_index"])
-        ew = f"{root}: episode {e}"
-        sel = np.flatnonzero(ep_col == e)
-        sel = sel[np.argsort(frame_col[sel], kind="stable")]
-        n = int(row.get("length", len(sel)))
-        if len(sel) != n or not np.array_equal(frame_col[sel], np.arange(n)):
-            raise LeRobotFormatError(f"{ew}: {len(sel)} data rows with frame_index {frame_col[sel][:3].tolist()}..., "
-                                     f"the episode row says length {n} (frame_index 0..{n - 1})")
-        ts = ts_col[sel]
-        off = np.abs(ts - np.arange(n) / fps)
-        if off.max() > TIME_TOLERANCE_S:
-            t = int(off.argmax())
-            raise ContractError(f"{ew}: timestamp at frame {t} is {ts[t]:.4f} s, {fps:g} Hz puts it at {t / fps:.4f} s "
-                                f"(dropped or repeated frames; nothing is resampled silently)")
-        contract.check_values(f"{ew}: {m.state}", state[sel], "state")
-        contract.check_values(f"{ew}: {m.action}", action[sel], "action")
-        task_ids = np.unique(task_col[sel])
-        if len(task_ids) != 1:
-            raise ContractError(f"{ew}: {len(task_ids)} tasks in one episode ({task_ids.tolist()}); an episode "
-                                f"has one instruction")
-        text = task_text.get(int(task_ids[0]))
-        if text is None:
-            raise LeRobotFormatError(f"{ew}: task_index {int(task_ids[0])} is not in meta/tasks.parquet")
         try:
-            check_instruction(text)
-        except ValueError as err:
-            raise ContractError(f"{ew}: task text: {err}") from None
-        phase = np.ones(n, np.uint8)
-        if phase_col is not None:
-            phase = phase_col[sel]
-            if not np.isin(phase, (0, 1)).all():
-                raise ContractError(f"{ew}: {m.phase} holds {sorted(set(np.unique(phase).tolist()))}, expected 0/1")
-            phase = phase.astype(np.uint8)
-        video = {}
-        for v, key in views.items():
-            try:
-                path = root / video_path.format(video_key=key, chunk_index=int(row[f"videos/{key}/chunk_index"]),
-                                                file_index=int(row[f"videos/{key}/file_index"]))
-                t0 = float(row[f"videos/{key}/from_timestamp"])
-            except KeyError as err:
-                raise LeRobotFormatError(f"{ew}: the episode row lacks {err.args[0]!r}") from None
-            if not path.is_file():
-                raise LeRobotFormatError(f"{ew}: video {path} is missing")
-            video[v] = (path, t0)
-        meta = {"suite": contract.suite, "task": int(task_ids[0]), "episode": e, "seed": None, "success": True}
-        if sidecar is not None and len(sidecar.get("episodes", [])) == len(rows):
-            meta |= sidecar["episodes"][k]
-        plans.append(_Plan(e, text, state[sel], action[sel], phase, ts, video, meta))
+            plans.append(_plan_episode(root, contract, m, k, row, columns, task_text, views, video_path, fps,
+                                       sidecar if sidecar is not None and len(sidecar.get("episodes", [])) == len(rows)
+                                       else None))
+        except (ContractError, LeRobotFormatError) as err:
+            if skipped is None:
+                raise
+            skipped.append({"episode": int(row["episode_index"]), "reason": str(err)})
     if not plans:
-        raise LeRobotFormatError(f"{root}: no episodes")
+        raise LeRobotFormatError(f"{root}: no episodes" + (f" passed their checks; the first: {skipped[0]['reason']}"
+                                                           if skipped else ""))
     return plans, info | ({"sidecar": sidecar} if sidecar else {})
+
+
+def _plan_episode(root, contract, m, k, row, columns, task_text, views, video_path, fps, sidecar) -> _Plan:
+    """One episode's checks (rows, timestamps, values, task, video files)."""
+    from vam_stack.instruction import check_instruction
+
+    state, action, ep_col, frame_col, ts_col, task_col, phase_col = columns
+    e = int(row["episode_index"])
+    ew = f"{root}: episode {e}"
+    sel = np.flatnonzero(ep_col == e)
+    sel = sel[np.argsort(frame_col[sel], kind="stable")]
+    n = int(row.get("length", len(sel)))
+    if len(sel) != n or not np.array_equal(frame_col[sel], np.arange(n)):
+        raise LeRobotFormatError(f"{ew}: {len(sel)} data rows with frame_index {frame_col[sel][:3].tolist()}..., "
+                                 f"the episode row says length {n} (frame_index 0..{n - 1})")
+    ts = ts_col[sel]
+    off = np.abs(ts - np.arange(n) / fps)
+    if off.max() > TIME_TOLERANCE_S:
+        t = int(off.argmax())
+        raise ContractError(f"{ew}: timestamp at frame {t} is {ts[t]:.4f} s, {fps:g} Hz puts it at {t / fps:.4f} s "
+                            f"(dropped or repeated frames; nothing is resampled silently)")
+    contract.check_values(f"{ew}: {m.state}", state[sel], "state")
+    contract.check_values(f"{ew}: {m.action}", action[sel], "action")
+    task_ids = np.unique(task_col[sel])
+    if len(task_ids) != 1:
+        raise ContractError(f"{ew}: {len(task_ids)} tasks in one episode ({task_ids.tolist()}); an episode "
+                            f"has one instruction")
+    text = task_text.get(int(task_ids[0]))
+    if text is None:
+        raise LeRobotFormatError(f"{ew}: task_index {int(task_ids[0])} is not in meta/tasks.parquet")
+    try:
+        check_instruction(text)
+    except ValueError as err:
+        raise ContractError(f"{ew}: task text: {err}") from None
+    phase = np.ones(n, np.uint8)
+    if phase_col is not None:
+        phase = phase_col[sel]
+        if not np.isin(phase, (0, 1)).all():
+            raise ContractError(f"{ew}: {m.phase} holds {sorted(set(np.unique(phase).tolist()))}, expected 0/1")
+        phase = phase.astype(np.uint8)
+    video = {}
+    for v, key in views.items():
+        try:
+            path = root / video_path.format(video_key=key, chunk_index=int(row[f"videos/{key}/chunk_index"]),
+                                            file_index=int(row[f"videos/{key}/file_index"]))
+            t0 = float(row[f"videos/{key}/from_timestamp"])
+        except KeyError as err:
+            raise LeRobotFormatError(f"{ew}: the episode row lacks {err.args[0]!r}") from None
+        if not path.is_file():
+            raise LeRobotFormatError(f"{ew}: video {path} is missing")
+        video[v] = (path, t0)
+    meta = {"suite": contract.suite, "task": int(task_ids[0]), "episode": e, "seed": None, "success": True}
+    if sidecar is not None:
+        meta |= sidecar["episodes"][k]
+    return _Plan(e, text, state[sel], action[sel], phase, ts, video, meta)
 
 
 class _Videos:
@@ -207,9 +226,12 @@ class _Videos:
 
 
 def import_lerobot(root: str | Path, contract: DataContract, out: str | Path, mapping: LeRobotMapping | None = None,
-                   overwrite: bool = False, progress: Callable[[int, int], None] | None = None) -> dict:
-    """Check the whole source, then write it as a dataset of this project at `out`; returns the info."""
-    plans, src = plan_lerobot(root, contract, mapping)
+                   overwrite: bool = False, progress: Callable[[int, int], None] | None = None,
+                   skip_bad: bool = False) -> dict:
+    """Check the whole source, then write it as a dataset of this project at `out`; returns the info.
+    `skip_bad`: an episode failing its own checks is left out (named in the info's `skipped`)."""
+    skipped: list | None = [] if skip_bad else None
+    plans, src = plan_lerobot(root, contract, mapping, skipped)
     videos = _Videos(contract)
     base = (src.get("sidecar") or {}).get("info") or {}
 
@@ -223,7 +245,7 @@ def import_lerobot(root: str | Path, contract: DataContract, out: str | Path, ma
                 progress(i + 1, len(plans))
 
     source = {"format": f"LeRobotDataset {CODEBASE_VERSION}", "root": str(Path(root).resolve()),
-              "robot_type": src.get("robot_type"), "episodes": len(plans)}
+              "robot_type": src.get("robot_type"), "episodes": len(plans), "skipped": skipped or []}
     try:
         return write_imported(demos(), contract, out, source, base_info=base, overwrite=overwrite)
     finally:

@@ -237,22 +237,34 @@ def _align(path, c: DataContract, m: McapMapping, states, targets, texts, phases
 
 def import_mcap(source: str | Path, contract: DataContract, out: str | Path, mapping: McapMapping | None = None,
                 overwrite: bool = False, progress: Callable[[int, int], None] | None = None,
-                task: str | None = None) -> dict:
-    """Check every recording under `source`, then write them as one dataset at `out`; returns the info."""
+                task: str | None = None, skip_bad: bool = False) -> dict:
+    """Check every recording under `source`, then write them as one dataset at `out`; returns the info.
+    `skip_bad`: a recording that fails a check is left out (named with its reason in the info's
+    `skipped`) instead of stopping the import; at least one must pass."""
     from vam_train.dataset import encode_demo
 
     m = mapping or McapMapping()
     paths = find_recordings(source)
-    demos = []
+    demos, skipped = [], []
     for i, p in enumerate(paths):      # every recording read and checked, kept as PNG, before anything is written
-        d = read_episode(p, contract, m)
-        d.meta |= {"episode": i} | ({"task": task} if task else {})
+        try:
+            d = read_episode(p, contract, m)
+        except (ContractError, RecordingFormatError) as e:
+            if not skip_bad:
+                raise
+            skipped.append({"recording": p.name, "reason": str(e)})
+            continue
+        d.meta |= {"episode": len(demos)} | ({"task": task} if task else {})
         enc = encode_demo(d)
         enc.meta |= {k: v for k, v in d.meta.items() if k not in enc.meta}
         demos.append(enc)
         if progress is not None:
             progress(i + 1, len(paths))
+    if not demos:
+        raise RecordingFormatError(f"{source}: every one of the {len(paths)} recordings failed a check; the first: "
+                                   f"{skipped[0]['recording']}: {skipped[0]['reason']}")
     source_info = {"format": "rosbag2 MCAP", "root": str(Path(source).resolve()), "recordings": len(paths),
+                   "skipped": skipped,
                    "topics": {"state": m.joint_states, "action": m.targets, "images": list(m.images),
                               "instruction": m.instruction, "phase": m.phase}}
     return write_imported(demos, contract, out, source_info, overwrite=overwrite)

@@ -158,3 +158,22 @@ def test_views_larger_than_the_preset_are_fitted_and_smaller_ones_refused(export
     big = replace(contract_for("yam64"), view_width=128, view_height=96)
     with pytest.raises(ContractError, match=r"view 'top' is 64x48, smaller than .* 128x96"):
         import_lerobot(exported["lossless"][1], big, tmp_path / "big")
+
+
+def test_skip_bad_leaves_out_an_episode_that_fails_its_own_checks(exported, tmp_path):
+    def scale_second_episode(table):
+        import pyarrow as pa
+
+        state = np.stack(table.column("observation.state").to_numpy(zero_copy_only=False)).astype(np.float32)
+        ep = table.column("episode_index").to_numpy()
+        state[ep == 1, 13] = 50.0
+        col = pa.FixedSizeListArray.from_arrays(state.reshape(-1), 14)
+        return table.set_column(table.column_names.index("observation.state"), "observation.state", col)
+
+    src = edit_copy(exported["lossless"][1], tmp_path / "src", data=scale_second_episode)
+    with pytest.raises(ContractError, match="episode 1: observation.state: right_gripper spans"):
+        import_lerobot(src, contract_for("yam64"), tmp_path / "out")
+    info = import_lerobot(src, contract_for("yam64"), tmp_path / "out", skip_bad=True)
+    assert info["total_episodes"] == 2
+    assert [s["episode"] for s in info["imported_from"]["skipped"]] == [1]
+    assert [e.meta["seed"] for e in Dataset(tmp_path / "out").episodes] == [100, 102]   # the sidecar still lines up

@@ -101,3 +101,18 @@ def test_the_mapping_refuses_values_that_would_switch_checks_off():
         McapMapping(max_gap_ticks=1e9)
     with pytest.raises(ValueError, match="must be a topic name"):
         McapMapping(targets="joint_targets")
+
+
+def test_skip_bad_leaves_out_a_failing_recording_and_names_it(tmp_path):
+    (tmp_path / "rec").mkdir()
+    write_recording(tmp_path / "rec" / "a.mcap")
+    write_recording(tmp_path / "rec" / "b.mcap", frame_every=10)
+    info = import_mcap(tmp_path / "rec", C, tmp_path / "out", skip_bad=True)
+    assert info["total_episodes"] == 1
+    [bad] = info["imported_from"]["skipped"]
+    assert bad["recording"] == "b.mcap" and "max_age_s" in bad["reason"]
+    assert Dataset(tmp_path / "out").info["imported_from"]["skipped"] == [bad]
+    (tmp_path / "only_bad").mkdir()
+    write_recording(tmp_path / "only_bad" / "b.mcap", frame_every=10)
+    with pytest.raises(RecordingFormatError, match="every one of the 1 recordings failed a check; the first: b.mcap"):
+        import_mcap(tmp_path / "only_bad", C, tmp_path / "out2", skip_bad=True)
