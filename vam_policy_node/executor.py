@@ -6,7 +6,9 @@ chunk takes over. Two modes share one schedule (`ChunkSchedule`):
 
 - `lockstep` (simulation time): `next_action(obs)` replans synchronously when the current
   chunk's N actions are used up, so the sequence is fully deterministic (chunk k covers ticks
-  k*N .. k*N+N-1).
+  k*N .. k*N+N-1). `lockstep_delay` d > 0 keeps it deterministic but stands in for latency: the
+  observation is taken d ticks before the N actions run out, and the chunk is installed d ticks
+  later with its first d actions skipped, as in realtime with an exact latency estimate.
 - `realtime` (wall clock): `start()` runs a tick thread paced by absolute deadlines on a
   monotonic clock and a worker thread that calls `obs_fn()` and `policy.infer`. A replan is
   requested `ceil((latency estimate + margin) * rate)` ticks before the current chunk's N
@@ -187,10 +189,16 @@ class ChunkExecutor:
         """Lockstep: the action for this step, replanning on `obs` when the chunk is used up."""
         if self.cfg.mode != "lockstep":
             raise RuntimeError(f"next_action() is for lockstep mode; this executor is {self.cfg.mode!r}")
-        k = self.tick
+        k, d = self.tick, self.cfg.lockstep_delay
         extra: dict = {}
-        if self.schedule.needs_chunk(k):
+        if self._pending is not None and k >= self._pending.origin + d:     # a delayed replan's chunk arrives
+            res, self._pending = self._pending, None
+            extra = self._apply(res, k)
+        elif self._pending is None and self.schedule.needs_chunk(k):       # the first chunk, or after an error
             extra = self._apply(self._run_policy(obs, k, self.clock()), k)
+        if d and self._pending is None and not self.schedule.needs_chunk(k) \
+                and k + d >= self.schedule.origin + self.cfg.execute:     # observe now; the chunk lands d ticks on
+            self._pending = self._run_policy(obs, k, self.clock(), self._committed(k, d))
         target, info = self.schedule.target(k)
         info.time = self.clock()
         for key, v in extra.items():
@@ -322,15 +330,18 @@ class ChunkExecutor:
         self.last_info = info
         return target
 
-    def _committed(self, k: int) -> dict | None:
+    def _committed(self, k: int, delay: int | None = None) -> dict | None:
         """Real-time chunking's request at tick k: the rest of the executing chunk and the ticks
-        expected to pass before the answer (the latency estimate), for a policy that accepts them."""
+        expected to pass before the answer (`delay`; default the latency estimate), for a policy that
+        accepts them."""
         if self.cfg.rtc != "guided" or not getattr(self.policy, "accepts_committed", False):
             return None
         actions = self.schedule.committed(k)
         if actions is None:
             return None
-        delay = min(len(actions), math.ceil(self.latency_estimate_s * self.cfg.rate_hz))
+        if delay is None:
+            delay = math.ceil(self.latency_estimate_s * self.cfg.rate_hz)
+        delay = min(len(actions), delay)
         return {"actions": actions, "delay": delay}
 
 

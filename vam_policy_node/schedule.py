@@ -40,6 +40,11 @@ class ExecutorConfig:
     rtc: str = "off"  # realtime: guided = each request carries the rest of the executing chunk and the expected delay,
                       # and a policy that accepts them continues that chunk (real-time chunking); off = not (the
                       # default: guided lost 40 points on mocked LIBERO, docs/realtime_chunking.md)
+    lockstep_delay: int = 0  # lockstep: ticks a replan takes in simulated time. The observation is taken that many
+                             # ticks before the executed part ends and the new chunk starts that many actions in, as
+                             # the realtime executor does with an exact latency estimate (with rtc guided the request
+                             # carries the committed actions and this delay). Deterministic stand-in for inference
+                             # latency; 0 = the simulation waits for every replan
 
     def __post_init__(self) -> None:
         check(math.isfinite(self.rate_hz) and self.rate_hz > 0, f"rate_hz must be > 0, got {self.rate_hz!r}")
@@ -61,6 +66,10 @@ class ExecutorConfig:
         check(self.max_samples >= 100, f"max_samples must be >= 100, got {self.max_samples!r}")
         check(1 <= self.overrun_after <= 100, f"overrun_after must be in [1, 100], got {self.overrun_after!r}")
         check(self.rtc in RTC_MODES, f"rtc must be one of {RTC_MODES}, got {self.rtc!r}")
+        check(isinstance(self.lockstep_delay, int) and 0 <= self.lockstep_delay < self.execute,
+              f"lockstep_delay must be an int in [0, execute={self.execute}), got {self.lockstep_delay!r}")
+        check(self.lockstep_delay == 0 or self.mode == "lockstep",
+              f"lockstep_delay simulates latency in lockstep; the realtime executor measures it (mode {self.mode!r})")
 
     @classmethod
     def from_spec(cls, spec: Any, **overrides: Any) -> "ExecutorConfig":

@@ -142,10 +142,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
                         "the policy infers in a worker thread (missed and held ticks reported)")
     p.add_argument("--rtc", default="off", choices=("guided", "off"),
-                   help="with --executor realtime, vam: guided = each replan continues the chunk being executed "
+                   help="with --executor realtime (or --lockstep-delay), vam: guided = each replan continues the chunk being executed "
                         "(real-time chunking: the actions that run during inference frozen, the overlap steered); "
                         "off (default; guided measured worse, docs/realtime_chunking.md) = latency compensation and "
                         "the cross-fade only")
+    p.add_argument("--lockstep-delay", type=int, default=0, metavar="D",
+                   help="mocked LIBERO, lockstep: a replan takes D ticks of simulated time (observed D ticks before "
+                        "the executed part ends, installed D ticks later, the elapsed actions skipped, as the realtime "
+                        "executor does), deterministic; with --rtc guided the request carries the committed actions")
     p.add_argument("--image-transport", default="raw", choices=("raw", "compressed"),
                    help="libero robots, vam: raw frames, or compressed: every stacked frame JPEG-encoded and decoded "
                         "before the policy sees it, as over the ROS path's /camera/stacked/image_raw/compressed")
@@ -175,6 +179,10 @@ def _sim_summary(cfg: SimConfig, runner, episodes: list[dict], t0: float) -> dic
 
 def run(args: argparse.Namespace) -> int:
     transport = (getattr(args, "image_transport", "raw"), getattr(args, "jpeg_quality", JPEG_QUALITY_DEFAULT))
+    delay = getattr(args, "lockstep_delay", 0)
+    if delay and (args.robot != "libero-mock" or args.executor != "lockstep"):
+        raise SystemExit(f"--lockstep-delay {delay} simulates latency on the mocked LIBERO bridge in lockstep; got "
+                         f"--robot {args.robot} --executor {args.executor}")
     if args.robot == "yam-mujoco":
         if args.suite is not None:
             raise SystemExit(f"--suite {args.suite!r} is for the LIBERO robots; --robot yam-mujoco takes --task "
@@ -191,7 +199,8 @@ def run(args: argparse.Namespace) -> int:
                     policy=args.policy, preset=args.preset, checkpoint=args.checkpoint,
                     record=not args.no_record, record_image_every=args.record_image_every,
                     first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
-                    mock_config=args.mock_config, executor=args.executor, rtc=args.rtc, device=args.device, backend=args.backend,
+                    mock_config=args.mock_config, executor=args.executor, rtc=args.rtc,
+                    lockstep_delay=delay, device=args.device, backend=args.backend,
                     action_temperature=args.action_temperature, image_transport=transport[0],
                     jpeg_quality=transport[1], **_weights(args))
     if args.robot == "libero-real":                  # nothing (not even an empty recording) before this check

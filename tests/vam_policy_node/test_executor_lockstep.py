@@ -245,3 +245,50 @@ def test_executor_config_loads_from_yaml_with_clear_errors(tmp_path):
     p.write_text("executor:\n  rt_priority: 120\n")
     with pytest.raises(ConfigError, match=r"rt_priority must be in \[0, 99\], got 120"):
         from_yaml(ExecutorConfig, p, "executor")
+
+
+class ObservingPolicy(CountingPolicy):
+    """CountingPolicy that keeps the tick of each observation and each committed request."""
+
+    accepts_committed = True
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.seen, self.requests = [], []
+
+    def infer(self, obs: dict, committed: dict | None = None) -> dict:
+        self.seen.append(obs["t"])
+        self.requests.append(committed)
+        return super().infer(obs)
+
+
+@pytest.mark.parametrize("rtc", ["off", "guided"])
+def test_a_lockstep_delay_observes_early_and_installs_late_with_the_elapsed_actions_skipped(rtc):
+    pol = ObservingPolicy(chunk=20, dim=7)
+    cfg = libero_config(chunk=20, execute=10, rate_hz=10, lockstep_delay=3, rtc=rtc)
+    ex = ChunkExecutor(pol, cfg)
+    ex.reset(instruction="x")
+    out, infos = [], []
+    for t in range(35):
+        a, info = ex.next_action({"t": t})
+        out.append(a[0])
+        infos.append(info)
+    # the first chunk waits; later ones observe 3 ticks before the executed part (indices < 10 from the observation)
+    # ends, so each chunk runs its actions 3..9 and a replan comes every 7 ticks, as in realtime at 3 ticks latency
+    assert pol.seen == [0, 7, 14, 21, 28]
+    assert [i.tick for i in infos if i.replanned] == [0, 10, 17, 24, 31]
+    assert [i.skipped for i in infos if i.replanned] == [0, 3, 3, 3, 3]
+    assert out[9] == 9 and out[10] == 1003 and out[16] == 1009 and out[17] == 2003
+    if rtc == "off":
+        assert pol.requests == [None] * 5
+    else:                                                   # the rest of the executing chunk, and the delay
+        assert pol.requests[0] is None
+        assert pol.requests[1]["delay"] == 3 and list(pol.requests[1]["actions"][:, 0]) == list(range(7, 20))
+        assert list(pol.requests[2]["actions"][:, 0]) == [1000.0 + i for i in range(7, 20)]
+
+
+def test_a_lockstep_delay_must_fit_the_executed_part_and_lockstep():
+    with pytest.raises(ConfigError, match=r"lockstep_delay must be an int in \[0, execute=10\), got 10"):
+        libero_config(chunk=17, execute=10, lockstep_delay=10)
+    with pytest.raises(ConfigError, match="the realtime executor measures it"):
+        robot_config(lockstep_delay=2)

@@ -76,6 +76,7 @@ class SimConfig:
                                      # runs at its own rate on the wall clock (see the module docstring)
     rtc: str = "off"                 # realtime: guided = the next chunk continues the executing one (real-time
                                      # chunking, vam_model/realtime_chunking.py) | off = latency compensation only
+    lockstep_delay: int = 0          # lockstep: a replan takes this many ticks of simulated time (ExecutorConfig)
     device: str = "auto"             # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
     backend: str = "torch"           # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
     action_temperature: float = 1.0  # vam: scale of the flow's initial action noise (PolicyConfig), in [0, 1]
@@ -141,14 +142,16 @@ def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
         raise ValueError(f"preset {policy.mcfg.name!r} cannot use the bridge's {image_size}x{image_size} views: {problem}")
 
 
-def driver_config(policy, execute: int | None = None, mode: str = "lockstep", rtc: str = "off"):
+def driver_config(policy, execute: int | None = None, mode: str = "lockstep", rtc: str = "off",
+                  lockstep_delay: int = 0):
     """The chunk executor's configuration for `policy` on the bridge (ConfigError on a bad `execute`)."""
     from vam_policy_node.executor import libero_config
 
     _require_eef_delta(policy)
     spec = policy.spec
     execute = spec.execute if execute is None else execute
-    return libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz, mode=mode, rtc=rtc)
+    return libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz, mode=mode, rtc=rtc,
+                         lockstep_delay=lockstep_delay)
 
 
 class PolicyDriver:
@@ -162,12 +165,12 @@ class PolicyDriver:
 
     def __init__(self, policy, instruction: str, execute: int | None = None,
                  sink: Callable[[np.ndarray], Any] | None = None, jpeg_quality: int | None = None,
-                 rtc: str = "off"):
+                 rtc: str = "off", lockstep_delay: int = 0):
         """`execute` overrides the preset's replan interval (1..chunk actions); `jpeg_quality`: frames
         reach the policy JPEG-encoded and decoded at this quality (None: raw)."""
         from vam_policy_node.executor import ChunkExecutor
 
-        cfg = driver_config(policy, execute, "lockstep" if sink is None else "realtime", rtc)
+        cfg = driver_config(policy, execute, "lockstep" if sink is None else "realtime", rtc, lockstep_delay)
         kw = {} if sink is None else dict(obs_fn=self.observation, sink=sink, initial_target=HOLD_OPEN)
         self.executor = ChunkExecutor(policy, cfg, **kw)
         self.executor.reset(instruction=instruction, initial_target=kw.get("initial_target"))
@@ -242,7 +245,7 @@ class SimRunner(EpisodeRunner):
             self.policy = self._policy_for_run()
         if self.cfg.policy == "vam":                  # every check that can fail, before anything is written
             check_policy_fits(self.policy, self.mock.image_size)
-            driver_config(self.policy, self.cfg.execute, self.cfg.executor)
+            driver_config(self.policy, self.cfg.execute, self.cfg.executor, self.cfg.rtc, self.cfg.lockstep_delay)
         self.open_outputs()
         return self
 
@@ -305,7 +308,8 @@ class SimRunner(EpisodeRunner):
         self.policy.reseed(policy_seed(episode_seed(f"{result['suite']}/{result['task']}", result["episode"],
                                                     result["seed"])))
         if self.cfg.executor == "lockstep":
-            ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute, jpeg_quality=self.jpeg_quality)
+            ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute, jpeg_quality=self.jpeg_quality,
+                                     rtc=self.cfg.rtc, lockstep_delay=self.cfg.lockstep_delay)
             while not env.done:
                 action, sinfo = ep.driver.act(ep.obs)
                 if ep.tick(action, sinfo):
