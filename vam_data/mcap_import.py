@@ -6,9 +6,11 @@ Reads rosbag2 MCAP through rosbags: this project's recordings (`vam-stack record
 metadata.yaml, or its .mcap file). Which topic holds what is a small YAML (`McapMapping`, section
 `mcap_import`; config/mcap_import_yam.yaml is the graph's own names):
 
-- every message on `targets` (sensor_msgs/JointState, the commanded joint targets) is one tick at
-  its header stamp; the action of the tick is that target, reordered by joint name to the
-  contract's order;
+- every message on `targets` (sensor_msgs/JointState) is one tick at its header stamp; the action
+  of the tick is that command, reordered by joint name to the contract's order. The default is the
+  teleoperator's raw command (/teleop/joint_command, what a leader arm reads), not the safety
+  filter's output: a policy trained on the filtered stream learns the filter's gripper ramps and
+  clipped steps, and measured worse (docs/your_data.md);
 - the state of the tick is the newest `joint_states` message stamped at or before it, the frame
   the newest message of each `images` topic (sensor_msgs/Image or CompressedImage; one stacked
   topic, or one topic per view in the contract's order), each resized view by view to the preset's
@@ -45,7 +47,9 @@ class McapMapping:
     """Topic names of one episode's recording (see the module docstring)."""
 
     joint_states: str = "/joint_states"           # measured joints, sensor_msgs/JointState (the state)
-    targets: str = "/vam/joint_targets"           # commanded joints, sensor_msgs/JointState (the action; one tick each)
+    targets: str = "/teleop/joint_command"        # the action, sensor_msgs/JointState, one tick each: the teleoperator's
+                                                  # raw command (a leader arm's reading); /vam/joint_targets is the
+                                                  # safety-filtered stream (gripper ramps, clipped steps) instead
     images: tuple[str, ...] = ("/camera/stacked/image_raw",)  # one stacked image topic, or one per view in order
     instruction: str = "/vam/instruction"         # std_msgs/String, the episode's instruction
     phase: str = "/vam/phase"                     # std_msgs/String planning|manipulation; "" = not recorded

@@ -18,7 +18,8 @@ from pathlib import Path
 from vam_stack.config import check
 from vam_stack.recording import McapRecorder
 
-DEFAULT_TOPICS = "/joint_states,/vam/joint_targets,/camera/stacked/image_raw,/vam/instruction,/vam/phase"
+DEFAULT_TOPICS = ("/joint_states,/teleop/joint_command,/vam/joint_targets,/camera/stacked/image_raw,"
+                  "/vam/instruction,/vam/phase")
 
 
 @dataclass(frozen=True)

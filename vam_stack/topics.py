@@ -76,6 +76,10 @@ TOPICS: dict[str, Topic] = {
         "/vam/joint_targets", "sensor_msgs/msg/JointState", "reliable", "",
         "vam_policy_node", "commanded action at the control rate: 14 absolute joint targets "
         "[rad] (real) or the 7-dim end-effector delta (LIBERO); names say which"),
+    "teleop_command": Topic(
+        "/teleop/joint_command", "sensor_msgs/msg/JointState", "reliable", "teleop",
+        "yam_mujoco_sim (teleop: expert); a leader arm", "the teleoperator's raw joint command, before the safety "
+        "filter (what a leader arm reads): a demonstration's action; 14 absolute joint targets [rad], named"),
     "joint_trajectory": Topic(
         "/vam/joint_trajectory", "trajectory_msgs/msg/JointTrajectory", "reliable", "vam_safety_filter",
         "vam_policy_node (command_outputs)",

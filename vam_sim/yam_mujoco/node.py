@@ -16,8 +16,8 @@ rate, and whether the task is solved. One scene per launch: restart to reset it.
 
 With `teleop: expert` the world node also plays a teleoperator (`teleop.ExpertTeleop`): once
 ~/start_teleop (std_srvs/Trigger) is called and /joint_states has arrived, the scripted expert
-reads the scene every control period and its targets pass a safety filter (config/yam_safety.yaml)
-onto /vam/joint_targets, as the policy node's would; it announces the task's instruction on
+reads the scene every control period; its raw command goes out on /teleop/joint_command and, through
+a safety filter (config/yam_safety.yaml), onto /vam/joint_targets, as the policy node's would; it announces the task's instruction on
 /vam/instruction and the expert's phase on /vam/phase, and holds its last target once the task is
 solved or its plan has run out (`yam_mujoco_sim: teleop` in /diagnostics says which). No policy
 node may run beside it: the driver follows one publisher only. `vam-stack record` drives this
@@ -93,7 +93,7 @@ class YamMujocoSimNode(Node):
         self._measured = None
         self._requested = False
         self._phase = None
-        self._teleop_pub = {k: ros.publisher(self, k) for k in ("joint_targets", "instruction", "phase")}
+        self._teleop_pub = {k: ros.publisher(self, k) for k in ("joint_targets", "teleop_command", "instruction", "phase")}
         ros.subscription(self, "joint_states", self._on_joint_states)
         self.create_service(Trigger, "~/start_teleop", self._start_teleop)
         # on the node's clock: the world's /clock under use_sim_time, so the expert acts at the control rate of
@@ -131,8 +131,11 @@ class YamMujocoSimNode(Node):
             self.get_logger().info(f"teleop started: {self.sim.task.instruction!r}")
         now = self._now()
         tick = self.teleop.tick(now, now)
+        stamp = ros.stamp(self)
+        self._teleop_pub["teleop_command"].publish(ros.to_ros(msgs.joint_state_msg(
+            self._names, tick.command, stamp_s=stamp, frame_id="teleop")))
         self._teleop_pub["joint_targets"].publish(ros.to_ros(msgs.joint_state_msg(
-            self._names, tick.target, stamp_s=ros.stamp(self), frame_id=JOINT_TARGETS_SOURCE)))
+            self._names, tick.target, stamp_s=stamp, frame_id=JOINT_TARGETS_SOURCE)))
         if tick.phase != self._phase:
             self._phase = tick.phase
             self._teleop_pub["phase"].publish(ros.to_ros(msgs.string_msg(tick.phase)))

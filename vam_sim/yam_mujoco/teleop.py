@@ -3,10 +3,11 @@
 A person teleoperating the YAM moves a leader arm and the follower's driver tracks the stream
 of joint targets. In simulation the scripted expert plays that person: every control tick it
 reads the world (privileged state, as a person sees the scene), produces the 14 absolute
-targets, and those go through the same safety filter the policy's targets pass (margins, per-tick
-step, e-stop latch) before they are published on /vam/joint_targets for the driver. The demo
-recorder then records what a real teleoperated session records: the measured joints, the camera
-views, the commanded (filtered) targets and the instruction, plus the expert's phase label.
+targets (its raw command, published on /teleop/joint_command as a leader arm's reading would be),
+and those go through the same safety filter the policy's targets pass (margins, per-tick step,
+e-stop latch) before they are published on /vam/joint_targets for the driver. The demo recorder
+then records what a real teleoperated session records: the measured joints, the camera views, the
+raw command and the filtered targets, the instruction, plus the expert's phase label.
 
 Plain Python: the node calls `start` once the driver's measured joints arrive and `tick` on
 its timer.
@@ -26,6 +27,7 @@ from .sim import YamSim
 @dataclass
 class TeleopTick:
     target: np.ndarray     # (14,) the target sent, after the safety filter
+    command: np.ndarray    # (14,) the expert's raw command (the demonstration's action, as a leader arm's reading)
     phase: str             # the task's phase now (planning | manipulation)
     done: bool             # the expert's plan has run out or the task is solved (the target then holds)
     limited: tuple         # names of the safety limits that changed the expert's target
@@ -65,4 +67,4 @@ class ExpertTeleop:
             action = self.safety.last_sent if done else self.expert.act()
         result = self.safety.filter(np.asarray(action, np.float64), stamp=stamp, now=now)
         self.ticks += 1
-        return TeleopTick(result.sent, phase, done, tuple(sorted(result.clipped)))
+        return TeleopTick(result.sent, np.asarray(action, np.float64).copy(), phase, done, tuple(sorted(result.clipped)))
