@@ -37,7 +37,8 @@ def write_recording(path, ticks=40, rate=30.0, shuffle=True, gap_at=None, frame_
                 rec.write_image("stacked_image", frame, t - 0.001)
             if k == ticks // 2:
                 rec.write_string("phase", "manipulation", t - 0.0005)
-            rec.write_joint_state("joint_targets", [NAMES[i] for i in order], target[order], t)
+            rec.write_joint_state("teleop_command", [NAMES[i] for i in order], target[order], t)
+            rec.write_joint_state("joint_targets", NAMES, np.clip(target, 0.0, 0.52), t)    # the filter's output
             t += 1.0 / rate
     return path
 
@@ -53,6 +54,14 @@ def test_a_recording_becomes_aligned_steps(tmp_path):
     np.testing.assert_array_equal(d.phase_codes, (k >= 20).astype(np.uint8))
 
 
+def test_the_action_is_the_raw_command_unless_the_mapping_names_the_filtered_stream(tmp_path):
+    path = write_recording(tmp_path / "a.mcap")
+    raw = read_episode(path, C, McapMapping())
+    filtered = read_episode(path, C, McapMapping(targets="/vam/joint_targets"))
+    assert raw.actions.max() > 0.52 and filtered.actions.max() <= 0.52 + 1e-6
+    np.testing.assert_allclose(filtered.proprio, raw.proprio)
+
+
 def test_bigger_views_are_fitted_and_the_folder_imports_as_one_dataset(tmp_path):
     for i in range(2):
         write_recording(tmp_path / "rec" / f"ep_{i}.mcap", view=(128, 96))
@@ -60,12 +69,12 @@ def test_bigger_views_are_fitted_and_the_folder_imports_as_one_dataset(tmp_path)
     ds = Dataset(tmp_path / "out")
     assert info["total_episodes"] == 2 and ds.info["frame_shape"] == [48, 192, 3]
     assert [e.meta["task"] for e in ds.episodes] == ["handover"] * 2
-    assert ds.info["imported_from"]["topics"]["action"] == "/vam/joint_targets"
+    assert ds.info["imported_from"]["topics"]["action"] == "/teleop/joint_command"
 
 
 @pytest.mark.parametrize("kw, match", [
     (dict(rate=20.0), r"runs at 20.00 Hz \(mean period over the recording\), the yam64 contract at 30 Hz"),
-    (dict(gap_at=20), r"/vam/joint_targets pauses 0.233 s at .* dropped messages"),
+    (dict(gap_at=20), r"/teleop/joint_command pauses 0.233 s at .* dropped messages"),
     (dict(frame_every=10), r"/camera/stacked/image_raw is 0.\d+ s old at .*max_age_s"),
     (dict(gripper_scale=80.0), r"/joint_states: left_gripper spans \[40, 40\]; the yam64 contract keeps it in \[0, 1\]"),
     (dict(drop=("instruction",)), r"topic /vam/instruction is not recorded"),
@@ -89,7 +98,7 @@ def test_a_missing_joint_name_is_refused(tmp_path):
             t = 1 + k / 30
             rec.write_joint_state("joint_states", NAMES[:13] + ["left_wrist_roll"], np.full(14, 0.5), t - 0.002)
             rec.write_image("stacked_image", np.zeros((48, 192, 3), np.uint8), t - 0.001)
-            rec.write_joint_state("joint_targets", NAMES, np.full(14, 0.5), t)
+            rec.write_joint_state("teleop_command", NAMES, np.full(14, 0.5), t)
     with pytest.raises(ContractError, match=r"/joint_states at 0.00 s lacks joints \['right_gripper'\]"):
         read_episode(path, C, McapMapping())
 

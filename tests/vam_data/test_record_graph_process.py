@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.adapter, pytest.mark.slow]
 
 def test_a_teleoperated_episode_is_recorded_through_the_graph_and_imports(ros_harness, tmp_path, mujoco_renders):
     h = ros_harness
-    targets = h.capture("joint_targets")
+    targets, commands = h.capture("joint_targets"), h.capture("teleop_command")
     out = tmp_path / "rec"
     graph = ProcessGraph("record", {"sim_task": "handover", "seed": "5", "teleop": "expert", "out_dir": str(out)},
                          log_dir=tmp_path / "logs")
@@ -40,8 +40,9 @@ def test_a_teleoperated_episode_is_recorded_through_the_graph_and_imports(ros_ha
     t = msgs.joint_state_to_numpy(targets[-1])
     assert t.frame_id == "vam_safety_filter" and len(t.names) == 14      # the driver follows only the filter
     info = read_info(out / "episode_000.mcap")
-    assert {"/joint_states", "/vam/joint_targets", "/camera/stacked/image_raw", "/vam/instruction",
-            "/vam/phase"} <= set(info.topics)
+    assert {"/joint_states", "/teleop/joint_command", "/vam/joint_targets", "/camera/stacked/image_raw",
+            "/vam/instruction", "/vam/phase"} <= set(info.topics)
+    assert msgs.joint_state_to_numpy(commands[-1]).frame_id == "teleop"
     assert info.counts["/vam/instruction"] == 1
     result = import_mcap(out, contract_for("yam64"), tmp_path / "demos", task="handover")
     ds = Dataset(tmp_path / "demos")
