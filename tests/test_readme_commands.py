@@ -30,7 +30,8 @@ VALUES = {
     "--config": "config/train_tiny.yaml", "--variant": "gpu", "--set": "lr=0.001", "--stages": "eval",
     "--models": "lora", "--labels": "none", "--preset": "tiny", "--transformer": "dit.pt", "--vae": "vae.pth",
     "--pi0": "pi0.safetensors", "--text-encoder": "qwen", "--json": "-", "--dataset": "runs/demos", "--workers": "2",
-    "FILE": "models/tiny.safetensors", "NAME:=VALUE": "preset:=tiny",
+    "FILE": "models/tiny.safetensors", "NAME:=VALUE": "preset:=tiny", "SRC": "runs/recordings", "DATASET": "runs/demos",
+    "--mapping": "config/mcap_import_yam.yaml",
 }
 PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z_]*|K=V|NAME:=VALUE|\.\.\.)$")
 
