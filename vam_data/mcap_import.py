@@ -194,7 +194,7 @@ def _align(path, c: DataContract, m: McapMapping, states, targets, texts, phases
         if not mean > 0 or abs(mean - period) > m.rate_tolerance * period:
             raise ContractError(f"{path}: {m.targets} runs at {1 / mean if mean > 0 else float('inf'):.2f} Hz "
                                 f"(mean period over the recording), the {c.preset} contract at {c.fps:g} Hz")
-    prop, act, views, phase = [], [], [], []
+    prop, act, views, phase, frame_age = [], [], [], [], []
     ptimes, ptexts = np.array([p[0] for p in phases]), [p[1] for p in phases]
     for k in ticks:
         t = tt[k]
@@ -215,6 +215,7 @@ def _align(path, c: DataContract, m: McapMapping, states, targets, texts, phases
                 raise ContractError(f"{path}: {topic} is {age:.3f} s old at {t - tt[0]:.2f} s (> max_age_s "
                                     f"{m.max_age_s:g})")
             row.append(frames[topic][j][1])
+            frame_age.append(age)
         views.append(np.concatenate(row, axis=1))
         j = _newest(ptimes, t) if len(ptimes) else -1
         label = ptexts[j] if j >= 0 else "manipulation"
@@ -234,7 +235,11 @@ def _align(path, c: DataContract, m: McapMapping, states, targets, texts, phases
     c.check_values(f"{path}: {m.joint_states}", prop, "state")
     c.check_values(f"{path}: {m.targets}", act, "action")
     meta = {"suite": c.suite, "task": "imported", "episode": 0, "seed": None, "success": True,
-            "recording": path.name, "recording_start_s": round(float(tt[ticks[0]]), 6)}
+            "recording": path.name, "recording_start_s": round(float(tt[ticks[0]]), 6),
+            # how old the frames were at their ticks (a scripted `collect` renders at the tick: 0)
+            "frame_age_ms": {"median": round(1e3 * float(np.median(frame_age)), 2),
+                             "p90": round(1e3 * float(np.percentile(frame_age, 90)), 2),
+                             "max": round(1e3 * float(np.max(frame_age)), 2)}}
     return ImportedDemo(instruction=instruction, stacked=np.stack(views), proprio=prop, actions=act,
                         phase_codes=np.asarray(phase, np.uint8), meta=meta)
 

@@ -52,6 +52,7 @@ def test_a_recording_becomes_aligned_steps(tmp_path):
     np.testing.assert_array_equal(d.stacked[:, 0, 0, 0], k)                  # the frame of the same tick
     assert d.stacked.shape[1:] == C.frame_shape
     np.testing.assert_array_equal(d.phase_codes, (k >= 20).astype(np.uint8))
+    assert d.meta["frame_age_ms"] == {"median": 1.0, "p90": 1.0, "max": 1.0}     # written 1 ms before each tick
 
 
 def test_the_action_is_the_raw_command_unless_the_mapping_names_the_filtered_stream(tmp_path):
