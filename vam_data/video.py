@@ -12,6 +12,7 @@ RGB frames with their presentation times in seconds.
 """
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 from pathlib import Path
 
@@ -28,6 +29,19 @@ class VideoError(ValueError):
     """A video that cannot be written or read (the message names the file)."""
 
 
+class _KeepScheduling:
+    """Put the calling thread's scheduling policy back after an encoder call. SVT-AV1, run as root, switches
+    the thread that initialises it to SCHED_FIFO: a training or ROS process that exported a video would then
+    spin a real-time main thread and starve its own DDS and worker threads."""
+
+    def __enter__(self):
+        self.policy, self.param = os.sched_getscheduler(0), os.sched_getparam(0)
+
+    def __exit__(self, *exc):
+        if os.sched_getscheduler(0) != self.policy or os.sched_getparam(0) != self.param:
+            os.sched_setscheduler(0, self.policy, self.param)
+
+
 class VideoWriter:
     """Append RGB frames to one video file at a fixed rate; use as a context manager. Frame k is
     presented at k / fps seconds (the timestamps LeRobot's episode rows point into)."""
@@ -39,8 +53,6 @@ class VideoWriter:
             raise VideoError(f"codec must be one of {sorted(CODECS)}, got {codec!r}")
         encoder, self.pix_fmt, options, self.codec_name = CODECS[codec]
         if encoder == "libsvtav1":
-            import os
-
             os.environ.setdefault("SVT_LOG", "1")      # SVT-AV1 prints its whole configuration at level 3; errors only
         if self.pix_fmt == "yuv420p" and (width % 2 or height % 2):
             raise VideoError(f"{path}: {codec} (yuv420p) needs even frame sizes, got {width}x{height}")
@@ -48,8 +60,10 @@ class VideoWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.width, self.height, self.frames = int(width), int(height), 0
         rate = Fraction(fps).limit_denominator(1001)
-        self._container = av.open(str(self.path), mode="w")
-        self._stream = self._container.add_stream(encoder, rate=rate, options=dict(options))
+        self._keep = _KeepScheduling()
+        with self._keep:
+            self._container = av.open(str(self.path), mode="w")
+            self._stream = self._container.add_stream(encoder, rate=rate, options=dict(options))
         self._stream.width, self._stream.height, self._stream.pix_fmt = self.width, self.height, self.pix_fmt
         self._stream.time_base = 1 / rate
 
@@ -67,18 +81,20 @@ class VideoWriter:
             vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(f), format="rgb24")
             vf.pts = self.frames
             self.frames += 1
-            for packet in self._stream.encode(vf):
-                self._container.mux(packet)
+            with self._keep:
+                for packet in self._stream.encode(vf):
+                    self._container.mux(packet)
 
     def close(self) -> None:
         if self._container is None:
             return
-        try:
-            for packet in self._stream.encode():
-                self._container.mux(packet)
-        finally:
-            self._container.close()
-            self._container = None
+        with self._keep:
+            try:
+                for packet in self._stream.encode():
+                    self._container.mux(packet)
+            finally:
+                self._container.close()
+                self._container = None
 
     def __enter__(self) -> "VideoWriter":
         return self

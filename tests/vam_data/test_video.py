@@ -43,3 +43,15 @@ def test_bad_inputs_are_named(tmp_path):
     (tmp_path / "junk.mp4").write_bytes(b"not a video at all" * 10)
     with pytest.raises(VideoError, match="cannot decode"):
         VideoCursor(tmp_path / "junk.mp4", 30)
+
+
+def test_encoding_leaves_the_calling_threads_scheduling_alone(tmp_path):
+    """SVT-AV1 run as root makes its calling thread SCHED_FIFO; the writer puts the policy back (a real-time
+    main thread spinning in a ROS or training process starves everything else on the machine)."""
+    import os
+
+    before = (os.sched_getscheduler(0), os.sched_getparam(0))
+    for codec in ("av1", "lossless"):
+        with VideoWriter(tmp_path / f"{codec}.mp4", 64, 48, 30, codec) as w:
+            w.write(frames(4))
+        assert (os.sched_getscheduler(0), os.sched_getparam(0)) == before, codec
