@@ -74,7 +74,7 @@ def load_mapping(path: str | Path | None) -> LeRobotMapping:
 
 # ---- export ----------------------------------------------------------------------------------
 
-def _vector(name: str, dim: int, names) -> dict:
+def _vector(dim: int, names) -> dict:
     return {"dtype": "float32", "shape": [dim], "names": list(names)}
 
 
@@ -115,8 +115,8 @@ def export_lerobot(dataset: str | Path, out: str | Path, codec: str = "av1", rob
     fps = int(fps) if float(fps).is_integer() else float(fps)
     keys = {v: f"observation.images.{v}" for v in c.views}
     _, pix_fmt, _, codec_name = CODECS[codec]
-    features = {"observation.state": _vector("observation.state", len(c.state_names), c.state_names),
-                "action": _vector("action", len(c.action_names), c.action_names)}
+    features = {"observation.state": _vector(len(c.state_names), c.state_names),
+                "action": _vector(len(c.action_names), c.action_names)}
     for key in keys.values():
         features[key] = {"dtype": "video", "shape": [c.view_height, c.view_width, 3],
                          "names": ["height", "width", "channels"],

@@ -188,9 +188,8 @@ def _align(path, c: DataContract, m: McapMapping, states, targets, texts, phases
         k = int(gaps.argmax())
         raise ContractError(f"{path}: {m.targets} pauses {gaps[k]:.3f} s at {tt[ticks[k]] - tt[0]:.2f} s into the "
                             f"recording (> {m.max_gap_ticks:g} periods): dropped messages")
-    dt = np.diff(tt[ticks])
-    if len(dt):
-        mean = float(tt[ticks[-1]] - tt[ticks[0]]) / len(dt)      # (the mean: a timer on a 100 Hz /clock alternates 30 / 40 ms)
+    if len(gaps):
+        mean = float(tt[ticks[-1]] - tt[ticks[0]]) / len(gaps)      # (the mean: a timer on a 100 Hz /clock alternates 30 / 40 ms)
         if not mean > 0 or abs(mean - period) > m.rate_tolerance * period:
             raise ContractError(f"{path}: {m.targets} runs at {1 / mean if mean > 0 else float('inf'):.2f} Hz "
                                 f"(mean period over the recording), the {c.preset} contract at {c.fps:g} Hz")

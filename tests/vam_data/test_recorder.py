@@ -1,5 +1,4 @@
 """The demo recorder's core: episodes start, stop, discard; latched values open each episode; nothing overwritten."""
-import numpy as np
 import pytest
 
 from vam_data.recorder import EpisodeRecorder, RecorderConfig
@@ -54,7 +53,3 @@ def test_the_config_names_the_bad_value(kw, match):
     with pytest.raises(ValueError, match=match):
         RecorderConfig(**kw)
 
-
-def test_positions_survive_as_float64():
-    assert np.float64(msgs.deserialize(msgs.serialize(msgs.joint_state_msg(["a"], [0.1])),
-                                       "sensor_msgs/msg/JointState").position[0]) == 0.1

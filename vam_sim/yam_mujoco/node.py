@@ -147,10 +147,8 @@ class YamMujocoSimNode(Node):
     def _teleop_status(self) -> dict:
         t = self.teleop
         return {"name": "yam_mujoco_sim: teleop", "level": "ok", "hardware_id": "mujoco",
-                "message": ("done" if t.started and (t.solved_at is not None or t.expert.done) else
-                            "teleoperating" if t.started else "waiting for ~/start_teleop"),
-                "values": {"started": t.started, "ticks": t.ticks, "phase": self._phase or "",
-                           "done": bool(t.started and (t.solved_at is not None or t.expert.done)),
+                "message": "done" if t.done else "teleoperating" if t.started else "waiting for ~/start_teleop",
+                "values": {"started": t.started, "ticks": t.ticks, "phase": self._phase or "", "done": t.done,
                            "solved_at_tick": -1 if t.solved_at is None else t.solved_at}}
 
     def camera_bridge(self, **node_kwargs):

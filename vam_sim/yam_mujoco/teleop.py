@@ -46,6 +46,11 @@ class ExpertTeleop:
     def started(self) -> bool:
         return self.expert is not None
 
+    @property
+    def done(self) -> bool:
+        """The task is solved or the expert's plan has run out (the target then holds)."""
+        return self.started and (self.solved_at is not None or self.expert.done)
+
     def start(self, measured: np.ndarray) -> None:
         """Begin from the measured joints (the filter is primed with them; the expert holds them first)."""
         measured = np.asarray(measured, np.float64)
@@ -63,7 +68,7 @@ class ExpertTeleop:
             phase = self.sim.task.phase(self.sim)
             if self.solved_at is None and self.sim.task.success(self.sim):
                 self.solved_at = self.ticks
-            done = self.solved_at is not None or self.expert.done
+            done = self.done
             action = self.safety.last_sent if done else self.expert.act()
         result = self.safety.filter(np.asarray(action, np.float64), stamp=stamp, now=now)
         self.ticks += 1
