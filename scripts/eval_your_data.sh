@@ -34,23 +34,5 @@ for arm in rec collect; do
       --episodes 20 --seed 0 --guidance none --executor lockstep --no-record --out "$OUT/eval_$arm" > "$OUT/eval_$arm.log" 2>&1 &
 done
 wait
-.venv/bin/python - "$OUT" <<'PY'
-import json, sys
-from vam_experiments.study_stats import paired_diff
-from vam_sim.episode import wilson_interval
-out = sys.argv[1]
-arms = {a: json.load(open(f"{out}/eval_{a}/summary.json")) for a in ("rec", "collect")}
-res = {}
-for a, s in arms.items():
-    ok = [bool(e["success"]) for e in s["episodes"]]
-    lo, hi = wilson_interval(sum(ok), len(ok))
-    res[a] = {"successes": sum(ok), "episodes": len(ok), "ci95": [lo, hi], "outcomes": ok}
-    print(f"{a}: {sum(ok)}/{len(ok)} = {100 * sum(ok) / len(ok):.0f} % [{100 * lo:.0f}-{100 * hi:.0f}]")
-keys = [[(e["episode"], e.get("episode_seed")) for e in s["episodes"]] for s in arms.values()]
-assert keys[0] == keys[1], "the two evaluations did not run the same episodes"
-d = paired_diff(res["rec"]["outcomes"], res["collect"]["outcomes"])
-verdict = "within noise" if d["ci95"][0] <= 0 <= d["ci95"][1] else ("record better" if d["ci95"][0] > 0 else "record worse")
-print(f"record - collect: {100 * d['diff']:+.0f} points [{100 * d['ci95'][0]:+.0f}, {100 * d['ci95'][1]:+.0f}] paired, "
-      f"{d['a_only']} vs {d['b_only']} discordant, McNemar p {d['mcnemar_p']:.2f}: {verdict}")
-json.dump({"arms": res, "paired": d, "verdict": verdict}, open(f"{out}/comparison.json", "w"), indent=2)
-PY
+.venv/bin/python scripts/compare_success.py --a "$OUT/eval_rec" --b "$OUT/eval_collect" --names record collect \
+    --out "$OUT/comparison.json"

@@ -10,7 +10,9 @@ world reports the task solved (or the expert's plan ran out, or the task's time 
 records `--tail-s` more and calls /demo_recorder/stop; a failed episode is discarded
 (/demo_recorder/discard) unless `--keep-failures`. Then every process is stopped with SIGINT and
 must exit 0. Episodes are tried in order until `--episodes` were kept (at most twice as many
-tries). `<out>/episodes.json` lists every try (file, scene seed, solved, ticks, message counts);
+tries). `--joint-noise`, `--noise-every` and `--noise-where` perturb the teleoperator's executed arm
+targets exactly as `collect`'s options of the same names do (the recorded raw command stays clean).
+`<out>/episodes.json` lists every try (file, scene seed, noise, solved, ticks, message counts);
 the recordings import with `vam-stack import --format mcap OUT --preset yam64 --task TASK`.
 """
 from __future__ import annotations
@@ -30,6 +32,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=100, help="seed id of the scenes (evaluation uses 0)")
     p.add_argument("--tail-s", type=float, default=0.5, help="seconds recorded after the task is solved")
     p.add_argument("--keep-failures", action="store_true", help="keep episodes the expert failed")
+    p.add_argument("--joint-noise", type=float, default=0.0,
+                   help="std [rad] of the smooth perturbation of the teleoperator's executed arm targets (the "
+                        "recorded raw command stays clean), as collect's; 0 = none")
+    p.add_argument("--noise-every", type=int, default=2, help="perturb every n-th try (1 = all), as collect's")
+    p.add_argument("--noise-where", default="everywhere", choices=("everywhere", "free-space"),
+                   help="free-space: the perturbation fades out while the phase is manipulation, as collect's")
     p.add_argument("--out", default="runs/recordings", help="folder of the MCAP episodes")
     p.add_argument("--overwrite", action="store_true", help="write into a non-empty --out")
 
@@ -56,11 +64,15 @@ def record_episode(args, index: int, out: Path) -> dict:
     logs.mkdir(parents=True, exist_ok=True)
     params = yaml.safe_load((config_dir() / "vam_stack.params.yaml").read_text())
     params["demo_recorder"] = {"ros__parameters": {"prefix": f"{args.task}"}}
+    noise = args.joint_noise if args.joint_noise > 0 and index % args.noise_every == args.noise_every - 1 else 0.0
+    params["yam_mujoco_sim"] = {"ros__parameters": {"teleop_noise": noise,
+                                                    "teleop_noise_where": args.noise_where.replace("-", "_")}}
     (logs / "params.yaml").write_text(yaml.safe_dump(params))
     graph = ProcessGraph("record", {"sim_task": args.task, "seed": str(ep_seed), "teleop": "expert",
                                     "out_dir": str(out), "params_file": str(logs / "params.yaml")}, log_dir=logs)
-    limit_s = TASKS[args.task].max_steps / 30.0
-    result = {"try": index, "episode_seed": ep_seed, "solved": False, "file": None}
+    max_ticks = TASKS[args.task].max_steps
+    limit_s = 4 * max_ticks / 30.0        # wall-clock cap: a loaded host runs the world slower than real time
+    result = {"try": index, "episode_seed": ep_seed, "joint_noise": noise, "solved": False, "file": None}
     with graph, Probe() as probe:
         ok, path = trigger(probe, "/demo_recorder/start", 120)
         if not ok:
@@ -78,7 +90,7 @@ def record_episode(args, index: int, out: Path) -> dict:
         t0 = time.monotonic()
         while time.monotonic() - t0 < limit_s and not graph.exited():
             w = _world(probe)
-            if w["solved"] or w["done"]:
+            if w["solved"] or w["done"] or w["ticks"] >= max_ticks:   # the task's limit, in control ticks
                 break
             time.sleep(0.05)
         time.sleep(args.tail_s)
@@ -101,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--episodes must be >= 1, got {args.episodes!r}")
     if not 0.0 <= args.tail_s <= 10.0:
         raise ValueError(f"--tail-s must be in [0, 10] s, got {args.tail_s!r}")
+    if not 0.0 <= args.joint_noise <= 0.2:
+        raise ValueError(f"--joint-noise must be in [0, 0.2] rad, got {args.joint_noise!r}")
+    if args.noise_every < 1:
+        raise ValueError(f"--noise-every must be >= 1, got {args.noise_every!r}")
     out = Path(args.out)
     claim_out_dir(out, args.overwrite)
     domain = isolate_ros()

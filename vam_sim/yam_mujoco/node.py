@@ -33,6 +33,7 @@ import time
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 
+from vam_sim.yam_mujoco.runner import NOISE_WHERE, YamRunConfig
 from vam_sim.yam_mujoco.tasks import TASKS
 from vam_stack import msgs, ros
 from vam_stack.topics import JOINT_TARGETS_SOURCE
@@ -46,6 +47,11 @@ PARAMS = (
     P("teleop", "none", "none | expert: the scripted expert teleoperates through a safety filter onto "
       "/vam/joint_targets after ~/start_teleop (no policy node may run beside it)", choices=("none", "expert")),
     P("safety_config", "", "safety limits YAML of the teleoperator's filter; empty = config/yam_safety.yaml"),
+    # the teleoperator's perturbation, as `vam-stack collect --joint-noise/--noise-where` (its noise draws are
+    # seeded from `seed` as collect's are, so one scene gets the same perturbation through the graph)
+    *ros.params_from(YamRunConfig, ("expert_noise", "expert_noise_where"),
+                     rename={"expert_noise": "teleop_noise", "expert_noise_where": "teleop_noise_where"},
+                     ranges={"expert_noise": (0.0, 0.2)}, choices={"expert_noise_where": NOISE_WHERE}),
     ros.DIAGNOSTICS_PERIOD,
 )
 
@@ -79,6 +85,7 @@ class YamMujocoSimNode(Node):
     def _init_teleop(self, p) -> None:
         from std_srvs.srv import Trigger
 
+        from vam_sim.yam_mujoco.runner import JointNoise
         from vam_sim.yam_mujoco.teleop import ExpertTeleop
         from vam_stack.robot import load_robot
         from vam_stack.safety import SafetyFilter, load_safety_config
@@ -88,7 +95,10 @@ class YamMujocoSimNode(Node):
         if safety.cfg.rate_hz != self.sim.cfg.control_hz:
             raise ros.ParameterError(f"safety config rate {safety.cfg.rate_hz} Hz differs from the world's control "
                                      f"rate {self.sim.cfg.control_hz} Hz")
-        self.teleop = ExpertTeleop(self.sim, safety)
+        run = YamRunConfig(policy="expert", expert_noise=p["teleop_noise"], expert_noise_where=p["teleop_noise_where"])
+        noise = (JointNoise(run.expert_noise, run.expert_noise_tau_s, 1.0 / self.sim.cfg.control_hz,
+                            int(p["seed"]) ^ 0x5EED, run.expert_noise_fade_s) if run.expert_noise > 0 else None)
+        self.teleop = ExpertTeleop(self.sim, safety, noise, run.expert_noise_where)
         self._names = load_robot().published_names()
         self._measured = None
         self._requested = False
@@ -128,7 +138,9 @@ class YamMujocoSimNode(Node):
         if not self.teleop.started:
             self.teleop.start(self._measured)
             self._teleop_pub["instruction"].publish(ros.to_ros(msgs.string_msg(self.sim.task.instruction)))
-            self.get_logger().info(f"teleop started: {self.sim.task.instruction!r}")
+            noise = self.teleop.noise
+            self.get_logger().info(f"teleop started: {self.sim.task.instruction!r} (arm-joint noise "
+                                   f"{noise.std if noise else 0:g} rad, {self.teleop.noise_where})")
         now = self._now()
         tick = self.teleop.tick(now, now)
         stamp = ros.stamp(self)

@@ -9,6 +9,11 @@ e-stop latch) before they are published on /vam/joint_targets for the driver. Th
 then records what a real teleoperated session records: the measured joints, the camera views, the
 raw command and the filtered targets, the instruction, plus the expert's phase label.
 
+With `noise` (a `runner.JointNoise`, as `vam-stack collect --joint-noise` uses) the executed arm
+targets wander off the plan while the raw command stays the expert's clean target, so the
+demonstration shows the way back (a person's hand wanders too; the leader arm's reading is what
+they meant). The perturbation is gated by phase exactly as in `collect` (`noise_where`).
+
 Plain Python: the node calls `start` once the driver's measured joints arrive and `tick` on
 its timer.
 """
@@ -21,13 +26,15 @@ import numpy as np
 from vam_stack.safety import SafetyFilter
 
 from .expert import make_expert
+from .runner import NOISE_WHERE, JointNoise
 from .sim import YamSim
 
 
 @dataclass
 class TeleopTick:
-    target: np.ndarray     # (14,) the target sent, after the safety filter
-    command: np.ndarray    # (14,) the expert's raw command (the demonstration's action, as a leader arm's reading)
+    target: np.ndarray     # (14,) the target sent, after the (optional) perturbation and the safety filter
+    command: np.ndarray    # (14,) the expert's raw, clean command (the demonstration's action, as a leader arm's
+                           # reading)
     phase: str             # the task's phase now (planning | manipulation)
     done: bool             # the expert's plan has run out or the task is solved (the target then holds)
     limited: tuple         # names of the safety limits that changed the expert's target
@@ -36,8 +43,12 @@ class TeleopTick:
 class ExpertTeleop:
     """The scripted expert behind a safety filter, one `tick` per control period."""
 
-    def __init__(self, sim: YamSim, safety: SafetyFilter):
+    def __init__(self, sim: YamSim, safety: SafetyFilter, noise: JointNoise | None = None,
+                 noise_where: str = "everywhere"):
+        if noise_where not in NOISE_WHERE:
+            raise ValueError(f"teleop: noise_where must be one of {NOISE_WHERE}, got {noise_where!r}")
         self.sim, self.safety = sim, safety
+        self.noise, self.noise_where = noise, noise_where
         self.expert = None
         self.ticks = 0
         self.solved_at: int | None = None
@@ -69,7 +80,10 @@ class ExpertTeleop:
             if self.solved_at is None and self.sim.task.success(self.sim):
                 self.solved_at = self.ticks
             done = self.done
-            action = self.safety.last_sent if done else self.expert.act()
-        result = self.safety.filter(np.asarray(action, np.float64), stamp=stamp, now=now)
+            action = np.asarray(self.safety.last_sent if done else self.expert.act(), np.float64)
+        executed = action
+        if self.noise is not None and not done:       # a finished demonstration holds still
+            executed = self.noise(action, self.noise_where == "everywhere" or phase == "planning")
+        result = self.safety.filter(executed, stamp=stamp, now=now)
         self.ticks += 1
-        return TeleopTick(result.sent, np.asarray(action, np.float64).copy(), phase, done, tuple(sorted(result.clipped)))
+        return TeleopTick(result.sent, action.copy(), phase, done, tuple(sorted(result.clipped)))
