@@ -36,10 +36,14 @@ Real-time chunking (`rtc: guided`, realtime mode). Latency compensation alone ma
 chunk start where the arm will be, but the model decodes it as if it started now, so two chunks
 can disagree at the seam (left or right of an obstacle), which a cross-fade only averages. With
 `rtc: guided` each request carries the rest of the executing chunk (`ChunkSchedule.committed`,
-blends included) and the expected delay d = ceil(latency estimate x rate); a policy that
-accepts them (`accepts_committed`, e.g. VamPolicy: vam_model/realtime_chunking.py) freezes the
-first d actions to what runs during inference and steers the overlap toward the rest, after
-Physical Intelligence's real-time chunking (Black, Galliker and Levine 2025) and lerobot's RTC.
+blends included) and the delay d, the request's lead = ceil((latency estimate + margin) x rate);
+a policy that accepts them (`accepts_committed`, e.g. VamPolicy: vam_model/realtime_chunking.py)
+freezes the first d actions to what runs during inference and steers the overlap toward the
+rest, after Physical Intelligence's real-time chunking (Black, Galliker and Levine 2025) and
+lerobot's RTC. The chunk is installed at exactly origin + d: one that arrives early waits for that
+tick, so the first action run is the first one decoded free rather than a frozen copy, and the
+switch lands where the frozen prefix ends whatever the wall clock did (`late` counts chunks that
+missed it; they install on arrival with the elapsed actions skipped, as without RTC).
 Any other policy gets the plain request. The cross-fade and the safety filter's step limit
 still bound whatever seam remains; `SeamMeter` reports the largest seam step against the
 largest step inside a chunk (`stats()`).
@@ -124,6 +128,8 @@ class ChunkExecutor:
         self._request: tuple[int, float, dict | None] | None = None   # origin tick, time, committed chunk
         self._pending: _Result | None = None
         self._in_flight = False
+        self._promised: int | None = None   # rtc guided: the tick the request's chunk is installed at
+        self.late = 0                       # rtc guided: chunks that arrived after that tick
 
     def _run_policy(self, obs: Mapping, origin: int, t_req: float, committed: dict | None = None) -> _Result:
         try:
@@ -180,7 +186,7 @@ class ChunkExecutor:
         out.update(latency_estimate_ms=self.latency_estimate_s * 1e3,
                    last_latency_ms=float("nan") if self.last_latency_s is None else self.last_latency_s * 1e3,
                    replans=float(self.replans), errors=float(self.errors), dropped=float(self.dropped),
-                   sink_errors=float(self.sink_errors), overrun=float(self.overrun))
+                   sink_errors=float(self.sink_errors), overrun=float(self.overrun), late=float(self.late))
         out.update(self.seams.summary())
         return out
 
@@ -307,14 +313,20 @@ class ChunkExecutor:
 
     def _realtime_step(self, k: int, now: float) -> np.ndarray | None:
         with self._lock:
-            res, self._pending = self._pending, None
+            res = self._pending
+            # real-time chunking: a chunk that is early waits for the tick its frozen prefix was decoded for
+            early = res is not None and res.error is None and self._promised is not None and k < self._promised
+            if not early:
+                self._pending = None
         extra = {}
-        if res is not None:
+        if res is not None and not early:
             self._in_flight = False
             extra = self._apply(res, k)
+            self.late += self._promised is not None and res.error is None and k > self._promised
         lead = math.ceil((self.latency_estimate_s + self.cfg.latency_margin_s) * self.cfg.rate_hz)
         if not self._in_flight and k >= self._retry_tick and self.schedule.replan_due(k, lead):
-            committed = self._committed(k)
+            committed = self._committed(k, delay=lead)
+            self._promised = None if committed is None else k + committed["delay"]
             with self._wake:
                 self._request = (k, now, committed)
                 self._in_flight = True

@@ -87,3 +87,21 @@ def test_seam_meter_separates_switch_steps_from_within_chunk_steps_and_skips_hol
     m.update(np.array([0.7, 0.2]), info(replanned=True))
     assert m.summary() == {"seam_max_step": pytest.approx(0.2), "within_chunk_max_step": pytest.approx(0.1), "seams": 1.0}
 
+
+
+def test_a_guided_chunk_is_installed_at_the_tick_its_frozen_prefix_ends():
+    """An early chunk waits for origin + d, so its first action run is action d (the first decoded free);
+    a late one installs on arrival (counted in `late`). Holds however the threads are scheduled."""
+    policy = ContinuingPolicy(delay=0.002)            # arrives within a tick or two; the lead is >= 6 ticks
+    ex, log = run(policy, _wait_calls(policy, 6), blend_ticks=0, rtc="guided", latency_margin_s=0.05)
+    first = {}                                         # call -> index of the first action that ran
+    for value, info in log:
+        c, i = divmod(int(round(value)), 1000)
+        if value >= 0 and c not in first:
+            first[c] = i
+    checked = [c for c in range(1, 6) if c in first and policy.requests[c] is not None]
+    assert len(checked) >= 3, (first, policy.requests)
+    for c in checked:
+        assert first[c] >= policy.requests[c]["delay"] >= 5, (c, first[c], policy.requests[c]["delay"])
+    on_time = sum(first[c] == policy.requests[c]["delay"] for c in checked)
+    assert on_time >= len(checked) - ex.late and on_time >= 1, (first, ex.late)
