@@ -95,6 +95,7 @@ setup(
             "libero_bridge = vam_sim.libero_mock.node:main",
             "yam_mujoco_sim = vam_sim.yam_mujoco.node:main",
             "demo_recorder = vam_data.node:main",
+            "yam_leader = yam_leader.node:main",
         ],
     },
 )

@@ -49,8 +49,9 @@ TABLE: dict[str, tuple[str, dict[str, str]]] = {
     "sim_task": ("MuJoCo task with sim:=mujoco: handover | relay | tray_lift", {"robot": "handover",
                                                                                 "record": "handover"}),
     "seed": ("seed of the MuJoCo scene's initial state (vam-stack record passes each episode's)", {"record": "0"}),
-    "teleop": ("who moves the arm with sim:=mujoco: expert = the scripted expert through a safety filter, after "
-               "yam_mujoco_sim's ~/start_teleop; none = nobody (bring your own teleoperator on the hardware)",
+    "teleop": ("who moves the arm: expert = the scripted expert through a safety filter, after yam_mujoco_sim's "
+               "~/start_teleop (sim:=mujoco); leader = a leader arm read by yam_leader (config/yam_leader.yaml), "
+               "through a safety filter after /yam_leader/engage (sim:=none); none = nobody",
                {"record": "expert"}),
     "out_dir": ("folder the demo recorder writes <prefix>_<NNN>.mcap episodes into", {"record": "runs/recordings"}),
     "use_rviz": ("start rviz2 with config/vam_stack.rviz", {"robot": "true", "sim": "false"}),
@@ -63,7 +64,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "backend": ("torch", "onnxruntime", "tensorrt"),
     "sim": ("none", "mujoco"),
     "sim_task": ("handover", "relay", "tray_lift"),
-    "teleop": ("none", "expert"),
+    "teleop": ("none", "expert", "leader"),
 }
 
 # what launch's conditions take as a boolean on Humble and Jazzy (any case, surrounding spaces)
@@ -79,7 +80,8 @@ class LaunchedNode:
     executable: str               # console script of setup.py (installed under lib/vam_stack by colcon)
     name: str | None              # node name given at launch; None: a process of several nodes keeps theirs
     parameters: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # parameter -> (argument, kind)
-    when: str = ""                # "" always; "mujoco" only with sim:=mujoco; "hardware" only with sim:=none
+    when: str = ""                # "" always; "mujoco" only with sim:=mujoco; "hardware" only with sim:=none;
+                                  # "leader" only with sim:=none and teleop:=leader
 
 
 _SIM_TIME = {"use_sim_time": ("sim", "sim_time")}
@@ -107,6 +109,7 @@ NODES: dict[str, tuple[LaunchedNode, ...]] = {
         LaunchedNode("yam_driver", "yam_driver", when="hardware"),
         LaunchedNode("yam_mujoco_sim", None, {"task": ("sim_task", "text"), "seed": ("seed", "integer"),
                                               "teleop": ("teleop", "text"), **_SIM_TIME}, when="mujoco"),
+        LaunchedNode("yam_leader", "yam_leader", when="leader"),
         LaunchedNode("demo_recorder", "demo_recorder", {"out_dir": ("out_dir", "text"), **_SIM_TIME}),
     ),
 }
@@ -146,6 +149,9 @@ def resolve(launch: str, given: Mapping[str, str]) -> dict[str, str]:
     for name, value in values.items():
         if name in CHOICES and value not in CHOICES[name]:
             raise LaunchArgumentError(f"argument {name}:={value!r} must be one of {list(CHOICES[name])}")
+    if values.get("teleop") == "leader" and values.get("sim") == "mujoco":
+        raise LaunchArgumentError("argument teleop:='leader' reads a leader arm on the hardware (sim:=none); "
+                                  "the simulated arm is teleoperated by teleop:=expert")
     for node in NODES[launch]:   # a typed parameter from a value that is not of its type fails here, named
         for param, (arg, kind) in node.parameters.items():
             typed(kind, values[arg], f"{arg} (parameter {param} of {node.executable})")
@@ -176,6 +182,8 @@ def starts(node: LaunchedNode, values: Mapping[str, str]) -> bool:
     if node.when == "":
         return True
     mujoco = values.get("sim", "none") == "mujoco"
+    if node.when == "leader":
+        return not mujoco and values.get("teleop") == "leader"
     return mujoco if node.when == "mujoco" else not mujoco
 
 
@@ -252,7 +260,8 @@ def node_actions(launch: str) -> list:
     out = []
     for node in nodes(launch):
         params = {p: _typed_substitution(arg, kind) for p, (arg, kind) in node.parameters.items()}
-        condition = {"": None, "mujoco": IfCondition(is_mujoco()), "hardware": UnlessCondition(is_mujoco())}[node.when]
+        condition = {"": None, "mujoco": IfCondition(is_mujoco()), "hardware": UnlessCondition(is_mujoco()),
+                     "leader": IfCondition(is_leader())}[node.when]
         kwargs = {"name": node.name} if node.name is not None else {}
         out.append(Node(package="vam_stack", executable=node.executable, output="screen",
                         parameters=[LaunchConfiguration("params_file"), *([params] if params else [])],
@@ -265,6 +274,14 @@ def is_mujoco():
     from launch.substitutions import LaunchConfiguration, PythonExpression
 
     return PythonExpression(["'", LaunchConfiguration("sim"), "' == 'mujoco'"])
+
+
+def is_leader():
+    """A condition substitution: true when sim:=none and teleop:=leader."""
+    from launch.substitutions import LaunchConfiguration, PythonExpression
+
+    return PythonExpression(["'", LaunchConfiguration("sim"), "' != 'mujoco' and '", LaunchConfiguration("teleop"),
+                             "' == 'leader'"])
 
 
 def _typed_substitution(name: str, kind: str):

@@ -74,11 +74,12 @@ TOPICS: dict[str, Topic] = {
         "measured state: 14 joint angles [rad] / LIBERO 8-dim proprio, named"),
     "joint_targets": Topic(
         "/vam/joint_targets", "sensor_msgs/msg/JointState", "reliable", "",
-        "vam_policy_node", "commanded action at the control rate: 14 absolute joint targets "
+        "vam_policy_node; a teleoperator (yam_mujoco_sim teleop, yam_leader)",
+        "commanded action at the control rate, safety-filtered: 14 absolute joint targets "
         "[rad] (real) or the 7-dim end-effector delta (LIBERO); names say which"),
     "teleop_command": Topic(
         "/teleop/joint_command", "sensor_msgs/msg/JointState", "reliable", "teleop",
-        "yam_mujoco_sim (teleop: expert); a leader arm", "the teleoperator's raw joint command, before the safety "
+        "yam_mujoco_sim (teleop: expert), yam_leader", "the teleoperator's raw joint command, before the safety "
         "filter (what a leader arm reads): a demonstration's action; 14 absolute joint targets [rad], named"),
     "joint_trajectory": Topic(
         "/vam/joint_trajectory", "trajectory_msgs/msg/JointTrajectory", "reliable", "vam_safety_filter",

@@ -106,5 +106,5 @@ def test_every_node_starts_from_the_install(workspace, tmp_path):
     assert r.stdout.split() == ["yam_driver", "camera_bridge", "tr_monitor_node", "libero_bridge", "vam_policy_node",
                                 "yam_driver", "camera_bridge", "yam_mujoco_sim"]
     for exe in ("vam_policy_node", "yam_driver", "camera_bridge", "tr_monitor_node", "libero_bridge", "yam_mujoco_sim",
-                "demo_recorder"):
+                "demo_recorder", "yam_leader"):
         assert (ws / "install" / "vam_stack" / "lib" / "vam_stack" / exe).is_file(), f"no entry point {exe}"

@@ -25,7 +25,7 @@ NODE_MODULES = {"camera_bridge": "camera_bridge.node", "vam_policy_node": "vam_p
                 "tr_monitor_node": "tr_monitor_node.node", "yam_driver": "yam_driver.node",
                 "libero_bridge": "vam_sim.libero_mock.node",
                 "yam_mujoco_sim": "vam_sim.yam_mujoco.node",
-                "demo_recorder": "vam_data.node"}  # executable = node name -> module
+                "demo_recorder": "vam_data.node", "yam_leader": "yam_leader.node"}  # executable = node name -> module
 HAVE_LAUNCH_ROS = importlib.util.find_spec("launch_ros") is not None
 
 
@@ -156,6 +156,10 @@ def test_processes_follow_the_launch_conditions_and_type_their_parameters():
     assert yaml.safe_load(policy.overrides_yaml())["/**"]["ros__parameters"]["preset"] == "yam64"
     sim = launch_args.processes("sim", {"task": "3", "episodes": "2"})
     assert sim[0].overrides == {"suite": "goal", "first_task": 3, "episodes": 2}
+    record = lambda **given: [p.executable for p in launch_args.processes("record", given)]  # noqa: E731
+    assert record() == ["yam_mujoco_sim", "demo_recorder"]
+    assert record(sim="none", teleop="leader") == ["camera_bridge", "yam_driver", "yam_leader", "demo_recorder"]
+    assert record(sim="none", teleop="none") == ["camera_bridge", "yam_driver", "demo_recorder"]
 
 
 @pytest.mark.parametrize("launch, given, match", [
@@ -164,6 +168,7 @@ def test_processes_follow_the_launch_conditions_and_type_their_parameters():
     ("sim", {"episodes": "three"}, "must be an integer"),
     ("sim", {"tsk": "1"}, "did you mean 'task'"),
     ("robot", {"params_file": "/nowhere/params.yaml"}, "is not a file"),
+    ("record", {"sim": "mujoco", "teleop": "leader"}, "leader arm on the hardware"),
 ])
 def test_bad_launch_arguments_are_refused_before_anything_starts(launch, given, match):
     with pytest.raises(launch_args.LaunchArgumentError, match=match):

@@ -52,7 +52,11 @@ class EmulatedRig:
                     from ..dynamixel_bus import rad_to_ticks
 
                     ticks = {j.id: int(rad_to_ticks(np.array([motor0[i]]))[0]) for i, _, j in keep}
-                    emu = DynamixelEmulator([j.id for _, _, j in keep], tau_s=tau_s, initial_ticks=ticks)
+                    from ..dxl_protocol import MODEL_NUMBERS
+
+                    models = {MODEL_NUMBERS[j.motor] for _, _, j in keep if j.motor}   # one model per chain
+                    kw = {"model_number": models.pop()} if len(models) == 1 else {}
+                    emu = DynamixelEmulator([j.id for _, _, j in keep], tau_s=tau_s, initial_ticks=ticks, **kw)
                     new_port[port] = emu.port_name
                 else:
                     channel = f"vam-{uuid.uuid4().hex[:8]}-{port}"
@@ -123,6 +127,21 @@ class EmulatedRig:
                 emu.servos[motor_id].stuck = stuck
             else:
                 emu.motors[motor_id].stuck = stuck
+
+    def move_by_hand(self, joint: str, value: float) -> None:
+        """A hand puts an unpowered joint at `value` (driver units): a leader arm being moved."""
+        emu, motor_id = self._locate(joint)
+        i = list(self._where).index(joint)
+        driver = np.zeros(len(self._where))
+        driver[i] = value
+        motor = float(self.joint_map.to_motor(driver)[i])
+        with emu._lock:
+            if isinstance(emu, DynamixelEmulator):
+                from ..dynamixel_bus import rad_to_ticks
+
+                emu.servos[motor_id].position = float(rad_to_ticks(np.array([motor]))[0])
+            else:
+                emu.motors[motor_id].position = motor
 
     def glitch(self, joint: str, offset: float, count: int = 1) -> None:
         """The next `count` replies of `joint`'s motor report its position `offset` rad off."""

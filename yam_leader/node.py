@@ -1,0 +1,164 @@
+"""yam_leader node: a leader arm teleoperates the YAM through the safety filter.
+
+Reads the leader arm's bus (config/yam_leader.yaml, the follower's driver schema; its torque is
+never switched on) every control period. While engaged the reading goes out raw on
+/teleop/joint_command (frame_id "teleop": what the demo recorder stores as the action) and,
+through the same safety filter as the policy's targets, on /vam/joint_targets for the driver.
+
+Services (std_srvs/Trigger):
+- ~/engage: accepted only when every leader arm joint is within `engage_tolerance_rad` of the
+  follower's measured pose (/joint_states); the answer names the joints that are too far.
+- ~/disengage: stop sending; the driver holds its last target.
+
+A glitching joint (a jump beyond `max_jump_rad` in one period) or `max_failed_reads` failed reads
+in a row disengage it with an error naming the joint; /diagnostics `yam_leader: teleop` says the
+state and why. Core: `yam_leader.leader.LeaderTeleop`.
+
+    ros2 launch vam_stack record.launch.py sim:=none teleop:=leader out_dir:=runs/recordings
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from rclpy.node import Node
+from std_srvs.srv import Trigger
+
+from vam_stack import msgs, ros
+from vam_stack.config import ConfigError
+from vam_stack.topics import JOINT_TARGETS_SOURCE
+from yam_leader.leader import LeaderConfig, LeaderTeleop
+
+P = ros.Param
+PARAMS = (
+    P("config_file", "", "the leader arm's bus YAML (yam_driver schema); empty = config/yam_leader.yaml"),
+    P("safety_config", "", "safety limits YAML of the filter; empty = config/yam_safety.yaml"),
+    P("use_emulator", False, "read an emulated leader arm (yam_driver.emulators) instead of hardware: demos, CI"),
+    *ros.params_from(LeaderConfig, ("rate_hz", "engage_tolerance_rad", "max_jump_rad", "max_failed_reads"),
+                     ranges={"rate_hz": (1.0, 500.0), "engage_tolerance_rad": (0.001, 0.5),
+                             "max_jump_rad": (0.001, 1.0), "max_failed_reads": (1, 10)}),
+    ros.DIAGNOSTICS_PERIOD,
+)
+
+
+class YamLeaderNode(Node):
+    def __init__(self, **node_kwargs):
+        super().__init__("yam_leader", **node_kwargs)
+        p = ros.declare(self, PARAMS)
+        from vam_stack.robot import load_robot
+        from vam_stack.safety import SafetyFilter, load_safety_config
+        from yam_driver.bus import make_bus
+        from yam_driver.config import load_config
+
+        try:
+            cfg = LeaderConfig(**{k: p[k] for k in ("rate_hz", "engage_tolerance_rad", "max_jump_rad",
+                                                    "max_failed_reads")})
+            bus_cfg = load_config(ros.config_path(p["config_file"], "yam_leader.yaml"))
+            safety = SafetyFilter(load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")),
+                                  clock=self._now)
+        except (ConfigError, ValueError) as e:
+            raise ros.ParameterError(str(e)) from None
+        self.names = tuple(load_robot().published_names())
+        if tuple(bus_cfg.joint_names) != self.names:
+            raise ros.ParameterError(f"leader joints {bus_cfg.joint_names} differ from the follower's {list(self.names)} "
+                                     f"(same names, same order: a reading is a follower target)")
+        self.core = LeaderTeleop(cfg, safety, self.names)
+        self.rig = None
+        if p["use_emulator"]:
+            from yam_driver.emulators import EmulatedRig
+
+            self.rig = EmulatedRig(bus_cfg)
+            bus_cfg = self.rig.config
+        self.bus = make_bus(bus_cfg)
+        try:
+            self.bus.connect()                # pings every motor; torque is never enabled on a leader
+        except Exception:
+            if self.rig is not None:
+                self.rig.stop()
+            raise
+        self.period = 1.0 / cfg.rate_hz
+        self.follower: np.ndarray | None = None
+        self.last_reading = None
+        self.pubs = {k: ros.publisher(self, k) for k in ("teleop_command", "joint_targets")}
+        ros.subscription(self, "joint_states", self._on_joint_states)
+        self.create_service(Trigger, "~/engage", self._engage)
+        self.create_service(Trigger, "~/disengage", self._disengage)
+        self.diag_pub = ros.publisher(self, "diagnostics")
+        self.create_timer(self.period, self._tick)
+        self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
+        self._reported = ""
+        self.get_logger().info(f"leader arm on {[a.port for a in bus_cfg.arms]} ({bus_cfg.bus}); ~/engage once "
+                               f"it matches the follower's pose")
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _on_joint_states(self, msg) -> None:
+        js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
+        missing = [n for n in self.names if n not in js.names]
+        if missing:
+            self.get_logger().error(f"/joint_states lacks {missing}; the follower's pose is unknown")
+            return
+        self.follower = js.position[[js.names.index(n) for n in self.names]]
+
+    def _read(self):
+        return self.bus.read_state(deadline=time.monotonic() + 0.7 * self.period)
+
+    def _engage(self, request, response):
+        if self.follower is None:
+            response.success, response.message = False, "no /joint_states from the follower yet: is the driver up?"
+            return response
+        reading = self._read()
+        position = np.where(reading.ok, reading.position, np.nan)
+        response.success, response.message = self.core.engage(position, self.follower)
+        (self.get_logger().info if response.success else self.get_logger().warning)(f"engage: {response.message}")
+        return response
+
+    def _disengage(self, request, response):
+        self.core.disengage("disengaged by the operator")
+        response.success, response.message = True, "disengaged: the follower holds its last target"
+        self.get_logger().info(response.message)
+        return response
+
+    def _tick(self) -> None:
+        if self.core.state != "engaged":
+            return
+        reading = self._read()
+        now = self._now()
+        tick = self.core.tick(reading.position, reading.ok, now, now)
+        if tick.target is None:
+            if tick.state == "fault" and tick.reason != self._reported:
+                self._reported = tick.reason
+                self.get_logger().error(f"leader disengaged: {tick.reason}")
+            return
+        stamp = ros.stamp(self)
+        self.pubs["teleop_command"].publish(ros.to_ros(msgs.joint_state_msg(
+            self.names, tick.command, stamp_s=stamp, frame_id="teleop")))
+        self.pubs["joint_targets"].publish(ros.to_ros(msgs.joint_state_msg(
+            self.names, tick.target, stamp_s=stamp, frame_id=JOINT_TARGETS_SOURCE)))
+
+    def _publish_diagnostics(self) -> None:
+        c = self.core
+        level = {"engaged": "ok", "idle": "ok", "fault": "error"}[c.state]
+        self.diag_pub.publish(ros.diagnostics(self, [{
+            "name": "yam_leader: teleop", "level": level, "hardware_id": self.bus.config.bus,
+            "message": c.state + (f": {c.reason}" if c.reason else ""),
+            "values": {"state": c.state, "sent": c.sent, "failed_reads": c.failed,
+                       "follower_seen": self.follower is not None}}]))
+
+    def destroy_node(self) -> None:
+        self.core.disengage("node shut down")
+        try:
+            self.bus.close(disable_torque=False)     # never powered: nothing to switch off
+        finally:
+            if self.rig is not None:
+                self.rig.stop()
+        super().destroy_node()
+
+
+def main(args=None) -> None:
+    ros.spin_node(YamLeaderNode, args)
+
+
+if __name__ == "__main__":
+    main()
