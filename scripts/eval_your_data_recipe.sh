@@ -35,12 +35,17 @@ PY
 printf 'mcap_import:\n  max_age_s: 0.15\n' > "$OUT/mapping.yaml"
 [ -f "$OUT/demos_rec/meta/info.json" ] || { step import; "${VS[@]}" import --format mcap "$OUT/recordings" --preset yam64 \
     --task handover --mapping "$OUT/mapping.yaml" --out "$OUT/demos_rec"; }
+# the trainer's base set holds every instruction and sets the statistics: the recipe's base is the three tasks
+# together, so arm A's base is the recorded handovers with the collected relay and tray_lift (the same merge of the
+# collected handovers reproduces the shipped weights' statistics exactly)
+[ -f "$OUT/demos_base_rec/meta/info.json" ] || { step merge; "${VS[@]}" merge "$OUT/demos_rec" "$OUT/demos_yam_free_rt" \
+    --out "$OUT/demos_base_rec"; }
 if [ ! -f "$OUT/train_rec/model.safetensors" ] || [ -f "$OUT/train_rec.running" ]; then
   step "train rec"
   touch "$OUT/train_rec.running"
   RESUME=(); [ -f "$OUT/train_rec/train_state.pt" ] && RESUME=(--resume)
-  "${VS[@]}" train --config config/train_yam64.yaml --dataset "$OUT/demos_yam_free_rt" \
-      --set "extra_datasets=[$OUT/demos_rec,$OUT/demos_yam_regrasp101,$OUT/demos_yam_late102]" \
+  "${VS[@]}" train --config config/train_yam64.yaml --dataset "$OUT/demos_base_rec" \
+      --set "extra_datasets=[$OUT/demos_yam_regrasp101,$OUT/demos_yam_late102]" \
       --set joint_frac=0.7228 --steps 11566 --time-budget-min 1000 --out "$OUT/train_rec" "${RESUME[@]}" \
       > "$OUT/train_rec.log" 2>&1
   rm -f "$OUT/train_rec.running"

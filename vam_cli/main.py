@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                   "demo_recorder) into MCAP, one file per episode"),
     "import": ("vam_data.import_cli", "LeRobotDataset v3 or MCAP recordings into a training set at a preset's "
                                       "geometry (checked by name, range, rate and view)"),
+    "merge": ("vam_data.merge", "several datasets into one training set (statistics recomputed, sources checked "
+                                "to agree)"),
     "export-lerobot": ("vam_data.export_cli", "a dataset as LeRobotDataset v3.0 (parquet + AV1 or lossless video)"),
     "ros-graph": ("vam_stack.process_graph", "start a launch file's nodes as processes, as `ros2 launch` would "
                                              "(for machines without launch)"),
