@@ -3,7 +3,7 @@
 data parallel: distributed.py)."""
 from __future__ import annotations
 
-import copy
+import contextlib
 import json
 import math
 import os
@@ -109,7 +109,9 @@ class Trainer(RecoveryRounds, DataParallel):
 
             for t in self.model.state_dict().values():
                 dist.broadcast(t, 0)
-        self.ema = copy.deepcopy(self.model).requires_grad_(False) if cfg.ema > 0 else None
+        # EMA shadows of the weights that train (at `real` size a frozen 2 B DiT is not copied): name -> tensor
+        self.ema = ({n: p.detach().clone() for n, p in self.model.named_parameters() if p.requires_grad}
+                    if cfg.ema > 0 else None)
         self.stage = None
         self._set_stage(self._stage_of(0))
 
@@ -220,7 +222,7 @@ class Trainer(RecoveryRounds, DataParallel):
                  "config": json.dumps(to_dict(self.cfg), default=str),
                  "recovery_rounds": int(self.recovery_rounds),
                  "model": self.model.state_dict(), "opt": self.opt.state_dict(),
-                 "ema": self.ema.state_dict() if self.ema is not None else None,
+                 "ema": dict(self.ema) if self.ema is not None else None,
                  "calibration": None if self.calibration is None else float(self.calibration)}
         tmp = self.state_path.with_suffix(".tmp")
         torch.save(state, tmp)
@@ -244,7 +246,7 @@ class Trainer(RecoveryRounds, DataParallel):
             raise ValueError(f"--resume: {self.state_path} lacks {missing}: not a train_state.pt of `vam-stack train`")
         self.model.load_state_dict(state["model"])
         if self.ema is not None and state["ema"] is not None:
-            self.ema.load_state_dict(state["ema"])
+            self._load_ema(state["ema"])
         self.step, self.elapsed, self.calibration = state["step"], state["elapsed"], state["calibration"]
         for r in range(state.get("recovery_rounds", 0)):                 # the rounds this run already collected
             self._merge_recovery(r)
@@ -254,8 +256,42 @@ class Trainer(RecoveryRounds, DataParallel):
         except ValueError as e:                 # the trainable set changed (e.g. head_text_path switched on)
             print(f"optimiser state not restored ({e}); continuing with fresh moments", flush=True)
 
+    def _load_ema(self, saved: dict) -> None:
+        """The shadows from a train_state.pt; a file with every weight (written before shadows were kept
+        for trained weights only) adds a shadow only where it differs from the live weight."""
+        live = dict(self.model.named_parameters())
+        unknown = sorted(set(self.ema) - set(saved))
+        if unknown:
+            raise ValueError(f"--resume: the saved EMA lacks {unknown[:3]}{'...' if len(unknown) > 3 else ''}")
+        for name, value in saved.items():
+            if name in self.ema:
+                self.ema[name].copy_(value)
+            elif name in live and not torch.equal(value, live[name].detach()):
+                self.ema[name] = value.clone()
+
+    @contextlib.contextmanager
+    def _ema_weights(self):
+        """The model with the EMA shadows in place of the trained weights, put back on exit."""
+        if self.ema is None:
+            yield self.model
+            return
+        live = dict(self.model.named_parameters())
+        kept = {n: live[n].detach().clone() for n in self.ema}
+        try:
+            with torch.no_grad():
+                for n, v in self.ema.items():
+                    live[n].copy_(v)
+            yield self.model
+        finally:
+            with torch.no_grad():
+                for n, v in kept.items():
+                    live[n].copy_(v)
+
     def export(self, path: Path) -> Path:
-        model = self.ema if self.ema is not None else self.model
+        with self._ema_weights() as model:
+            return self._export(model, path)
+
+    def _export(self, model, path: Path) -> Path:
         if self.cfg.lora_rank:
             model = merge_lora(model)
         extra = {"stats": self.data.stats, "text_encoder": self.cfg.text_encoder,
@@ -278,9 +314,13 @@ class Trainer(RecoveryRounds, DataParallel):
         if self.ema is None:
             return
         d = min(self.cfg.ema, (1 + self.step) / (10 + self.step))
+        live = dict(self.model.named_parameters())
         with torch.no_grad():
-            for e, p in zip(self.ema.parameters(), self.model.parameters()):
-                e.lerp_(p, 1 - d)
+            for n, p in live.items():       # a weight that starts training later gets its shadow from now on
+                if p.requires_grad and n not in self.ema:
+                    self.ema[n] = p.detach().clone()
+            for n, e in self.ema.items():
+                e.lerp_(live[n], 1 - d)
 
     def train_step(self, batch: dict) -> dict[str, float]:
         cfg = self.cfg

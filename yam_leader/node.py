@@ -102,7 +102,14 @@ class YamLeaderNode(Node):
         self.follower = js.position[[js.names.index(n) for n in self.names]]
 
     def _read(self):
-        return self.bus.read_state(deadline=time.monotonic() + 0.7 * self.period)
+        """One read of the leader; a bus that raises (a port gone) reads as every joint failed."""
+        from yam_driver.bus import BusError, BusReading
+
+        try:
+            return self.bus.read_state(deadline=time.monotonic() + 0.7 * self.period)
+        except (BusError, OSError) as e:
+            self.get_logger().error(f"leader read failed: {e}", throttle_duration_sec=1.0)
+            return BusReading.empty(len(self.names))
 
     def _engage(self, request, response):
         if self.follower is None:

@@ -53,13 +53,40 @@ def test_export_round_trips_into_the_policy(data, micro_cfg, tmp_path):
     np.testing.assert_allclose(mean, data.stats["action_mean"], rtol=1e-6)
     np.testing.assert_allclose(std, data.stats["action_std"], rtol=1e-6)
     np.testing.assert_allclose(policy.stats["proprio"][1], data.stats["proprio_std"], rtol=1e-6)
-    for a, b in zip(policy.model.state_dict().values(), tr.ema.state_dict().values()):
-        assert torch.equal(a, b)                                  # the EMA weights are what ships
+    shipped, live = policy.model.state_dict(), dict(tr.model.named_parameters())
+    assert tr.ema and set(tr.ema) == {n for n, p in live.items() if p.requires_grad}
+    for name, p in live.items():                                  # the EMA weights are what ships (the frozen
+        assert torch.equal(shipped[name], tr.ema.get(name, p.detach()))   # ones are their own average)
+        assert name not in tr.ema or not torch.equal(tr.ema[name], p.detach()) or name.startswith("tokenizer")
     policy.reset(data.instructions[0])
     r = micro_cfg.robot
     frame = np.zeros((r.image_height, r.image_width, 3), np.uint8)
     out = policy.infer({"frame": frame, "proprio": data.episodes[0].proprio[0]})
     assert out["actions"].shape == (17, 7) and np.isfinite(out["actions"]).all()
+
+
+@pytest.mark.unit
+def test_ema_shadows_only_trained_weights_and_resumes_from_an_old_full_copy(data, micro_cfg, micro_model, tmp_path):
+    from vam_model.networks.checkpoint import save_checkpoint
+
+    pre = save_checkpoint(tmp_path / "pretrained.safetensors", micro_model, micro_cfg)
+    tr = Trainer(_cfg(init_from=str(pre), lora_rank=4, steps=2), tmp_path / "r", data=data, model_cfg=micro_cfg)
+    live = dict(tr.model.named_parameters())
+    shadowed = sum(v.numel() for v in tr.ema.values())
+    assert shadowed < 0.8 * sum(p.numel() for p in live.values())        # the frozen DiT is not copied
+    assert not any(n.startswith("dit.") and "lora_" not in n for n in tr.ema)
+    tr.fit(progress=False, stop_after=1)
+    before = {n: p.detach().clone() for n, p in live.items()}
+    tr.export(tmp_path / "a.safetensors")
+    assert all(torch.equal(before[n], p.detach()) for n, p in live.items())   # export puts the live weights back
+    # a train_state.pt written before (the EMA as a whole model's state dict) still resumes
+    state = torch.load(tr.state_path, weights_only=True)
+    full = {n: tr.ema.get(n, p.detach()).clone() for n, p in live.items()}
+    state["ema"] = full
+    torch.save(state, tr.state_path)
+    again = Trainer(_cfg(init_from=str(pre), lora_rank=4, steps=2), tmp_path / "r", data=data, model_cfg=micro_cfg)
+    again.load_state()
+    assert set(again.ema) == set(tr.ema) and all(torch.equal(again.ema[n], tr.ema[n]) for n in tr.ema)
 
 
 @pytest.mark.unit

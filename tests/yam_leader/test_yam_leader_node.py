@@ -46,7 +46,8 @@ def test_the_follower_tracks_the_leader_after_engage_and_holds_after_disengage(g
     assert h.spin_until(lambda: commands and abs(_last(commands).position[0] - goal) < 0.01, timeout=20)
     assert _last(commands).frame_id == "teleop" and _last(targets).frame_id == "vam_safety_filter"
     # the follower's driver gets the filtered stream and reaches the leader's pose
-    assert h.spin_until(lambda: abs(_last(states).position[0] - goal) < 0.02, timeout=30), _last(states).position[0]
+    assert h.spin_until(lambda: abs(_last(states).position[0] - goal) < 0.02, timeout=30), (
+        _last(states).position[0], driver.driver.mode, h.errors(), _last(targets).position[0], len(targets))
     assert not any(leader.rig.torque_enabled(n) for n in ("left_joint1", "right_joint6"))
     r = h.call(Trigger, "/yam_leader/disengage")
     assert r.success
@@ -66,3 +67,24 @@ def test_engage_is_refused_while_the_leader_is_far_from_the_follower(graph):
     assert not r.success and "right_joint2" in r.message
     assert leader.core.state == "idle"
     assert np.isfinite(start).all()
+
+
+def test_a_leader_bus_that_dies_while_engaged_disengages_with_an_error(graph):
+    from yam_driver.bus import BusError
+
+    h, driver, leader = graph
+    states, targets = h.capture("joint_states"), h.capture("joint_targets")
+    assert h.spin_until(lambda: len(states) >= 3 and leader.follower is not None, timeout=30)
+    assert h.call(Trigger, "/yam_leader/engage").success
+    assert h.spin_until(lambda: len(targets) >= 3, timeout=20)
+
+    def gone(**kw):
+        raise BusError("port /dev/ttyUSB2 vanished")
+
+    leader.bus.read_state = gone
+    assert h.spin_until(lambda: leader.core.state == "fault", timeout=20)
+    assert "3 failed leader reads" in leader.core.reason
+    assert any("leader read failed" in e for e in h.errors("yam_leader"))
+    n = len(targets)
+    h.spin_for(0.3)
+    assert len(targets) == n                                        # nothing is sent after the fault
