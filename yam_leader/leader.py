@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from vam_stack.config import check
-from vam_stack.paths import config_dir
 from vam_stack.safety import SafetyFilter
 
 ARM = np.array([i for i in range(14) if i % 7 != 6])   # 2 x 6 arm joints; 6 and 13 are the grippers
@@ -57,11 +55,6 @@ class LeaderConfig:
               f"got {self.max_jump_rad!r}")
         check(isinstance(self.max_failed_reads, int) and 1 <= self.max_failed_reads <= 10,
               f"yam_leader: max_failed_reads must be an integer in [1, 10], got {self.max_failed_reads!r}")
-
-
-def default_path() -> Path:
-    """config/yam_leader.yaml: the leader arm's bus (section `yam_driver`)."""
-    return config_dir() / "yam_leader.yaml"
 
 
 @dataclass

@@ -7,7 +7,8 @@ from vam_stack.safety import SafetyFilter, load_safety_config
 from yam_driver.bus import make_bus
 from yam_driver.config import load_config
 from yam_driver.emulators import EmulatedRig
-from yam_leader.leader import LeaderConfig, LeaderTeleop, default_path
+from vam_stack.paths import config_dir
+from yam_leader.leader import LeaderConfig, LeaderTeleop
 
 pytestmark = pytest.mark.unit
 
@@ -24,7 +25,7 @@ class Clock:
 
 @pytest.fixture
 def leader():
-    cfg = load_config(default_path(), bus="dynamixel")
+    cfg = load_config(config_dir() / "yam_leader.yaml")
     with EmulatedRig(cfg, initial=POSE) as rig:
         bus = make_bus(rig.config)
         bus.connect()
@@ -36,7 +37,7 @@ def leader():
 
 def _teleop(clock):
     safety = SafetyFilter(load_safety_config(), clock=clock)
-    names = tuple(load_config(default_path(), bus="dynamixel").joint_names)
+    names = tuple(load_config(config_dir() / "yam_leader.yaml").joint_names)
     return LeaderTeleop(LeaderConfig(), safety, names)
 
 
