@@ -10,7 +10,10 @@ chunk takes over. Two modes share one schedule (`ChunkSchedule`):
   observation is taken d ticks before the N actions run out, and the chunk is installed d ticks
   later with its first d actions skipped, as in realtime with an exact latency estimate.
 - `realtime` (wall clock): `start()` runs a tick thread paced by absolute deadlines on a
-  monotonic clock and a worker thread that calls `obs_fn()` and `policy.infer`. A replan is
+  monotonic clock and a worker thread that calls `policy.infer`. The tick thread reads the
+  request's observation (`obs_fn()`) at its origin tick, before that tick's target goes out, so
+  action 0 of the chunk belongs to the state the policy saw (read later by the worker, it could
+  already show the origin tick's action applied: the chunk would run one tick out of step). A replan is
   requested `ceil((latency estimate + margin) * rate)` ticks before the current chunk's N
   actions run out (latency estimate = EMA of measured request-to-result time). When a chunk
   arrives at tick k, its first `k - origin` actions belong to time already elapsed and are
@@ -125,7 +128,7 @@ class ChunkExecutor:
         self.overrun = False  # no chunk could be used for `overrun_after` replans in a row
         self.last_info: StepInfo | None = None
         self._retry_tick = 0
-        self._request: tuple[int, float, dict | None] | None = None   # origin tick, time, committed chunk
+        self._request: tuple[int, float, dict | None, Mapping] | None = None   # origin tick, time, committed, obs
         self._pending: _Result | None = None
         self._in_flight = False
         self._promised: int | None = None   # rtc guided: the tick the request's chunk is installed at
@@ -267,23 +270,9 @@ class ChunkExecutor:
                     self._wake.wait(0.1)
                 if self._stop.is_set():
                     return
-                origin, t_req, committed = self._request
+                origin, t_req, committed, obs = self._request
                 self._request = None
-            try:
-                obs = self.obs_fn()
-            except ObservationUnavailable as e:
-                if e.kind != self._unavailable:     # one line per new reason, not one per retry
-                    log.warning("no observation at tick %d (holding): %s", origin, e)
-                self._unavailable = e.kind
-                res = _Result(origin, self.clock() - t_req, error=f"obs_fn: {e}")
-            except Exception as e:
-                log.exception("obs_fn failed at tick %d", origin)
-                res = _Result(origin, self.clock() - t_req, error=f"obs_fn: {type(e).__name__}: {e}")
-            else:
-                if self._unavailable is not None:
-                    log.info("observations available again at tick %d", origin)
-                self._unavailable = None
-                res = self._run_policy(obs, origin, t_req, committed)
+            res = self._run_policy(obs, origin, t_req, committed)
             if self.on_result is not None and res.error is None:
                 try:
                     self.on_result({"origin_tick": origin, "latency_s": res.latency_s, **(res.telemetry or {})})
@@ -291,6 +280,24 @@ class ChunkExecutor:
                     log.exception("on_result callback failed (ignored)")
             with self._lock:
                 self._pending = res
+
+    def _observe(self, origin: int, t_req: float) -> Mapping | _Result:
+        """Tick thread, at a request: the observation of tick `origin`, read before that tick's
+        target goes out, or the error result that holds the arm (retried after `retry_after_s`)."""
+        try:
+            obs = self.obs_fn()
+        except ObservationUnavailable as e:
+            if e.kind != self._unavailable:     # one line per new reason, not one per retry
+                log.warning("no observation at tick %d (holding): %s", origin, e)
+            self._unavailable = e.kind
+            return _Result(origin, self.clock() - t_req, error=f"obs_fn: {e}")
+        except Exception as e:
+            log.exception("obs_fn failed at tick %d", origin)
+            return _Result(origin, self.clock() - t_req, error=f"obs_fn: {type(e).__name__}: {e}")
+        if self._unavailable is not None:
+            log.info("observations available again at tick %d", origin)
+        self._unavailable = None
+        return obs
 
     def _tick_loop(self) -> None:
         if self.cfg.rt_priority:
@@ -326,11 +333,16 @@ class ChunkExecutor:
         lead = math.ceil((self.latency_estimate_s + self.cfg.latency_margin_s) * self.cfg.rate_hz)
         if not self._in_flight and k >= self._retry_tick and self.schedule.replan_due(k, lead):
             committed = self._committed(k, delay=lead)
-            self._promised = None if committed is None else k + committed["delay"]
+            obs = self._observe(k, now)                    # before tick k's target goes out
+            failed = isinstance(obs, _Result)
+            self._promised = None if committed is None or failed else k + committed["delay"]
             with self._wake:
-                self._request = (k, now, committed)
                 self._in_flight = True
-                self._wake.notify()
+                if failed:                                 # applied next tick: the arm holds, retried later
+                    self._pending = obs
+                else:
+                    self._request = (k, now, committed, obs)
+                    self._wake.notify()
         target, info = self.schedule.target(k)
         info.time = now
         if self.overrun and info.held:

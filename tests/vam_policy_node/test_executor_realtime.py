@@ -147,6 +147,38 @@ def test_an_observation_not_yet_available_holds_and_logs_one_line_per_reason(cap
     assert held and all(v == -1.0 for v in held)          # held at the initial target meanwhile
 
 
+def test_a_request_sees_the_state_of_its_origin_tick_before_that_ticks_target_goes_out():
+    """The world steps inside the sink (as the simulations do) and takes a few ms to do it; the
+    observation of a request made at tick k must be the one from before tick k's target went out,
+    whenever the worker thread gets to run. Read by the worker instead, it showed tick k's action
+    applied about every time here (the chunk then runs one tick out of step)."""
+    state = {"ticks": 0}
+
+    class Stamping(SlowPolicy):
+        seen: list = []
+
+        def infer(self, obs):
+            self.seen.append(int(obs["proprio"][0]))
+            return super().infer(obs)
+
+    def world(target):                      # the target is applied, then the world takes 5 ms to settle
+        state["ticks"] += 1
+        time.sleep(0.005)
+
+    pol = Stamping(delay=0.002)
+    results = []
+    ex = ChunkExecutor(pol, robot_config(rate_hz=RATE, chunk=CHUNK, execute=EXECUTE, blend_ticks=0),
+                       obs_fn=lambda: {"proprio": np.full(14, state["ticks"], np.float32)}, sink=world,
+                       initial_target=np.full(DIM, -1.0), on_result=results.append)
+    with ex:
+        end = time.monotonic() + 20
+        while len(results) < 4 and time.monotonic() < end:
+            time.sleep(0.01)
+    assert len(results) >= 4
+    # ticks are 0-based and the sink has run once per earlier tick: the state seen is the origin tick's
+    assert [r["origin_tick"] for r in results[:4]] == pol.seen[:4]
+
+
 class SeamPolicy:
     """Chunks on a common ramp (0.002 rad/tick from the observation tick) that each sit 0.08 rad
     above the previous chunk: every seam has the same 0.08 rad gap whatever the latency was."""
