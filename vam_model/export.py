@@ -114,6 +114,15 @@ def weights_hash(module: nn.Module) -> str:
     return h.hexdigest()[:16]
 
 
+def config_hash(cfg: ModelConfig) -> str:
+    """sha256 (16 hex) of the whole model config: what a graph bakes in beyond its weights (the feature
+    block k, the TR layer, rope scales, head counts at equal width). Two models with the same weights
+    but another config get other graphs."""
+    from vam_stack.config import to_dict
+
+    return hashlib.sha256(json.dumps(to_dict(cfg), sort_keys=True).encode()).hexdigest()[:16]
+
+
 def file_sha256(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -195,7 +204,7 @@ def export_onnx(model: VideoActionModel, out_dir: str | Path, dtype: str = "fp32
         "weights": "none (graph only)" if not with_weights else (checkpoint or "random"),
         "weights_hash": None if on_meta else weights_hash(model.dit),
         "head_weights_hash": None if on_meta or not head else weights_hash(model.head),
-        "feature_block": cfg.dit.feature_block, "max_batch": MAX_BATCH,
+        "config_hash": config_hash(cfg), "feature_block": cfg.dit.feature_block, "max_batch": MAX_BATCH,
         "max_frames": cfg.solver.plan_latent_frames, "graphs": {},
     }
     batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)

@@ -13,7 +13,7 @@ from vam_model.backends import BackendConfig, BackendUnavailable, DiTBackend, ma
 from vam_model.backends.ort_backend import ensure_onnx
 from vam_model.backends.tensorrt_backend import EngineKey, profile_shapes, require_tensorrt
 from vam_model.backends.torch_backend import TorchBackend
-from vam_model.export import example_inputs, weights_hash
+from vam_model.export import config_hash, example_inputs, weights_hash
 from vam_model.policy import PolicyConfig
 from vam_stack.config import ConfigError, from_dict
 
@@ -110,12 +110,27 @@ def test_ensure_onnx_refuses_foreign_manifest(micro_model, tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"preset": "libero", "weights_hash": "x", "dtype": "fp32"}))
     with pytest.raises(ValueError, match="preset 'libero'"):
         ensure_onnx(micro_model, BackendConfig(name="onnxruntime", onnx_dir=str(tmp_path)))
-    (tmp_path / "manifest.json").write_text(json.dumps({"preset": "micro", "weights_hash": weights_hash(micro_model.dit),
-                                                        "dtype": "fp16"}))
+    own = {"preset": "micro", "weights_hash": weights_hash(micro_model.dit), "feature_block": 2}
+    (tmp_path / "manifest.json").write_text(json.dumps(own | {"dtype": "fp32"}))     # an export older than the config hash
+    with pytest.raises(ValueError, match="model config None .feature block 2.*export again"):
+        ensure_onnx(micro_model, BackendConfig(name="onnxruntime", onnx_dir=str(tmp_path)))
+    own["config_hash"] = config_hash(micro_model.cfg)
+    (tmp_path / "manifest.json").write_text(json.dumps(own | {"dtype": "fp16"}))
     with pytest.raises(ValueError, match="'fp16'"):
         ensure_onnx(micro_model, BackendConfig(name="onnxruntime", onnx_dir=str(tmp_path)))
     with pytest.raises(FileNotFoundError, match="vam-stack export onnx"):
         ensure_onnx(micro_model, BackendConfig(name="onnxruntime", onnx_dir=str(tmp_path / "none")))
+
+
+def test_graph_cache_is_keyed_by_config_not_only_weights(micro_model):
+    """The same weights at another feature block k must not reuse the cached graphs: the DiT
+    features graph bakes block k in, the head graph its TR layer."""
+    other = dataclasses.replace(micro_model.cfg, dit=dataclasses.replace(micro_model.cfg.dit, feature_block=1))
+    assert micro_model.cfg.dit.feature_block != 1
+    assert config_hash(other) != config_hash(micro_model.cfg)
+    assert config_hash(dataclasses.replace(micro_model.cfg)) == config_hash(micro_model.cfg)
+    tr = dataclasses.replace(micro_model.cfg, head=dataclasses.replace(micro_model.cfg.head, tr_layer=1))
+    assert config_hash(tr) != config_hash(micro_model.cfg)
 
 
 def test_parity_measure_and_bounds():

@@ -1,10 +1,11 @@
 """`onnxruntime` backend: the exported DiT and head graphs in ONNX Runtime (CPU here, CUDA where present).
 
 Graphs come from `BackendConfig.onnx_dir` (written by `vam-stack export onnx`) or, when that is
-unset, are exported on first use into `<cache_dir>/onnx/<preset>-<weights hash>-<dtype>/` (DiT)
-and `<cache_dir>/onnx/<preset>-head-<head weights hash>/` (head) and reused while the weights
-stay the same. A manifest whose preset or weights hash does not match the model is refused, so
-stale graphs are never run against new weights.
+unset, are exported on first use into `<cache_dir>/onnx/<preset>-<weights hash>-<config hash>-<dtype>/`
+(DiT) and `<cache_dir>/onnx/<preset>-head-<head weights hash>-<config hash>/` (head) and reused while
+the weights and the model config stay the same. A manifest whose preset, weights hash or config hash
+does not match the model is refused, so stale graphs are never run against new weights, nor a graph
+that bakes in another feature block k or TR layer against a model with the same weights.
 
 With `BackendConfig.head_graphs` false the head runs in torch eager beside the ORT DiT (the
 backend's state before the head graphs existed; kept for the side-by-side benchmark).
@@ -35,18 +36,19 @@ def _manifest(onnx_dir: Path) -> dict:
 
 def ensure_onnx(model, cfg: BackendConfig, dtype: str = "fp32", progress=print) -> Path:
     """Directory holding the model's DiT graphs of `dtype`, exporting them if needed; checks the manifest."""
-    from ..export import export_onnx, weights_hash
+    from ..export import config_hash, export_onnx, weights_hash
 
-    whash = weights_hash(model.dit)
+    whash, chash = weights_hash(model.dit), config_hash(model.cfg)
     if cfg.onnx_dir is not None:
         d = Path(cfg.onnx_dir).expanduser()
     else:
-        d = Path(cfg.cache_dir).expanduser() / "onnx" / f"{model.cfg.name}-{whash}-{dtype}"
+        d = Path(cfg.cache_dir).expanduser() / "onnx" / f"{model.cfg.name}-{whash}-{chash}-{dtype}"
         if not (d / "manifest.json").is_file():
             progress(f"[onnx] exporting {model.cfg.name} DiT ({dtype}) to {d} (once per weights)")
             export_onnx(model, d, dtype=dtype, head=False, progress=progress)
     m = _manifest(d)
     _check_manifest(d, m, model.cfg.name, "weights_hash", whash)
+    _check_config(d, m, chash)
     if m.get("dtype") != dtype:
         raise ValueError(f"{d}: graphs are {m.get('dtype')!r}, wanted {dtype!r}")
     missing = [g for g in GRAPHS if f"{g}{'' if dtype == 'fp32' else '_' + dtype}" not in m.get("graphs", {})]
@@ -57,13 +59,13 @@ def ensure_onnx(model, cfg: BackendConfig, dtype: str = "fp32", progress=print) 
 
 def ensure_head_onnx(model, cfg: BackendConfig, progress=print) -> Path:
     """Directory holding the model's fp32 head graphs (`head_prefix`, `head_step`), exporting them if needed."""
-    from ..export import export_onnx, weights_hash
+    from ..export import config_hash, export_onnx, weights_hash
 
-    hhash = weights_hash(model.head)
+    hhash, chash = weights_hash(model.head), config_hash(model.cfg)
     if cfg.onnx_dir is not None:
         d = Path(cfg.onnx_dir).expanduser()
     else:
-        d = Path(cfg.cache_dir).expanduser() / "onnx" / f"{model.cfg.name}-head-{hhash}"
+        d = Path(cfg.cache_dir).expanduser() / "onnx" / f"{model.cfg.name}-head-{hhash}-{chash}"
         if not (d / "manifest.json").is_file():
             progress(f"[onnx] exporting {model.cfg.name} head to {d} (once per weights)")
             export_onnx(model, d, dit=False, progress=progress)
@@ -73,6 +75,7 @@ def ensure_head_onnx(model, cfg: BackendConfig, progress=print) -> Path:
         raise FileNotFoundError(f"{d}: no {', '.join(missing)} graph (exported with --no-head?); "
                                 f"export again without --no-head, or set backend.head_graphs false")
     _check_manifest(d, m, model.cfg.name, "head_weights_hash", hhash)
+    _check_config(d, m, chash)
     return d
 
 
@@ -82,6 +85,14 @@ def _check_manifest(d: Path, m: dict, preset: str, key: str, want: str) -> None:
     if m.get(key) != want:
         what = "head weights" if key.startswith("head") else "weights"
         raise ValueError(f"{d}: graphs were exported from {what} {m.get(key)!r}, the model's are {want!r}; export again")
+
+
+def _check_config(d: Path, m: dict, want: str) -> None:
+    """The graphs bake in config beyond the weights (block k, TR layer): a manifest without the
+    config hash (an export older than it) or with another one is refused."""
+    if m.get("config_hash") != want:
+        raise ValueError(f"{d}: graphs were exported for model config {m.get('config_hash')!r} (feature block "
+                         f"{m.get('feature_block')!r}), the model's config is {want!r}; export again")
 
 
 def graph_path(onnx_dir: Path, graph: str, dtype: str) -> Path:
