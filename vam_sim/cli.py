@@ -109,8 +109,9 @@ def _device_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--s-max", type=float, help="vam: upper clip of the TR-adaptive scale s_i (default 2.0)")
     p.add_argument("--device", default="auto", help="vam: where the networks run: auto (CUDA when present), cpu, "
                                                     "cuda or cuda:N")
-    p.add_argument("--backend", default="torch", help="vam: runtime of the DiT and head calls: torch, onnxruntime "
-                                                      "or tensorrt (the last two export on first use)")
+    p.add_argument("--backend", default=None, help="vam: runtime of the DiT and head calls: torch, onnxruntime "
+                                                    "or tensorrt (the last two export on first use, cached per "
+                                                    "weights); default onnxruntime on a CPU, torch on CUDA")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -178,6 +179,8 @@ def _sim_summary(cfg: SimConfig, runner, episodes: list[dict], t0: float) -> dic
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.backend is None:                         # CPU: onnxruntime (its parity and episode agreement: bench eval)
+        args.backend = _default_backend(args.policy, args.device)
     transport = (getattr(args, "image_transport", "raw"), getattr(args, "jpeg_quality", JPEG_QUALITY_DEFAULT))
     delay = getattr(args, "lockstep_delay", 0)
     if delay and (args.robot != "libero-mock" or args.executor != "lockstep"):
@@ -241,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
     rates = success_rates(episodes)
     stats = summarise(episodes)
     ci = success_intervals(episodes)
-    print(f"\nsuccess: " + ", ".join(f"{s} {100 * r:.0f} % (95 % interval {100 * ci[s][0]:.0f}-{100 * ci[s][1]:.0f} %)"
+    print("\nsuccess: " + ", ".join(f"{s} {100 * r:.0f} % (95 % interval {100 * ci[s][0]:.0f}-{100 * ci[s][1]:.0f} %)"
                                       for s, r in rates.items())
           + f" ({sum(e['success'] for e in episodes)}/{len(episodes)} episodes)")
     if stats["replans"]:
@@ -293,7 +296,6 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=0,
                    help="with --workers: torch/onnxruntime threads per worker (0: cores / workers)")
     _device_arguments(p)
-    p.set_defaults(backend=None)      # eval: onnxruntime for the vam policy on a CPU, torch elsewhere
     p.add_argument("--out", required=True, help="output directory (must be empty or new unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
                    help="write into a non-empty --out, replacing the files this run writes (others are left)")
@@ -310,7 +312,7 @@ def _csv(text: str, allowed=None, kind="value") -> list[str]:
 
 
 def _default_backend(policy: str, device: str) -> str:
-    """eval's backend when none is given: onnxruntime for the vam policy on a CPU, else torch."""
+    """sim's and eval's backend when none is given: onnxruntime for the vam policy on a CPU, else torch."""
     if policy != "vam":
         return "torch"
     from vam_model.device import resolve_device

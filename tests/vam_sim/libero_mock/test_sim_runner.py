@@ -75,6 +75,13 @@ def test_sim_device_and_backend_reach_the_policy(tmp_path, monkeypatch):
                  "--device", "cpu", "--backend", "torch", "--no-record", "--out", str(out)]) == 0
     cfg = json.loads((out / "summary.json").read_text())["config"]
     assert (cfg["device"], cfg["backend"]) == ("cpu", "torch")
+    # no --backend on a CPU: onnxruntime for the vam policy (exported once per weights), torch for the expert
+    for policy, backend in (("vam", "onnxruntime"), ("expert", "torch")):
+        out = tmp_path / policy
+        device = ["--device", "cpu"] if policy == "vam" else []          # the expert has no networks to place
+        assert main(["sim", "--suite", "goal", "--episodes", "1", "--guidance", "none", "--max-steps", "3",
+                     *device, "--policy", policy, "--no-record", "--out", str(out)]) == 0
+        assert json.loads((out / "summary.json").read_text())["config"]["backend"] == backend
     import vam_model.policy
     from vam_sim.episode import EpisodeRunner
     built = []
