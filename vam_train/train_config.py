@@ -69,6 +69,10 @@ class TrainConfig:
     text_embeddings: str | None = None     # precomputed prompt embeddings of `text_encoder` (--write-text-embeddings)
                                            # for machines without the encoder's weights; None = run the encoder
     init_from: str | None = None           # pretrained checkpoint to start from (None = random init)
+    head_from_init: bool = False           # with init_from: the action head restarts from its seeded random init
+                                           # instead of the checkpoint's (a new head on a pretrained DiT)
+    feature_block: int = 0                 # the DiT block k whose output the head reads (1-indexed); 0 = the
+                                           # preset's dit.feature_block (another k needs a new head: head_from_init)
     lora_rank: int = 0                     # > 0 with init_from: LoRA on the DiT, rank r
     lora_alpha: float = 0.0                # LoRA alpha (0 = rank, as the paper: alpha = r)
     lora_targets: tuple[str, ...] = LORA_TARGETS  # DiT Linear modules given adapters
@@ -111,6 +115,10 @@ class TrainConfig:
         check(self.checkpoint_every >= 1 and self.log_every >= 1,
               f"train.checkpoint_every and log_every must be >= 1, got {self.checkpoint_every!r}, {self.log_every!r}")
         check(self.lora_rank >= 0, f"train.lora_rank must be >= 0, got {self.lora_rank!r}")
+        check(not self.head_from_init or self.init_from is not None,
+              f"train.head_from_init={self.head_from_init!r} needs init_from (without it every weight starts at init)")
+        check(isinstance(self.feature_block, int) and self.feature_block >= 0,
+              f"train.feature_block must be an integer >= 0 (0 = the preset's), got {self.feature_block!r}")
         check(self.lora_rank == 0 or self.init_from is not None,
               f"train.lora_rank={self.lora_rank!r} needs init_from (LoRA adapts a pretrained backbone)")
         check(0 < self.dit_lr_scale <= 1 and math.isfinite(self.dit_lr_scale),

@@ -4,12 +4,14 @@ data parallel: distributed.py)."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import os
 import pickle
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +85,8 @@ class Trainer(RecoveryRounds, DataParallel):
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
         self.mcfg = model_cfg or load_config(cfg.preset)
+        if cfg.feature_block and cfg.feature_block != self.mcfg.dit.feature_block:   # validated by DiTConfig
+            self.mcfg = replace(self.mcfg, dit=replace(self.mcfg.dit, feature_block=cfg.feature_block))
         self.model = VideoActionModel(self.mcfg)                         # initialised on the CPU (same init anywhere)
         self.data = data or load_train_data(cfg)
         check_dataset_fits(self.data, self.mcfg)
@@ -94,7 +98,10 @@ class Trainer(RecoveryRounds, DataParallel):
         self.recovery_rounds = 0                                         # recovery rounds merged into self.data
         self._data_private = False                                       # self.data copied before the first merge
         if cfg.init_from:
+            head0 = copy.deepcopy(self.model.head.state_dict()) if cfg.head_from_init else None
             load_checkpoint(cfg.init_from, self.model)
+            if head0 is not None:                                        # a new head on the pretrained DiT
+                self.model.head.load_state_dict(head0)
         self.model.to(self.device)
         if not cfg.init_from:
             frames = self.batches.make(CALIBRATION_STEP, whole=True)["frames"].to(self.device)
@@ -303,6 +310,8 @@ class Trainer(RecoveryRounds, DataParallel):
                               "suites": sorted({e.meta["suite"] for e in self.data.episodes}),
                               "batch": self.cfg.batch, "seed": self.cfg.seed, "ema": self.cfg.ema,
                               "init_from": self.cfg.init_from, "lora_rank": self.cfg.lora_rank,
+                              "head_from_init": self.cfg.head_from_init,
+                              "feature_block": self.mcfg.dit.feature_block,
                               "dit_lr_scale": self.cfg.dit_lr_scale,
                               "mock_conventions": self.data.info.get("mock_conventions"),
                               "mock": self.data.info.get("mock")}}

@@ -105,6 +105,43 @@ def test_two_stage_trains_video_then_only_the_head(data, micro_cfg, tmp_path):
 
 
 @pytest.mark.unit
+def test_a_new_head_at_another_feature_block_on_a_pretrained_dit(data, micro_cfg, micro_model, tmp_path):
+    """head_from_init + feature_block: the DiT is the checkpoint's, the head a fresh seeded init, and
+    the exported checkpoint (and so the policy) reads the new block k."""
+    from vam_model.networks.checkpoint import load_checkpoint, read_metadata, save_checkpoint
+
+    import copy
+
+    trained = copy.deepcopy(micro_model)                                  # a "pretrained" head unlike the init
+    with torch.no_grad():
+        for p in trained.head.parameters():
+            p.add_(0.01)
+    pre = save_checkpoint(tmp_path / "pretrained.safetensors", trained, micro_cfg)
+    k = micro_cfg.dit.feature_block - 1
+    cfg = _cfg(init_from=str(pre), head_from_init=True, feature_block=k, mode="two_stage", steps=1, ema=0.0)
+    tr = Trainer(cfg, tmp_path / "r", data=data, model_cfg=micro_cfg)
+    assert tr.mcfg.dit.feature_block == k
+    for name, t in micro_model.dit.state_dict().items():
+        assert torch.equal(t, tr.model.dit.state_dict()[name]), name
+    fresh = Trainer(_cfg(steps=1, ema=0.0), tmp_path / "fresh", data=data, model_cfg=micro_cfg)
+    for name, t in fresh.model.head.state_dict().items():                 # the seeded init, not the checkpoint's
+        assert torch.equal(t, tr.model.head.state_dict()[name]), name
+    assert not any(torch.equal(t, trained.head.state_dict()[n]) for n, t in tr.model.head.state_dict().items()
+                   if t.is_floating_point() and t.numel())
+    tr.fit(progress=False)
+    cfg_out, extra = read_metadata(tr.export(tmp_path / "k.safetensors"))
+    assert cfg_out.dit.feature_block == k and extra["training"]["head_from_init"] is True
+    assert extra["training"]["feature_block"] == k
+    load_checkpoint(tmp_path / "k.safetensors", micro_model.__class__(cfg_out))
+    with pytest.raises(ConfigError, match="head_from_init=True needs init_from"):
+        TrainConfig(head_from_init=True)
+    with pytest.raises(ConfigError, match="feature_block must be an integer >= 0"):
+        TrainConfig(feature_block=-1)
+    with pytest.raises(ConfigError, match="feature_block"):               # the DiT's own range check
+        Trainer(_cfg(feature_block=micro_cfg.dit.layers + 1), tmp_path / "bad", data=data, model_cfg=micro_cfg)
+
+
+@pytest.mark.unit
 def test_lora_wraps_the_dit_projections_and_merges_back(data, micro_cfg, micro_model, tmp_path):
     from peft.tuners.lora import LoraLayer
 
