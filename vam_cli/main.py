@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("vam_train.collect", "scripted-expert demonstrations into a dataset on disk"),
     "train": ("vam_train.train", "train the video-action model (joint or two-stage)"),
     "tr-study": ("vam_experiments.tr_study", "TR of a trained model by expert phase and against sigma_v"),
+    "tr-phase": ("vam_experiments.tr_phase", "why TR differs by phase: covariates of each state and a feature-swap test"),
     "paper-study": ("vam_experiments.paper_study", "the paper's study at small scale: video prior, LoRA vs full, "
                                                    "guidance ID/OOD"),
     "compare": ("vam_experiments.compare", "two arms' eval results paired episode by episode: paired interval, "
