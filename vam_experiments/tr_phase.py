@@ -6,7 +6,10 @@
 The states are the TR study's (vam_experiments.tr_study: held-out expert episodes of seed id
 `--seed`, every `--every`-th step, the same noise per state), read at the policy's extraction
 index. For every state it records:
-- `tr`: TR at the first Euler step, unguided (what the TR study and the policy report).
+- `tr`: TR at the first Euler step, unguided (what the TR study and the policy report), and its
+  two parts `mass_v0`, `mass_vplus`: the head-averaged attention mass of the action queries on
+  the current frame's and on the future frames' tokens (does TR rise because V+ gains mass, or
+  because V0 loses it?).
 - `scene_change`: how much the scene ahead differs from now: the mean absolute pixel change
   (0-1) between the current views and the expert's next chunk of frames, on the model's own
   view size. This is what the video model is trained to imagine.
@@ -35,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+MASSES = ("mass_v0", "mass_vplus")
 COVARIATES = ("scene_change", "action_change", "gripper_event", "swap_future", "swap_current", "future_share")
 GAPS = ("future_gap", "current_gap")
 PHASES = ("planning", "manipulation")
@@ -64,7 +68,8 @@ def _donors(states: list[dict], seed: int = 0) -> list[int]:
 
 
 def _decode(policy, feats, sigma_v: float, state, noise_action):
-    """Actions (normalised) [A, D] and step-0 TR decoded by the head from the given features."""
+    """Actions (normalised) [A, D] and the step-0 (TR, mass on V0, mass on V+) decoded by the head from
+    the given features."""
     import torch
 
     from vam_model.networks.action_sampler import euler_integrate
@@ -77,7 +82,7 @@ def _decode(policy, feats, sigma_v: float, state, noise_action):
 
     def velocity(x, sigma, step):
         out = m.denoise_step(cache, x, sigma)                                   # velocity [1, A, D]
-        trs.append(float(out.tr()[0]))
+        trs.append((float(out.tr()[0]), float(out.mass_v0[0]), float(out.mass_vplus[0])))
         return out.velocity
 
     actions = euler_integrate(velocity, noise_action, policy.cfg.euler_steps)    # [1, A, D]
@@ -111,7 +116,7 @@ def measure(policy, states: list[dict], progress: bool = True) -> list[dict]:
         for k, s in enumerate(progress_bar(states, desc="swaps", unit="state", disable=not progress)):
             feats, sigma_v, state, a_noise, frame = prepared[k]
             donor = prepared[donors[k]][0]
-            base, tr = _decode(policy, feats, sigma_v, state, a_noise)                # [A, D]
+            base, (tr, m0, mp) = _decode(policy, feats, sigma_v, state, a_noise)      # [A, D]
             fut = torch.cat([feats[:, :1], donor[:, 1:]], dim=1)                        # V+ from the donor
             cur = torch.cat([donor[:, :1], feats[:, 1:]], dim=1)                        # V0 from the donor
             sf = float(np.abs(_decode(policy, fut, sigma_v, state, a_noise)[0] - base).mean())
@@ -122,7 +127,7 @@ def measure(policy, states: list[dict], progress: bool = True) -> list[dict]:
             acts = (s["future_actions"] - a_mean) / a_std                               # [<=A, D] normalised
             grip = np.sign(s["future_actions"][:, -1])
             rows.append({"state": k, "episode": s["episode"], "task": s["task"], "step": s["step"],
-                         "phase": s["phase"], "tr": tr, "donor": donors[k],
+                         "phase": s["phase"], "tr": tr, "mass_v0": m0, "mass_vplus": mp, "donor": donors[k],
                          "scene_change": float(np.abs(ahead.astype(np.float32) - frame[None]).mean() / 255.0),
                          "action_change": float(np.abs(acts - acts[:1]).mean()),
                          "gripper_event": float(bool((grip != grip[0]).any())),
@@ -169,7 +174,7 @@ def _bootstrap(rows: list[dict], stat, n: int = 1000, seed: int = 0) -> dict:
 def summarise(rows: list[dict]) -> dict:
     phases = {ph: [r for r in rows if r["phase"] == ph] for ph in PHASES}
     by_phase = {ph: {q: _bootstrap(sel, lambda rs, q=q: float(np.mean([r[q] for r in rs])) if rs else float("nan"))
-                     for q in ("tr",) + COVARIATES + GAPS} for ph, sel in phases.items() if sel}
+                     for q in ("tr",) + MASSES + COVARIATES + GAPS} for ph, sel in phases.items() if sel}
     corr = {}
     for q in COVARIATES:
         def rho(rs, q=q):
@@ -184,7 +189,7 @@ def table(summary: dict) -> str:
 
     bp, sp = summary["by_phase"], summary["spearman_tr"]
     lines = [f"{'quantity':<15} " + " ".join(f"{ph:<26}" for ph in bp) + " Spearman with TR: all / within phases"]
-    for q in ("tr",) + COVARIATES + GAPS:
+    for q in ("tr",) + MASSES + COVARIATES + GAPS:
         corr = "" if q not in sp else " / ".join(f"{sp[q][k]['value']:+.2f}" for k in ("all",) + tuple(bp))
         lines.append(f"{q:<15} " + " ".join(f"{cell(bp[ph][q]):<26}" for ph in bp) + f" {corr}")
     return "\n".join(lines)

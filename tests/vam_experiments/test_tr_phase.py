@@ -3,7 +3,7 @@ shipped libero64 weights (its TR is the TR study's; the swaps change the decoded
 import numpy as np
 import pytest
 
-from vam_experiments.tr_phase import COVARIATES, GAPS, spearman, summarise, table
+from vam_experiments.tr_phase import COVARIATES, GAPS, MASSES, spearman, summarise, table
 
 
 @pytest.mark.unit
@@ -23,7 +23,8 @@ def _rows(n_ep=6):
             tr = 0.2 + 0.1 * t + 0.01 * e
             rows.append({"episode": e, "phase": ph, "tr": tr, "scene_change": tr / 10, "action_change": -tr,
                          "gripper_event": float(t == 5), "swap_future": 0.1 * t, "swap_current": 0.5,
-                         "future_share": 0.1 * t / (0.1 * t + 0.5), "future_gap": 1.0, "current_gap": 0.5})
+                         "future_share": 0.1 * t / (0.1 * t + 0.5), "future_gap": 1.0, "current_gap": 0.5,
+                         "mass_v0": 0.5, "mass_vplus": 0.5 * tr})
     return rows
 
 
@@ -39,7 +40,7 @@ def test_summary_by_phase_with_episode_bootstrap():
     assert sp["action_change"]["planning"]["value"] == pytest.approx(-1.0)
     assert set(sp) == set(COVARIATES)
     text = table(s)
-    assert len(text.splitlines()) == 1 + 1 + len(COVARIATES) + len(GAPS) and "+1.00" in text
+    assert len(text.splitlines()) == 1 + 1 + len(MASSES) + len(COVARIATES) + len(GAPS) and "+1.00" in text
 
 
 @pytest.mark.unit
@@ -69,6 +70,7 @@ def test_measure_on_the_shipped_weights_matches_the_tr_study(tmp_path):
         assert states[r["donor"]]["episode"] != s["episode"]
         assert r["swap_future"] > 0 and r["swap_current"] > 0 and 0 < r["future_share"] < 1
         assert r["future_gap"] > 0 and r["current_gap"] > 0
+        assert r["tr"] == pytest.approx((r["mass_vplus"] + 1e-6) / (r["mass_v0"] + 1e-6), rel=1e-4)
         assert 0 <= r["scene_change"] <= 1 and r["action_change"] >= 0 and r["gripper_event"] in (0.0, 1.0)
     png = tr_phase.plot(rows, summarise(rows), tmp_path / "p.png")
     assert png.stat().st_size > 5000
