@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("vam_train.collect", "scripted-expert demonstrations into a dataset on disk"),
     "train": ("vam_train.train", "train the video-action model (joint or two-stage)"),
     "tr-study": ("vam_experiments.tr_study", "TR of a trained model by expert phase and against sigma_v"),
+    "tr-block": ("vam_experiments.tr_block", "TR by phase against the feature block k and sigma_v: table and figure"),
     "tr-phase": ("vam_experiments.tr_phase", "why TR differs by phase: covariates of each state and a feature-swap test"),
     "paper-study": ("vam_experiments.paper_study", "the paper's study at small scale: video prior, LoRA vs full, "
                                                    "guidance ID/OOD"),
