@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .study_stats import ID_SUITE, OOD_SUITE, PHASES, diff_interval, pair_outcomes, paired_diff, verdict
+from .tr_study import save_figure
 
 if TYPE_CHECKING:                                   # the config type only (paper_study imports this module)
     from .paper_study import StudyConfig
@@ -258,8 +259,4 @@ def plot(summary: dict, path: Path) -> Path:
     ax[3].set_xlabel("mean TR (goal + goal_ood expert states)")
     ax[3].set_ylabel("goal_ood success, none [%]")
     ax[3].set_title("TR against OOD success across the models")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=90)

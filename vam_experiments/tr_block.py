@@ -22,6 +22,8 @@ import numpy as np
 
 from vam_sim.episode import wilson_interval
 
+from .tr_study import save_figure
+
 SUITES = ("goal", "goal_ood")
 PHASES = ("planning", "manipulation")
 
@@ -168,11 +170,7 @@ def plot(heads: dict, path: Path) -> Path:
         ax[2].set_ylim(0, 100)
     ax[2].set_ylabel("ID success, goal, `none` (%)")
     ax[2].set_title("closed loop, 100 episodes each (Wilson 95 %)", fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -195,12 +193,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {out / 'tr_block_table.md'} and {png}")
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return run(p.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

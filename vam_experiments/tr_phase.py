@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .tr_study import save_figure, state_arguments
+
 MASSES = ("mass_v0", "mass_vplus")
 COVARIATES = ("scene_change", "action_change", "gripper_event", "swap_future", "swap_current", "future_share")
 GAPS = ("future_gap", "current_gap")
@@ -229,21 +231,11 @@ def plot(rows: list[dict], summary: dict, path: Path) -> Path:
     ax[3].set_ylabel("change of the decoded chunk (normalised)")
     ax[3].set_title("what the head reads (95 % bootstrap over episodes)", fontsize=9)
     ax[3].legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--suite", default="goal")
-    p.add_argument("--episodes", type=int, default=20)
-    p.add_argument("--seed", type=int, default=0, help="seed id of the held-out expert episodes")
-    p.add_argument("--every", type=int, default=5, help="use every n-th state of each expert episode")
-    p.add_argument("--out", required=True, help="output directory (must be empty or new)")
-    p.add_argument("--overwrite", action="store_true", help="write into a non-empty --out")
+    state_arguments(p, episodes=20)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -269,12 +261,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {out / 'tr_phase.json'} and {png}")
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return run(p.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -100,22 +100,34 @@ def plot(summary: dict, path: Path) -> Path:
     ax[1].bar(names, [bp[p]["mean"] for p in names], yerr=[bp[p]["std"] for p in names], capsize=4,
               color=["tab:blue", "tab:orange"][: len(names)])
     ax[1].set_title(f"TR by expert phase (grid index {summary['default_index']})")
+    return save_figure(fig, path)
+
+
+def save_figure(fig, path: Path, dpi: int = 100) -> Path:
+    """Lay out, write (creating the directory) and close a study figure."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def state_arguments(p: argparse.ArgumentParser, episodes: int) -> None:
+    """The options of a study over held-out expert states (tr-study, tr-phase), and its output."""
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--suite", default="goal")
-    p.add_argument("--episodes", type=int, default=10)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--episodes", type=int, default=episodes)
+    p.add_argument("--seed", type=int, default=0, help="seed id of the held-out expert episodes")
     p.add_argument("--every", type=int, default=5, help="use every n-th state of each expert episode")
-    p.add_argument("--indices", default="0,1,2,3,4,5", help="solver grid indices to extract features at")
     p.add_argument("--out", required=True, help="output directory (must be empty or new)")
     p.add_argument("--overwrite", action="store_true", help="write into a non-empty --out")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    state_arguments(p, episodes=10)
+    p.add_argument("--indices", default="0,1,2,3,4,5", help="solver grid indices to extract features at")
 
 
 def table(summary: dict) -> str:
