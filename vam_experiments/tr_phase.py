@@ -91,8 +91,9 @@ def _decode(policy, feats, sigma_v: float, state, noise_action):
     return actions[0].numpy(), trs[0]
 
 
-def measure(policy, states: list[dict], progress: bool = True) -> list[dict]:
-    """Every state's TR, covariates and swap sensitivities (rows in state order)."""
+def measure(policy, states: list[dict], progress: bool = True, index: int | None = None) -> list[dict]:
+    """Every state's TR, covariates and swap sensitivities (rows in state order), with the features
+    extracted at solver grid index `index` (None: the policy's)."""
     import torch
 
     from camera_bridge.preprocess import fit_views
@@ -110,7 +111,7 @@ def measure(policy, states: list[dict], progress: bool = True) -> list[dict]:
             policy.generator.manual_seed(1000 + k)                                      # the TR study's noise
             noise = policy._noise(None)
             anchor = m.encode_frames(torch.from_numpy(frame)[None, None]).float()      # [1, 16, 1, h, w]
-            feats, sigma_v = m.video_features(anchor, policy._text, noise["video"])    # [1, T, N, D]
+            feats, sigma_v = m.video_features(anchor, policy._text, noise["video"], index)  # [1, T, N, D]
             state = torch.from_numpy(((s["proprio"] - p_mean) / p_std).astype(np.float32))[None]  # [1, P]
             prepared.append((feats, sigma_v, state, noise["action"], frame))
         rows = []
@@ -236,6 +237,8 @@ def plot(rows: list[dict], summary: dict, path: Path) -> Path:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     state_arguments(p, episodes=20)
+    p.add_argument("--index", type=int, help="solver grid index to extract the features at (default: the "
+                                             "policy's; the last is the least noisy future)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -248,11 +251,15 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"--checkpoint {args.checkpoint!r} is not a file")
     claim_out_dir(args.out, args.overwrite)          # before minutes of work, not after
     policy = build_policy(checkpoint=args.checkpoint, guidance="none", seed=0)
+    steps = policy.mcfg.solver.steps
+    index = policy.mcfg.solver.feature_index if args.index is None else args.index
+    if not 0 <= index < steps:
+        raise SystemExit(f"--index {index} outside the solver grid [0, {steps - 1}]")
     states = collect_states(args.suite, args.episodes, args.seed, args.every, policy.mcfg.robot.chunk)
-    rows = measure(policy, states)
+    rows = measure(policy, states, index=index)
     summary = summarise(rows) | {"checkpoint": args.checkpoint, "suite": args.suite, "seed": args.seed,
                                  "states": len(states), "feature_block": policy.mcfg.dit.feature_block,
-                                 "feature_index": policy.mcfg.solver.feature_index}
+                                 "feature_index": index}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "tr_phase.json").write_text(json.dumps(summary | {"rows": rows}, indent=1) + "\n")

@@ -51,6 +51,11 @@ def test_tr_phase_command_checks_arguments_before_loading(tmp_path):
         main(["tr-phase", "--checkpoint", "x.safetensors", "--episodes", "1", "--out", str(tmp_path / "o")])
     with pytest.raises(SystemExit, match="is not a file"):
         main(["tr-phase", "--checkpoint", str(tmp_path / "missing.safetensors"), "--out", str(tmp_path / "o")])
+    from vam_stack.paths import models_dir
+
+    with pytest.raises(SystemExit, match="--index 6 outside the solver grid"):
+        main(["tr-phase", "--checkpoint", str(models_dir() / "libero64.safetensors"), "--index", "6",
+              "--out", str(tmp_path / "o")])
 
 
 @pytest.mark.unit
