@@ -158,8 +158,8 @@ class PolicyDriver:
     """The policy side of the closed loop on the mocked bridge: the current frame and proprio
     feeding a chunk executor. Lockstep (default): `act(obs)` per step, a new chunk every `execute` steps.
     Realtime (`sink` given): `observe(obs)` per step, `executor.start()`/`stop()`; the executor's
-    tick thread calls `sink(action)` at the preset's rate and its worker thread reads
-    `observation()`. Frames are fitted to the preset's view size on the way in (after the JPEG
+    tick thread calls `sink(action)` at the preset's rate and reads `observation()` at each
+    request, before that tick's action is sent. Frames are fitted to the preset's view size on the way in (after the JPEG
     round trip of the compressed camera topic when `jpeg_quality` is given), and `fitted` is what
     the policy saw (for recordings)."""
 
@@ -176,7 +176,7 @@ class PolicyDriver:
         self.executor.reset(instruction=instruction, initial_target=kw.get("initial_target"))
         r = policy.mcfg.robot
         self._fit = (len(r.cameras), r.camera_width, r.camera_height)
-        self._lock = threading.Lock()     # realtime: the tick thread writes, the worker reads
+        self._lock = threading.Lock()     # realtime: written after each step, read at each request
         self.fitted: np.ndarray | None = None
         self._proprio: np.ndarray | None = None
         self._jpeg_quality = jpeg_quality
