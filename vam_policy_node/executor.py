@@ -28,6 +28,9 @@ chunk takes over. Two modes share one schedule (`ChunkSchedule`):
   `vam_stack.pacing.DeadlinePacer`; the tick thread may ask for SCHED_FIFO (`rt_priority`).
   To keep the policy's Python work off the tick thread's GIL, wrap the policy in
   `executor_worker.ProcessPolicy` (same contract, runs in a child process).
+  `virtual_step(latency_s)` runs the same realtime tick on a virtual clock, without threads: every
+  replan takes exactly `latency_s`, so a realtime run is deterministic on any machine (with an exact
+  latency and no margin it is the delayed lockstep, tick for tick).
 
 Seam blending: a cross-fade over `blend_ticks` ticks. At the switch tick the old trajectory's
 next W targets (including any blend still in progress) are frozen, and target j of the window
@@ -97,8 +100,8 @@ class ChunkExecutor:
             if spec is not None and hasattr(spec, name) and getattr(spec, name) != getattr(cfg, name):
                 raise ConfigError(f"executor {name}={getattr(cfg, name)!r} does not match the policy's "
                                   f"spec.{name}={getattr(spec, name)!r}")
-        if cfg.mode == "realtime" and (obs_fn is None or sink is None):
-            raise ValueError("realtime mode needs obs_fn and sink callables")
+        if cfg.mode == "realtime" and obs_fn is None:
+            raise ValueError("realtime mode needs an obs_fn callable (and a sink to start() its threads)")
         self.policy, self.cfg = policy, cfg
         self.obs_fn, self.sink, self.on_result, self.clock = obs_fn, sink, on_result, clock
         self.pacer = DeadlinePacer(cfg.rate_hz, cfg.spin_s, cfg.max_samples, clock)
@@ -132,6 +135,8 @@ class ChunkExecutor:
         self._pending: _Result | None = None
         self._in_flight = False
         self._promised: int | None = None   # rtc guided: the tick the request's chunk is installed at
+        self._virtual: tuple[int, _Result] | None = None   # virtual clock: (tick it becomes visible, result)
+        self._vtick = 0                                     # virtual clock: the next tick
         self.late = 0                       # rtc guided: chunks that arrived after that tick
 
     def _run_policy(self, obs: Mapping, origin: int, t_req: float, committed: dict | None = None) -> _Result:
@@ -233,6 +238,8 @@ class ChunkExecutor:
             raise RuntimeError(f"start() is for realtime mode; this executor is {self.cfg.mode!r}")
         if self.running:
             raise RuntimeError("executor already running")
+        if self.sink is None:
+            raise ValueError("start() needs a sink callable: the tick thread sends each target through it")
         if not self._fresh:
             raise RuntimeError("call reset() before starting the executor again")
         self._fresh = False
@@ -262,6 +269,35 @@ class ChunkExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def virtual_step(self, latency_s: float) -> tuple[np.ndarray | None, StepInfo]:
+        """Realtime mode on a virtual clock, without threads (deterministic whatever the machine's
+        load): the realtime tick `k` at time k / rate, its target returned instead of sent. A request
+        is answered at once (its observation read at the request, as on the tick thread), but the
+        answer becomes visible at the first tick at or after request + `latency_s` and reports that
+        latency. The latency estimate, the lead, an early guided chunk's wait and late installs then
+        behave as on the wall clock with a policy that always takes `latency_s`."""
+        if self.cfg.mode != "realtime":
+            raise RuntimeError(f"virtual_step() runs the realtime executor; this one is {self.cfg.mode!r}")
+        if self.running:
+            raise RuntimeError("virtual_step() drives a stopped executor; its threads are running")
+        if not (math.isfinite(latency_s) and latency_s >= 0):
+            raise ValueError(f"latency_s must be finite and >= 0, got {latency_s!r}")
+        self._fresh = False                                             # reset() before start() again
+        k = self._vtick
+        if self._virtual is not None and k >= self._virtual[0]:
+            self._pending, self._virtual = self._virtual[1], None
+        target = self._realtime_step(k, k / self.cfg.rate_hz)
+        if self._request is not None:
+            origin, t_req, committed, obs = self._request
+            self._request = None
+            res = self._run_policy(obs, origin, t_req, committed)
+            res.latency_s = latency_s
+            if self.on_result is not None and res.error is None:
+                self.on_result({"origin_tick": origin, "latency_s": latency_s, **(res.telemetry or {})})
+            self._virtual = (origin + math.ceil(latency_s * self.cfg.rate_hz - 1e-9), res)
+        self._vtick += 1
+        return target, self.last_info
 
     def _worker_loop(self) -> None:
         while not self._stop.is_set():

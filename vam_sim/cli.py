@@ -143,14 +143,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
                         "the policy infers in a worker thread (missed and held ticks reported)")
     p.add_argument("--rtc", default="off", choices=("guided", "off"),
-                   help="with --executor realtime (or --lockstep-delay), vam: guided = each replan continues the chunk being executed "
-                        "(real-time chunking: the actions that run during inference frozen, the overlap steered); "
-                        "off (default; guided measured worse, docs/realtime_chunking.md) = latency compensation and "
-                        "the cross-fade only")
+                   help="realtime (or --lockstep-delay), vam: guided = each replan continues the executing chunk (real-time "
+                        "chunking); off (default; guided measured worse: docs/realtime_chunking.md) = latency compensation")
     p.add_argument("--lockstep-delay", type=int, default=0, metavar="D",
                    help="mocked LIBERO, lockstep: a replan takes D ticks of simulated time (observed D ticks before "
                         "the executed part ends, installed D ticks later, the elapsed actions skipped, as the realtime "
                         "executor does), deterministic; with --rtc guided the request carries the committed actions")
+    p.add_argument("--virtual-latency-ms", type=float, default=0.0, metavar="MS",
+                   help="mocked LIBERO, with --executor realtime: run the realtime executor on a virtual clock "
+                        "(deterministic, no threads) where every replan takes exactly MS milliseconds")
     p.add_argument("--image-transport", default="raw", choices=("raw", "compressed"),
                    help="libero robots, vam: raw frames, or compressed: every stacked frame JPEG-encoded and decoded "
                         "before the policy sees it, as over the ROS path's /camera/stacked/image_raw/compressed")
@@ -182,10 +183,11 @@ def run(args: argparse.Namespace) -> int:
     if args.backend is None:                         # CPU: onnxruntime (its parity and episode agreement: bench eval)
         args.backend = _default_backend(args.policy, args.device)
     transport = (getattr(args, "image_transport", "raw"), getattr(args, "jpeg_quality", JPEG_QUALITY_DEFAULT))
-    delay = getattr(args, "lockstep_delay", 0)
-    if delay and (args.robot != "libero-mock" or args.executor != "lockstep"):
-        raise SystemExit(f"--lockstep-delay {delay} simulates latency on the mocked LIBERO bridge in lockstep; got "
-                         f"--robot {args.robot} --executor {args.executor}")
+    delay, virtual = getattr(args, "lockstep_delay", 0), getattr(args, "virtual_latency_ms", 0.0)
+    for flag, value, executor in (("--lockstep-delay", delay, "lockstep"), ("--virtual-latency-ms", virtual, "realtime")):
+        if value and (args.robot != "libero-mock" or args.executor != executor):
+            raise SystemExit(f"{flag} {value:g} simulates latency on the mocked LIBERO bridge with --executor {executor}; "
+                             f"got --robot {args.robot} --executor {args.executor}")
     if args.robot == "yam-mujoco":
         if args.suite is not None:
             raise SystemExit(f"--suite {args.suite!r} is for the LIBERO robots; --robot yam-mujoco takes --task "
@@ -203,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
                     record=not args.no_record, record_image_every=args.record_image_every,
                     first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
                     mock_config=args.mock_config, executor=args.executor, rtc=args.rtc,
-                    lockstep_delay=delay, device=args.device, backend=args.backend,
+                    lockstep_delay=delay, virtual_latency_ms=getattr(args, "virtual_latency_ms", 0.0),
+                    device=args.device, backend=args.backend,
                     action_temperature=args.action_temperature, image_transport=transport[0],
                     jpeg_quality=transport[1], **_weights(args))
     if args.robot == "libero-real":                  # nothing (not even an empty recording) before this check

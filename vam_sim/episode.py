@@ -274,13 +274,18 @@ class RealtimeLoop:
                     break
         if self.failure:
             raise self.failure[0]
-        st = executor.stats()
-        timing = {"rate_hz": executor.cfg.rate_hz, "ticks": int(st["ticks"]), "missed_ticks": int(st["missed_ticks"]),
-                  "dropped_chunks": int(st["dropped"]), "achieved_hz": _round(st.get("achieved_hz")),
-                  "p99_jitter_ms": _round(st.get("p99_jitter_ms")), "max_period_ms": _round(st.get("max_period_ms")),
-                  "rtc": executor.cfg.rtc, "seam_max_step": round(st["seam_max_step"], 5),
-                  "within_chunk_max_step": round(st["within_chunk_max_step"], 5)}
-        return timing, stalled
+        return realtime_timing(executor), stalled
+
+
+def realtime_timing(executor) -> dict:
+    """A realtime episode's timing and seam record from its executor's stats (on a virtual clock the
+    pacer's fields stay empty)."""
+    st = executor.stats()
+    return {"rate_hz": executor.cfg.rate_hz, "ticks": int(st["ticks"]), "missed_ticks": int(st["missed_ticks"]),
+            "dropped_chunks": int(st["dropped"]), "achieved_hz": _round(st.get("achieved_hz")),
+            "p99_jitter_ms": _round(st.get("p99_jitter_ms")), "max_period_ms": _round(st.get("max_period_ms")),
+            "rtc": executor.cfg.rtc, "seam_max_step": round(st["seam_max_step"], 5),
+            "within_chunk_max_step": round(st["within_chunk_max_step"], 5), "late_chunks": int(st.get("late", 0))}
 
 
 def episode_seed(task: str, episode: int, seed: int) -> int:

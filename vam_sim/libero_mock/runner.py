@@ -30,6 +30,7 @@ was ever installed although inference was tried ends with termination "error", n
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,8 @@ class SimConfig:
     rtc: str = "off"                 # realtime: guided = the next chunk continues the executing one (real-time
                                      # chunking, vam_model/realtime_chunking.py) | off = latency compensation only
     lockstep_delay: int = 0          # lockstep: a replan takes this many ticks of simulated time (ExecutorConfig)
+    virtual_latency_ms: float = 0.0  # realtime: > 0 runs the realtime executor on a virtual clock (deterministic,
+                                     # no threads): every replan takes exactly this long (ChunkExecutor.virtual_step)
     device: str = "auto"             # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
     backend: str = "torch"           # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
     action_temperature: float = 1.0  # vam: scale of the flow's initial action noise (PolicyConfig), in [0, 1]
@@ -104,6 +107,11 @@ class SimConfig:
         check(self.rtc in RTC_MODES, f"rtc must be one of {RTC_MODES}, got {self.rtc!r}")
         check(self.executor == "lockstep" or self.policy == "vam",
               f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
+        check(math.isfinite(self.virtual_latency_ms) and self.virtual_latency_ms >= 0,
+              f"virtual_latency_ms must be finite and >= 0, got {self.virtual_latency_ms!r}")
+        check(self.virtual_latency_ms == 0 or self.executor == "realtime",
+              f"virtual_latency_ms {self.virtual_latency_ms!r} runs the realtime executor on a virtual clock; "
+              f"executor is {self.executor!r}")
         check_run_device(self.device, self.backend, self.policy)
         check_guidance_weights(self.w_lang, self.w_plan, self.s_max, self.policy)
         check_temperature(self.action_temperature, self.policy)
@@ -165,13 +173,15 @@ class PolicyDriver:
 
     def __init__(self, policy, instruction: str, execute: int | None = None,
                  sink: Callable[[np.ndarray], Any] | None = None, jpeg_quality: int | None = None,
-                 rtc: str = "off", lockstep_delay: int = 0):
+                 rtc: str = "off", lockstep_delay: int = 0, virtual: bool = False):
         """`execute` overrides the preset's replan interval (1..chunk actions); `jpeg_quality`: frames
-        reach the policy JPEG-encoded and decoded at this quality (None: raw)."""
+        reach the policy JPEG-encoded and decoded at this quality (None: raw); `virtual`: the realtime
+        executor stepped on a virtual clock (`executor.virtual_step`), no sink and no threads."""
         from vam_policy_node.executor import ChunkExecutor
 
-        cfg = driver_config(policy, execute, "lockstep" if sink is None else "realtime", rtc, lockstep_delay)
-        kw = {} if sink is None else dict(obs_fn=self.observation, sink=sink, initial_target=HOLD_OPEN)
+        realtime = sink is not None or virtual
+        cfg = driver_config(policy, execute, "realtime" if realtime else "lockstep", rtc, lockstep_delay)
+        kw = dict(obs_fn=self.observation, sink=sink, initial_target=HOLD_OPEN) if realtime else {}
         self.executor = ChunkExecutor(policy, cfg, **kw)
         self.executor.reset(instruction=instruction, initial_target=kw.get("initial_target"))
         r = policy.mcfg.robot
@@ -307,7 +317,9 @@ class SimRunner(EpisodeRunner):
         # worker process, so runs (and schedules) pair episode by episode
         self.policy.reseed(policy_seed(episode_seed(f"{result['suite']}/{result['task']}", result["episode"],
                                                     result["seed"])))
-        if self.cfg.executor == "lockstep":
+        if self.cfg.virtual_latency_ms:
+            ep.run_virtual(self.cfg.virtual_latency_ms / 1e3)
+        elif self.cfg.executor == "lockstep":
             ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute, jpeg_quality=self.jpeg_quality,
                                      rtc=self.cfg.rtc, lockstep_delay=self.cfg.lockstep_delay)
             while not env.done:
@@ -361,6 +373,25 @@ class _VamEpisode:
             self.reach.update()
         self.step += 1
         return env.done
+
+    def run_virtual(self, latency_s: float) -> None:
+        """The realtime executor on a virtual clock: one environment step per virtual tick, every
+        replan taking exactly `latency_s` (deterministic, whatever the machine's load)."""
+        from ..episode import realtime_timing
+
+        r, env = self.runner, self.env
+        self.driver = PolicyDriver(r.policy, env.instruction, r.cfg.execute, jpeg_quality=r.jpeg_quality,
+                                   rtc=r.cfg.rtc, virtual=True)
+        executor = self.driver.executor
+        while not env.done:
+            self.driver.observe(self.obs)
+            action, sinfo = executor.virtual_step(latency_s)
+            if self.tick(action, sinfo):
+                break
+            if r.progress is not None:
+                r.progress({"step": self.step, "max_steps": env.max_steps})
+        self.realtime = self.log.realtime_record(realtime_timing(executor) | {"ticks": self.step,
+                                                                              "virtual_latency_ms": 1e3 * latency_s})
 
     def run_realtime(self) -> None:
         """The environment at its own rate on the wall clock, stepped by the executor's tick thread."""

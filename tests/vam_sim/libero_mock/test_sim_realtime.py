@@ -73,6 +73,32 @@ def test_realtime_takes_every_step_and_applies_the_chunks(tmp_path):
 
 
 @pytest.mark.sim
+def test_realtime_on_a_virtual_clock_is_deterministic_and_holds_for_the_latency(tmp_path):
+    """Each replan takes exactly 140 ms (2.8 ticks) of virtual time: the first answer lands at tick 3
+    (held until then), and two runs are identical, however loaded the machine is."""
+    def once(name):
+        pol = ScriptedPolicy()
+        cfg = SimConfig(episodes=1, max_steps=40, executor="realtime", virtual_latency_ms=140.0, record=False,
+                        plots=False)
+        with SimRunner(cfg, tmp_path / name, policy=pol) as runner:
+            return runner.run_episode(0), pol
+
+    (a, pol), (b, _) = once("a"), once("b")
+    assert a["steps"] == 40 and a["replans"] and a["inference_errors"] == 0
+    rt = a["realtime"]
+    assert rt["virtual_latency_ms"] == 140.0 and rt["ticks"] == 40 and rt["held_ticks"] == 3
+    assert rt["missed_ticks"] == 0 and rt["dropped_chunks"] == 0
+    assert [p.tolist() for _, p in pol.calls] == [p.tolist() for _, p in once("c")[1].calls]
+    assert {k: v for k, v in a.items() if k != "realtime"} == {k: v for k, v in b.items() if k != "realtime"}
+    with pytest.raises(ConfigError, match="virtual_latency_ms 140.0 runs the realtime executor"):
+        SimConfig(virtual_latency_ms=140.0)
+    with pytest.raises(ConfigError, match="virtual_latency_ms must be finite"):
+        SimConfig(executor="realtime", virtual_latency_ms=float("inf"))
+    with pytest.raises(SystemExit, match="--virtual-latency-ms 140 simulates latency"):
+        main(["sim", "--virtual-latency-ms", "140", "--out", str(tmp_path / "bad")])
+
+
+@pytest.mark.sim
 def test_realtime_reports_a_policy_slower_than_the_executed_chunk(tmp_path):
     # 0.6 s per replan > 10 actions at 20 Hz (0.5 s): the first 0.6 s hold, and later chunks
     # run past `execute` or the arm holds at the chunk's end; the episode still ends on time.
