@@ -122,6 +122,33 @@ def test_ensure_onnx_refuses_foreign_manifest(micro_model, tmp_path):
         ensure_onnx(micro_model, BackendConfig(name="onnxruntime", onnx_dir=str(tmp_path / "none")))
 
 
+def test_concurrent_exports_never_expose_a_half_written_cache(tmp_path):
+    """Two eval workers on an empty cache both export: each writes a private copy and renames it in;
+    the second finds the first's complete copy and keeps it."""
+    from vam_model.backends.ort_backend import _export_into
+
+    d = tmp_path / "onnx" / "micro-abc-def-fp32"
+
+    def export(tmp, tag):
+        tmp.mkdir(parents=True)
+        assert not d.exists() or (d / "manifest.json").is_file()      # never a partial d
+        (tmp / "graph.onnx").write_text(tag)
+        (tmp / "manifest.json").write_text(json.dumps({"by": tag}))
+
+    _export_into(d, lambda tmp: export(tmp, "first"))
+    _export_into(d, lambda tmp: export(tmp, "second"))
+    assert json.loads((d / "manifest.json").read_text()) == {"by": "first"}
+    assert sorted(p.name for p in d.parent.iterdir()) == [d.name]      # no partial copy left behind
+
+    def broken(tmp):
+        tmp.mkdir(parents=True)
+        raise RuntimeError("export failed")
+
+    with pytest.raises(RuntimeError, match="export failed"):
+        _export_into(tmp_path / "other", broken)
+    assert not (tmp_path / "other").exists() and not list(tmp_path.glob("other.partial-*"))
+
+
 def test_graph_cache_is_keyed_by_config_not_only_weights(micro_model):
     """The same weights at another feature block k must not reuse the cached graphs: the DiT
     features graph bakes block k in, the head graph its TR layer."""

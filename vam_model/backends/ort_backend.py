@@ -15,6 +15,8 @@ way per call (the GPU path is the `tensorrt` backend, which binds device memory 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +47,7 @@ def ensure_onnx(model, cfg: BackendConfig, dtype: str = "fp32", progress=print) 
         d = Path(cfg.cache_dir).expanduser() / "onnx" / f"{model.cfg.name}-{whash}-{chash}-{dtype}"
         if not (d / "manifest.json").is_file():
             progress(f"[onnx] exporting {model.cfg.name} DiT ({dtype}) to {d} (once per weights)")
-            export_onnx(model, d, dtype=dtype, head=False, progress=progress)
+            _export_into(d, lambda tmp: export_onnx(model, tmp, dtype=dtype, head=False, progress=progress))
     m = _manifest(d)
     _check_manifest(d, m, model.cfg.name, "weights_hash", whash)
     _check_config(d, m, chash)
@@ -68,7 +70,7 @@ def ensure_head_onnx(model, cfg: BackendConfig, progress=print) -> Path:
         d = Path(cfg.cache_dir).expanduser() / "onnx" / f"{model.cfg.name}-head-{hhash}-{chash}"
         if not (d / "manifest.json").is_file():
             progress(f"[onnx] exporting {model.cfg.name} head to {d} (once per weights)")
-            export_onnx(model, d, dit=False, progress=progress)
+            _export_into(d, lambda tmp: export_onnx(model, tmp, dit=False, progress=progress))
     m = _manifest(d)
     missing = [g for g in HEAD_GRAPHS if g not in m.get("graphs", {})]
     if missing:
@@ -85,6 +87,26 @@ def _check_manifest(d: Path, m: dict, preset: str, key: str, want: str) -> None:
     if m.get(key) != want:
         what = "head weights" if key.startswith("head") else "weights"
         raise ValueError(f"{d}: graphs were exported from {what} {m.get(key)!r}, the model's are {want!r}; export again")
+
+
+def _export_into(d: Path, export) -> None:
+    """`export(tmp)` into a private directory beside `d`, then rename it to `d`. Processes exporting
+    the same graphs at once (eval workers on an empty cache) never read each other's half-written
+    files: the first rename wins, a later one finds `d` complete and drops its own copy."""
+    tmp = d.with_name(f"{d.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    d.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        export(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:
+        tmp.rename(d)                                  # atomic; fails when another process's copy is there
+    except OSError:
+        if not (d / "manifest.json").is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _check_config(d: Path, m: dict, want: str) -> None:
