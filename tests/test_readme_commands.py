@@ -31,7 +31,7 @@ VALUES = {
     "--models": "lora", "--labels": "none", "--preset": "tiny", "--transformer": "dit.pt", "--vae": "vae.pth",
     "--pi0": "pi0.safetensors", "--text-encoder": "qwen", "--json": "-", "--dataset": "runs/demos", "--workers": "2",
     "FILE": "models/tiny.safetensors", "NAME:=VALUE": "preset:=tiny", "SRC": "runs/recordings", "DATASET": "runs/demos",
-    "--mapping": "config/mcap_import_yam.yaml",
+    "--mapping": "config/mcap_import_yam.yaml", "--index": "5", "--data": "docs/data/paper_study/tr_block",
 }
 PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z_]*|K=V|NAME:=VALUE|\.\.\.)$")
 
