@@ -78,7 +78,6 @@ class YamLeaderNode(Node):
             raise
         self.period = 1.0 / cfg.rate_hz
         self.follower: np.ndarray | None = None
-        self.last_reading = None
         self.pubs = {k: ros.publisher(self, k) for k in ("teleop_command", "joint_targets")}
         ros.subscription(self, "joint_states", self._on_joint_states)
         self.create_service(Trigger, "~/engage", self._engage)
