@@ -56,7 +56,7 @@ def test_config_validation_quotes_bad_values():
 def test_executor_rejects_spec_mismatch_and_missing_realtime_callables():
     with pytest.raises(ConfigError, match="chunk=50 does not match the policy's spec.chunk=17"):
         ChunkExecutor(CountingPolicy(17, 7), robot_config(mode="lockstep", action_dim=7))
-    with pytest.raises(ValueError, match="obs_fn and sink"):
+    with pytest.raises(ValueError, match="realtime mode needs an obs_fn callable"):
         ChunkExecutor(CountingPolicy(50, 14), robot_config())
 
 
