@@ -114,12 +114,14 @@ class EpisodeRunner:
     @staticmethod
     def policy_for_run(checkpoint: str | None, preset: str | None, default_preset: str, guidance: str, seed: int,
                      device: str = "auto", backend: str = "torch", action_temperature: float = 1.0,
-                     weights: dict | None = None, threads: int = 0):
+                     weights: dict | None = None, threads: int = 0, warm: bool = False):
         """The policy a run uses: the given checkpoint, else the default preset's shipped weights, on
         `device` with its DiT and head calls on `backend` (check_run_device names a bad value first),
         its initial action noise scaled by `action_temperature` and its guidance weights replaced by
         `weights` (GuidanceConfig field -> value; PolicyConfig's defaults otherwise); `threads` torch and
-        onnxruntime threads (0: their defaults)."""
+        onnxruntime threads (0: their defaults). `warm`: run it once on a blank observation first (as the
+        policy node does at configure), so a wall-clock realtime episode's first replan takes its
+        steady time rather than the runtime's first-call costs."""
         from dataclasses import replace
 
         from vam_model.backends import BackendConfig
@@ -130,7 +132,13 @@ class EpisodeRunner:
         cfg = PolicyConfig(device=device, backend=BackendConfig(name=backend, threads=threads), threads=threads,
                            action_temperature=action_temperature)
         cfg = replace(cfg, guidance=replace(cfg.guidance, **(weights or {})))
-        return build_policy(preset, checkpoint=ckpt, guidance=guidance, seed=seed, config=cfg)
+        policy = build_policy(preset, checkpoint=ckpt, guidance=guidance, seed=seed, config=cfg)
+        if warm:
+            from vam_policy_node.runtime import warm_up
+
+            times = warm_up(policy, policy.guidance.cfg, seed)
+            log.info("policy warmed up: %s", ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))
+        return policy
 
     def open_outputs(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -361,7 +369,8 @@ def realtime_stats(episodes: list[dict]) -> dict | None:
     out["p99_jitter_ms_max"] = max(jit) if jit else None
     seam = [(x["seam_max_step"], x["within_chunk_max_step"]) for x in rt if x.get("seam_max_step") is not None]
     out["seam_within_episodes"] = sum(a <= b for a, b in seam)   # episodes whose largest seam step <= within-chunk
-    out["seam_ratio_median"] = float(np.median([a / b for a, b in seam if b > 0])) if seam else None
+    ratios = [a / b for a, b in seam if b > 0]                   # episodes without motion inside a chunk have none
+    out["seam_ratio_median"] = float(np.median(ratios)) if ratios else None
     return out
 
 

@@ -50,7 +50,8 @@ def _policy(cfg: SimConfig):
     if policy is None:
         policy = _POLICIES[key] = SimRunner.policy_for_run(
             cfg.checkpoint, cfg.preset, "libero64", cfg.guidance, cfg.seed, cfg.device, cfg.backend,
-            cfg.action_temperature, guidance_weights(cfg), threads=_THREADS)
+            cfg.action_temperature, guidance_weights(cfg), threads=_THREADS,
+            warm=cfg.executor == "realtime" and not cfg.virtual_latency_ms)
     schedule, baseline = parse_guidance_label(cfg.guidance)
     policy.configure(guidance=replace(GuidanceConfig(), schedule=schedule, tr_baseline=baseline,
                                       **guidance_weights(cfg)))

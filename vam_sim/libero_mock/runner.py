@@ -248,7 +248,8 @@ class SimRunner(EpisodeRunner):
     def _policy_for_run(self):
         c = self.cfg
         return self.policy_for_run(c.checkpoint, c.preset, "libero64", c.guidance, c.seed, c.device, c.backend,
-                                 c.action_temperature, guidance_weights(c))
+                                 c.action_temperature, guidance_weights(c),
+                                 warm=c.executor == "realtime" and not c.virtual_latency_ms)
 
     def __enter__(self):
         if self.cfg.policy == "vam" and self.policy is None:

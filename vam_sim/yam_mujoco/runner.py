@@ -185,7 +185,7 @@ class YamSimRunner(EpisodeRunner):
         c = self.cfg
         if c.policy == "vam" and self.policy is None:
             self.policy = self.policy_for_run(c.checkpoint, c.preset, "yam64", c.guidance, c.seed, c.device, c.backend,
-                                            c.action_temperature, guidance_weights(c))
+                                            c.action_temperature, guidance_weights(c), warm=c.executor == "realtime")
         if self.policy is not None:
             spec = self.policy.spec
             if c.execute is not None and c.execute > spec.chunk:

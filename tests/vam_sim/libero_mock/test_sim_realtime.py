@@ -111,6 +111,8 @@ def test_realtime_reports_a_policy_slower_than_the_executed_chunk(tmp_path):
     total = realtime_stats([ep, ep])
     assert total["episodes"] == 2 and total["held_ticks"] == 2 * rt["held_ticks"]
     assert realtime_stats([{"success": True}]) is None
+    still = {**rt, "seam_max_step": 0.0, "within_chunk_max_step": 0.0}    # no motion in any chunk: no ratio
+    assert realtime_stats([{"realtime": still}])["seam_ratio_median"] is None
 
 
 @pytest.mark.sim

@@ -218,3 +218,21 @@ def test_guidance_weights_reach_the_policy_and_bad_ones_are_named(tmp_path):
     with pytest.raises(ConfigError, match="w_lang_base must be finite"):
         main(["eval", "--suites", "goal", "--w-lang", "nan", "--out", str(tmp_path / "e")])
     assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.unit
+def test_a_wall_clock_realtime_run_warms_its_policy_before_the_first_episode(tmp_path, caplog, monkeypatch):
+    import vam_policy_node.runtime as runtime
+    from vam_sim.libero_mock.runner import SimRunner
+
+    calls = []
+    real = runtime.warm_up
+    monkeypatch.setattr(runtime, "warm_up", lambda *a, **k: calls.append(a) or real(*a, **k))
+    for executor, virtual, warmed in (("lockstep", 0.0, False), ("realtime", 100.0, False), ("realtime", 0.0, True)):
+        calls.clear()
+        cfg = SimConfig(preset="tiny", executor=executor, virtual_latency_ms=virtual, seed=3)
+        with caplog.at_level("INFO", logger="vam_sim.episode"):
+            policy = SimRunner(cfg, tmp_path / f"{executor}{virtual:g}")._policy_for_run()
+        assert bool(calls) == warmed, (executor, virtual)
+    assert calls[0][0] is policy and calls[0][2] == 3             # reseeded at the run's seed afterwards
+    assert "policy warmed up: reset" in caplog.text and "first_replan" in caplog.text
