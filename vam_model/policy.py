@@ -126,6 +126,7 @@ class VamPolicy:
         self.mcfg: ModelConfig = model.cfg
         self.cfg = cfg
         self.checkpoint = checkpoint  # where the weights came from: a checkpoint path, or "random"
+        self.rtc_prefix_max = 0       # > 0: the head was trained to take up to this many committed actions
         r = self.mcfg.robot
         self.spec = PolicySpec(r.chunk, r.execute, r.action_dim, r.proprio_dim, r.image_height,
                                r.image_width, r.control_hz, r.action_type, len(r.cameras))
@@ -283,17 +284,28 @@ class VamPolicy:
 
     accepts_committed = True   # infer(obs, committed=...) continues a chunk (vam_model.realtime_chunking)
 
+    @property
+    def rtc_methods(self) -> tuple[str, ...]:
+        """How this policy can continue a committed chunk: guided always; trained when its head
+        learnt a committed prefix (the checkpoint's training.rtc_prefix_max > 0)."""
+        return ("guided", "trained") if self.rtc_prefix_max > 0 else ("guided",)
+
     @torch.no_grad()
     def infer(self, obs: dict, noise: dict | None = None, committed: dict | None = None) -> dict:
         """One replan, steps 1-6 of the module docstring: actions [A_H, D] and the telemetry.
-        `committed` ({"actions": [n, D], "delay": d}, real units): the chunk being executed from
-        the request on; the new chunk is steered to continue it (real-time chunking)."""
+        `committed` ({"actions": [n, D], "delay": d, "method": guided | trained}, real units): the
+        chunk being executed from the request on; the new chunk continues it (real-time chunking).
+        `trained` gives the head min(d, rtc_prefix_max) committed actions (a longer prefix than it
+        learnt is cut: the actions past it run before the new chunk starts anyway)."""
         frame, proprio = self.check_obs(obs)
         if committed is not None:
             try:
-                y, delay = rtc.check_committed(committed, self.spec.chunk, self.spec.action_dim)
+                y, delay, method = rtc.check_committed(committed, self.spec.chunk, self.spec.action_dim)
             except ValueError as e:
                 raise InputError(str(e)) from None
+            if method not in self.rtc_methods:
+                raise InputError(f"committed method {method!r}: this policy's head ({self.checkpoint}) was not trained "
+                                 f"with a committed prefix (train with loss.prefix_prob and loss.prefix_max)")
         self._apply_pending()
         if self.cfg.threads:
             torch.set_num_threads(self.cfg.threads)
@@ -308,8 +320,10 @@ class VamPolicy:
             a_mean, a_std = self.stats["action"]
             y_n = np.zeros((self.spec.chunk, self.spec.action_dim), np.float32)
             y_n[:len(y)] = (y - a_mean) / a_std
+            if method == "trained":
+                delay = min(delay, self.rtc_prefix_max)
             r.rtc = (devices.upload(torch.from_numpy(y_n), self.device),
-                     rtc.soft_mask(self.spec.chunk, delay, len(y)).to(self.device), delay)
+                     rtc.soft_mask(self.spec.chunk, delay, len(y)).to(self.device), delay, method)
         r.prepare(r.needed_branches() if r.fixed else ("cond",))                         # 2.-3. (5. when fixed)
         actions_n = euler_integrate(r.velocity, r.noise["action"], self.cfg.euler_steps)  # 4.-6. [1, A_H, D]
         out = r.finish(actions_n, t_start)
@@ -350,4 +364,7 @@ def build_policy(preset: str | None = None, checkpoint: str | Path | None = None
         if te and cfg.text_encoder == PolicyConfig().text_encoder:
             cfg = replace(cfg, text_encoder=te)
     encoder = TextEncoder(cfg.text_encoder, mcfg.dit.text_tokens, mcfg.dit.text_in_dim)
-    return VamPolicy(model, cfg, encoder, stats, source)
+    policy = VamPolicy(model, cfg, encoder, stats, source)
+    if checkpoint is not None:
+        policy.rtc_prefix_max = int(extra.get("training", {}).get("rtc_prefix_max", 0) or 0)
+    return policy

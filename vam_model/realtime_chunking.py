@@ -1,4 +1,5 @@
-"""Real-time chunking (guided, no retraining): the next chunk continues the one being executed.
+"""Real-time chunking: the next chunk continues the one being executed (guided, no retraining;
+or trained, with a head that learnt to take the committed prefix).
 
 While the policy infers, the arm keeps executing the current chunk, so the next chunk starts
 `delay` ticks late. Its first `delay` actions are already decided (they run during inference)
@@ -31,6 +32,14 @@ not taken: they would double the backward passes, and the guidance terms are dif
 correction does not need to steer). TR-gated compute is untouched: TR is read from the
 conditional branch's attention before the correction, over all action queries, as the paper
 defines it; the correction changes the noisy actions the next step sees, not what TR measures.
+
+Trained variant (Black et al.'s training-time action conditioning; `method: trained`): the head
+is trained with the first d actions of a chunk given clean, at sigma 0, with d sampled
+(vam_train/losses.py `prefix_prob`, `prefix_max`). At inference every Euler step, of every
+guidance branch, sees the d committed actions clean with per-token times 0 (`clean_prefix`), and
+their velocity is zeroed so they stay put; no soft mask and no backward pass. Only the frozen d
+actions are given: the rest of the committed chunk is not. TR is then summed over the free
+action queries only (the frozen ones are inputs, not queries), so it keeps the paper's meaning.
 """
 from __future__ import annotations
 
@@ -81,14 +90,30 @@ def realtime_velocity(v: torch.Tensor, x: torch.Tensor, sigma: float, committed:
     return v - guidance_weight(sigma, beta) * vjp(err)                   # [B, A, D]
 
 
-def check_committed(committed, chunk: int, action_dim: int) -> tuple[np.ndarray, int]:
-    """The request's committed actions ({"actions": [n, D] real, "delay": d}) checked: 1 <= n <=
-    chunk, finite, 0 <= d <= n (ValueError naming the bad value). Returns (actions float32, d)."""
-    import numpy as np
+METHODS = ("guided", "trained")   # how a committed chunk is continued (module docstring; `trained`: prefix_velocity)
 
-    if not isinstance(committed, dict) or set(committed) != {"actions", "delay"}:
-        raise ValueError(f"committed must be a dict with 'actions' and 'delay', got "
+
+def clean_prefix(x: torch.Tensor, sigma: torch.Tensor, committed: torch.Tensor, delay: int):
+    """The trained variant's Euler input: the first `delay` actions of x [B, A, D] replaced by the
+    committed ones [A, D] (clean), and the per-token times [B, A]: 0 on them, sigma [B] elsewhere.
+    The head was trained on exactly this (vam_train/losses.py, `prefix_prob`)."""
+    frozen = torch.arange(x.shape[1], device=x.device) < delay          # [A]
+    x = torch.where(frozen[None, :, None], committed[None].to(x.dtype), x)  # [B, A, D]
+    sig = torch.where(frozen[None], torch.zeros((), dtype=sigma.dtype, device=x.device), sigma[:, None])  # [B, A]
+    return x, sig
+
+
+def check_committed(committed, chunk: int, action_dim: int) -> tuple[np.ndarray, int, str]:
+    """The request's committed actions ({"actions": [n, D] real, "delay": d, optionally "method":
+    one of METHODS, default guided}) checked: 1 <= n <= chunk, finite, 0 <= d <= n (ValueError
+    naming the bad value). Returns (actions float32, d, method)."""
+    keys = set(committed) if isinstance(committed, dict) else None
+    if keys is None or not {"actions", "delay"} <= keys <= {"actions", "delay", "method"}:
+        raise ValueError(f"committed must be a dict with 'actions', 'delay' and optionally 'method', got "
                          f"{sorted(committed) if isinstance(committed, dict) else type(committed).__name__}")
+    method = committed.get("method", "guided")
+    if method not in METHODS:
+        raise ValueError(f"committed method must be one of {METHODS}, got {method!r}")
     a = np.asarray(committed["actions"])
     if a.ndim != 2 or not 1 <= a.shape[0] <= chunk or a.shape[1] != action_dim or a.dtype.kind not in "fiu":
         raise ValueError(f"committed actions must be real [n, {action_dim}] with 1 <= n <= {chunk}, "
@@ -99,4 +124,4 @@ def check_committed(committed, chunk: int, action_dim: int) -> tuple[np.ndarray,
     d = committed["delay"]
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d <= a.shape[0]:
         raise ValueError(f"committed delay must be an integer in [0, {a.shape[0]}] (the committed actions), got {d!r}")
-    return a.astype(np.float32), int(d)
+    return a.astype(np.float32), int(d), method

@@ -54,7 +54,7 @@ class Replan:
         self.s_steps: list[float] = []
         self.attention: torch.Tensor | None = None    # [1, A, Tv] at step 0, on the device
         self.fixed = policy.guidance.fixed_weights()  # (s, w_lang, w_plan) when TR cannot change them, else None
-        self.rtc = None                               # (committed [A, D] normalised, mask [A], delay) or None
+        self.rtc = None                               # (committed [A, D] normalised, mask [A], delay, method) or None
         self._rtc_graph = None                        # (x with grad, cond velocity [A, D]) of the step in progress
         self.s, self.w_lang, self.w_plan = self.fixed or (0.0, 0.0, 0.0)
 
@@ -98,14 +98,15 @@ class Replan:
                 cache = self._joint.get(chunk)
                 if cache is None:
                     cache = self._joint[chunk] = HeadCache.cat([self.caches[n] for n in chunk])
-                if self.rtc is not None and "cond" in chunk:   # keep the graph: RTC's VJP reuses this forward
+                sig = sigma.expand(k, *sigma.shape[1:])                                  # [k] or per token [k, A]
+                if self.rtc is not None and self.rtc[3] == "guided" and "cond" in chunk:  # RTC's VJP reuses this forward
                     with torch.enable_grad():
                         xr = x.detach().float().requires_grad_(True)                          # [1, A, D]
-                        res = p.model.denoise_step(cache, xr.expand(k, -1, -1), sigma.expand(k))  # torch head
+                        res = p.model.denoise_step(cache, xr.expand(k, -1, -1), sig)          # torch head
                     self._rtc_graph = (xr, res.velocity[chunk.index("cond")])                 # [1, A, D], [A, D]
                     res = res.detached()
-                else:
-                    res = p.model.denoise_step(cache, x.expand(k, -1, -1), sigma.expand(k), p.backend)  # [k, A, D], ..
+                else:   # per-token times (trained RTC) run the torch head; one time per row, the backend
+                    res = p.model.denoise_step(cache, x.expand(k, -1, -1), sig, p.backend)  # [k, A, D], ..
                 for i, n in enumerate(chunk):
                     out[n] = res.row(i)
         return out
@@ -116,6 +117,10 @@ class Replan:
         from the cond branch at step 0 (every step with `tr_every_step`) and sets the weights
         before the other branches run; a branch runs only while its weight is > 0."""
         p = self.policy
+        trained = self.rtc is not None and self.rtc[3] == "trained"
+        x_in, sigma_in = x, sigma
+        if trained:                                                          # the committed prefix, clean at sigma 0
+            x, sigma = rtc.clean_prefix(x, sigma, self.rtc[0], self.rtc[2])  # [1, A, D], [1, A]
         if self.fixed is None and (step == 0 or p.cfg.guidance.tr_every_step):
             rows = self._step(("cond",), x, sigma)
             tr_t = rows["cond"].tr()                                         # [1]
@@ -137,8 +142,11 @@ class Replan:
         v_null = rows["null_text"].velocity if "null_text" in rows else None
         v_plan = rows["plan"].velocity if "plan" in rows else None
         v = combine_velocities(cond.velocity.float(), v_null, v_plan, self.w_lang, self.w_plan)  # [1, A_H, D]
-        if self.rtc is not None:                                             # continue the executing chunk
-            y, mask, _ = self.rtc
+        if trained:   # the integrator's prefix rows run the straight path from their noise to the committed actions
+            to_y = (x_in - self.rtc[0][None]) / sigma_in.view(-1, 1, 1)      # [1, A_H, D] (sigma > 0 at every Euler step)
+            v = torch.where(sigma[..., None] > 0, v, to_y)                   # [1, A_H, D]
+        elif self.rtc is not None:                                           # guided: continue the executing chunk
+            y, mask, _, _ = self.rtc
             sig = 1.0 - step / p.cfg.euler_steps                             # this step's sigma, no host read
             xr, v_cond = self._rtc_graph                                     # this step's cond forward, with grad
 
@@ -180,6 +188,7 @@ class Replan:
             "sigma_v": self.sigma_v,
             "branches_computed": [b for b in BRANCHES if b in self.caches],
             "rtc_delay": None if self.rtc is None else self.rtc[2],   # frozen actions of a continued chunk
+            "rtc_method": None if self.rtc is None else self.rtc[3],
             "timing_ms": {**{k: round(v, 3) for k, v in self.timer.ms.items()}, "total": round(total_ms, 3)},
             "latency_ms": total_ms,
             "attention": host[2] if len(host) > 2 else None,

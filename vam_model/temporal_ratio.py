@@ -22,8 +22,11 @@ import torch
 EPS = 1e-6
 
 
-def attention_masses(probs: torch.Tensor, tokens_per_frame: int, video_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """probs [B,H,A,L] (action-query rows) -> (mass on V0 [B], mass on V+ [B]), head-averaged."""
+def attention_masses(probs: torch.Tensor, tokens_per_frame: int, video_tokens: int,
+                     queries: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """probs [B,H,A,L] (action-query rows) -> (mass on V0 [B], mass on V+ [B]), head-averaged,
+    summed over the action queries, or over those where `queries` [B, A] (bool) is true (the
+    trained real-time chunking variant leaves its committed, clean action tokens out)."""
     if probs.ndim != 4:
         raise ValueError(f"attention probabilities must be [B, heads, queries, keys], got {list(probs.shape)}")
     if not 0 < tokens_per_frame < video_tokens <= probs.shape[-1]:
@@ -31,6 +34,8 @@ def attention_masses(probs: torch.Tensor, tokens_per_frame: int, video_tokens: i
             f"need 0 < tokens_per_frame ({tokens_per_frame}) < video_tokens ({video_tokens}) <= keys ({probs.shape[-1]})"
         )
     p = probs.float()
+    if queries is not None:
+        p = p * queries[:, None, :, None].to(p.dtype)                    # [B, H, A, L], left-out queries zero
     m0 = p[..., :tokens_per_frame].sum(dim=(-1, -2))                     # [B, H]
     mp = p[..., tokens_per_frame:video_tokens].sum(dim=(-1, -2))         # [B, H]
     return m0.mean(dim=-1), mp.mean(dim=-1)                              # [B], [B]

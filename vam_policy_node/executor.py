@@ -50,7 +50,9 @@ lerobot's RTC. The chunk is installed at exactly origin + d: one that arrives ea
 tick, so the first action run is the first one decoded free rather than a frozen copy, and the
 switch lands where the frozen prefix ends whatever the wall clock did (`late` counts chunks that
 missed it; they install on arrival with the elapsed actions skipped, as without RTC).
-Any other policy gets the plain request. The cross-fade and the safety filter's step limit
+With `rtc: trained` the request is the same and names the method: a head trained with a
+committed prefix takes the first d actions clean instead of being steered toward them (a policy
+whose `rtc_methods` lack it is refused at construction). Any other policy gets the plain request. The cross-fade and the safety filter's step limit
 still bound whatever seam remains; `SeamMeter` reports the largest seam step against the
 largest step inside a chunk (`stats()`).
 """
@@ -102,6 +104,7 @@ class ChunkExecutor:
                                   f"spec.{name}={getattr(spec, name)!r}")
         if cfg.mode == "realtime" and obs_fn is None:
             raise ValueError("realtime mode needs an obs_fn callable (and a sink to start() its threads)")
+        check_rtc_method(policy, cfg.rtc)
         self.policy, self.cfg = policy, cfg
         self.obs_fn, self.sink, self.on_result, self.clock = obs_fn, sink, on_result, clock
         self.pacer = DeadlinePacer(cfg.rate_hz, cfg.spin_s, cfg.max_samples, clock)
@@ -134,10 +137,10 @@ class ChunkExecutor:
         self._request: tuple[int, float, dict | None, Mapping] | None = None   # origin tick, time, committed, obs
         self._pending: _Result | None = None
         self._in_flight = False
-        self._promised: int | None = None   # rtc guided: the tick the request's chunk is installed at
+        self._promised: int | None = None   # rtc on: the tick the request's chunk is installed at
         self._virtual: tuple[int, _Result] | None = None   # virtual clock: (tick it becomes visible, result)
         self._vtick = 0                                     # virtual clock: the next tick
-        self.late = 0                       # rtc guided: chunks that arrived after that tick
+        self.late = 0                       # rtc on: chunks that arrived after that tick
 
     def _run_policy(self, obs: Mapping, origin: int, t_req: float, committed: dict | None = None) -> _Result:
         try:
@@ -394,7 +397,7 @@ class ChunkExecutor:
         """Real-time chunking's request at tick k: the rest of the executing chunk and the ticks
         expected to pass before the answer (`delay`; default the latency estimate), for a policy that
         accepts them."""
-        if self.cfg.rtc != "guided" or not getattr(self.policy, "accepts_committed", False):
+        if self.cfg.rtc == "off" or not getattr(self.policy, "accepts_committed", False):
             return None
         actions = self.schedule.committed(k)
         if actions is None:
@@ -402,7 +405,16 @@ class ChunkExecutor:
         if delay is None:
             delay = math.ceil(self.latency_estimate_s * self.cfg.rate_hz)
         delay = min(len(actions), delay)
-        return {"actions": actions, "delay": delay}
+        return {"actions": actions, "delay": delay, "method": self.cfg.rtc}
+
+
+def check_rtc_method(policy: Any, rtc: str) -> None:
+    """ConfigError when `policy` accepts a committed chunk but cannot continue it by `rtc` (its
+    `rtc_methods`; default guided only): each replan would otherwise be refused and the arm held."""
+    methods = getattr(policy, "rtc_methods", ("guided",))
+    if rtc != "off" and getattr(policy, "accepts_committed", False) and rtc not in methods:
+        raise ConfigError(f"rtc {rtc!r}: this policy continues a committed chunk only by {methods} (a head "
+                          f"trained with a committed prefix takes 'trained': vam_train loss.prefix_prob/prefix_max)")
 
 
 def _describe(obs: Any) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 from vam_stack.config import check
 
 MODES = ("lockstep", "realtime")
-RTC_MODES = ("guided", "off")
+RTC_MODES = ("guided", "trained", "off")
 ACTION_KINDS = ("absolute", "delta")
 
 
@@ -38,8 +38,9 @@ class ExecutorConfig:
     max_samples: int = 200_000  # timing samples kept (1.8 h at 30 Hz)
     overrun_after: int = 2  # realtime: chunks dropped in a row (all late) that enter the overrun state
     rtc: str = "off"  # realtime: guided = each request carries the rest of the executing chunk and the expected delay,
-                      # and a policy that accepts them continues that chunk (real-time chunking); off = not (the
-                      # default: guided lost 40 points on mocked LIBERO, docs/realtime_chunking.md)
+                      # and a policy that accepts them continues that chunk (real-time chunking); trained = the same
+                      # request for a head trained with a committed prefix (it takes the frozen actions clean);
+                      # off = not (the default: guided lost 40 points on mocked LIBERO, docs/realtime_chunking.md)
     lockstep_delay: int = 0  # lockstep: ticks a replan takes in simulated time. The observation is taken that many
                              # ticks before the executed part ends and the new chunk starts that many actions in, as
                              # the realtime executor does with an exact latency estimate (with rtc guided the request

@@ -2,12 +2,11 @@
 for every simulator: the mocked LIBERO bridge here, real LIBERO (`vam_sim.libero_real`) and the
 MuJoCo YAM (`vam_sim.yam_mujoco.cli`) as adapters the `--robot` option picks.
 
-Both refuse a non-empty `--out` unless `--overwrite`, check everything that can fail before
-they write anything, rewrite their JSON (summary.json, results.json) atomically after every
-finished episode with `"complete": false` until the run ends, and on SIGINT or SIGTERM close
-the recording and mark the JSON `"interrupted"` (exit 128 + the signal number). Failed
-replans are counted per episode and per cell; a run in which no replan succeeded at all exits
-1 with the first error.
+Both refuse a non-empty `--out` unless `--overwrite`, check everything that can fail before they write anything,
+rewrite their JSON (summary.json, results.json) atomically after every finished episode with `"complete": false`
+until the run ends, and on SIGINT or SIGTERM close the recording and mark the JSON `"interrupted"` (exit 128 +
+the signal number). Failed replans are counted per episode and per cell; a run in which no replan succeeded at
+all exits 1 with the first error.
 """
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ import time
 from pathlib import Path
 
 from vam_model.guidance import GUIDANCE_LABELS, SCHEDULES as GUIDANCE
+from vam_policy_node.schedule import RTC_MODES
 from vam_stack.msgs import JPEG_QUALITY_DEFAULT
 from vam_stack.outputs import claim_out_dir, write_json_atomic
 from vam_stack.recording import Interrupted, stop_on_signals
@@ -142,9 +142,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="lockstep: the simulation waits for each replan (deterministic, how results are "
                         "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
                         "the policy infers in a worker thread (missed and held ticks reported)")
-    p.add_argument("--rtc", default="off", choices=("guided", "off"),
-                   help="realtime (or --lockstep-delay), vam: guided = each replan continues the executing chunk (real-time "
-                        "chunking); off (default; guided measured worse: docs/realtime_chunking.md) = latency compensation")
+    p.add_argument("--rtc", default="off", choices=RTC_MODES,
+                   help="realtime or --lockstep-delay, vam: guided | trained (a head trained on a committed prefix) = "
+                        "each replan continues the executing chunk; off (default) = latency compensation alone")
     p.add_argument("--lockstep-delay", type=int, default=0, metavar="D",
                    help="mocked LIBERO, lockstep: a replan takes D ticks of simulated time (observed D ticks before "
                         "the executed part ends, installed D ticks later, the elapsed actions skipped, as the realtime "

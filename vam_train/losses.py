@@ -44,6 +44,9 @@ class LossConfig:
     text_dropout: float = 0.1          # probability of the zero (null) text embedding, trains the null-text branch
     detach_video_target: bool = True   # no gradient into the tokenizer through x0 of the future frames
     beta_a: float = 1.5                # sigma_a ~ Beta(beta_a, 1) * 0.999 + 0.001 (pi0 / paper: 1.5)
+    prefix_prob: float = 0.0           # real-time chunking, trained variant: fraction of action draws whose first d
+                                       # actions are given clean (sigma 0) as the committed prefix, d ~ U{1..prefix_max}
+    prefix_max: int = 0                # the largest delay d trained (0: none; needs prefix_prob > 0, and < the chunk)
 
     def __post_init__(self):
         check(self.video_weight >= 0, f"loss.video_weight must be >= 0, got {self.video_weight!r}")
@@ -56,6 +59,12 @@ class LossConfig:
               f"{self.sigma_v_grid_prob!r} + {self.sigma_v_feature_prob!r}")
         check(0.0 <= self.text_dropout < 1.0, f"loss.text_dropout must be in [0, 1), got {self.text_dropout!r}")
         check(self.beta_a > 0, f"loss.beta_a must be > 0, got {self.beta_a!r}")
+        check(0.0 <= self.prefix_prob <= 1.0, f"loss.prefix_prob must be in [0, 1], got {self.prefix_prob!r}")
+        check(isinstance(self.prefix_max, int) and not isinstance(self.prefix_max, bool) and self.prefix_max >= 0,
+              f"loss.prefix_max must be an integer >= 0, got {self.prefix_max!r}")
+        check((self.prefix_prob > 0) == (self.prefix_max > 0),
+              f"loss.prefix_prob {self.prefix_prob!r} and loss.prefix_max {self.prefix_max!r}: the committed-prefix "
+              f"objective needs both > 0 (or both 0 for none)")
 
 
 def sample_sigma_v(model: VideoActionModel, b: int, grid_prob: float, gen: torch.Generator,
@@ -110,12 +119,26 @@ def video_loss(v: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(v[:, :, 1:], target[:, :, 1:])
 
 
+def prefix_delays(n: int, prob: float, max_delay: int, gen: torch.Generator) -> torch.Tensor:
+    """[n] committed-prefix lengths: 0 with probability 1 - prob, else uniform on 1..max_delay.
+    Draws nothing when prob is 0, so runs without the objective keep their noise stream."""
+    if prob <= 0:
+        return torch.zeros(n, dtype=torch.long)
+    on = torch.rand(n, generator=gen) < prob
+    d = torch.randint(1, max_delay + 1, (n,), generator=gen)
+    return torch.where(on, d, torch.zeros_like(d))                      # [n]
+
+
 def action_loss(model: VideoActionModel, feats: torch.Tensor, sigma_v: torch.Tensor, state: torch.Tensor,
-                a0: torch.Tensor, samples: int, beta_a: float, gen: torch.Generator) -> torch.Tensor:
+                a0: torch.Tensor, samples: int, beta_a: float, gen: torch.Generator,
+                rtc_prefix: tuple[float, int] = (0.0, 0)) -> torch.Tensor:
     """Flow-matching loss of the head on block-k features [B,T,N,D] (first T latent frames used).
 
     state [B,P] and a0 [B,A,D] are normalised. The prefix cache is differentiable; each of the
-    `samples` action-noise draws reuses it.
+    `samples` action-noise draws reuses it. `rtc_prefix` (prob, max delay): real-time chunking's
+    trained variant. A draw with delay d > 0 gets its first d actions clean (sigma 0, the
+    committed actions the arm runs while the policy infers) and the rest at the draw's sigma; its
+    loss is over the free actions only.
     """
     t = model.cfg.solver.latent_frames
     prefix = model.head.embed_prefix(feats[:, :t], model.cfg.dit_grid, sigma_v, state)   # [B, Tv+1, W]
@@ -125,9 +148,21 @@ def action_loss(model: VideoActionModel, feats: torch.Tensor, sigma_v: torch.Ten
         a0 = a0.repeat_interleave(samples, 0)                            # [B*K, A, D]
     eps = torch.randn(a0.shape, generator=gen).to(a0.device, a0.dtype)
     sig = sample_sigma_a(a0.shape[0], beta_a, gen).to(a0.device)         # [B*K]
-    a = (1 - sig.view(-1, 1, 1)) * a0 + sig.view(-1, 1, 1) * eps        # [B*K, A, D]
-    v, _ = model.head.denoise_step(cache, a, sig)                        # [B*K, A, D]
-    return F.mse_loss(v, eps - a0)
+    prob, max_delay = rtc_prefix
+    if prob <= 0:
+        a = (1 - sig.view(-1, 1, 1)) * a0 + sig.view(-1, 1, 1) * eps    # [B*K, A, D]
+        v, _ = model.head.denoise_step(cache, a, sig)                    # [B*K, A, D]
+        return F.mse_loss(v, eps - a0)
+    n, horizon = a0.shape[:2]
+    if not 1 <= max_delay < horizon:
+        raise ValueError(f"loss.prefix_max must be in [1, {horizon - 1}] for a chunk of {horizon} actions, got {max_delay!r}")
+    d = prefix_delays(n, prob, max_delay, gen).to(a0.device)            # [B*K]
+    free = torch.arange(horizon, device=a0.device)[None] >= d[:, None]  # [B*K, A] True past the prefix
+    sig_tok = torch.where(free, sig[:, None], torch.zeros_like(sig[:, None]))  # [B*K, A], 0 on the prefix
+    a = (1 - sig_tok[..., None]) * a0 + sig_tok[..., None] * eps        # [B*K, A, D], prefix = a0 exactly
+    v, _ = model.head.denoise_step(cache, a, sig_tok)                    # [B*K, A, D]
+    err = (v - (eps - a0)).pow(2).mean(-1)                               # [B*K, A]
+    return (err * free).sum() / free.sum()                               # mean over the free actions
 
 
 def noised_inputs(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: torch.Generator,
@@ -155,7 +190,7 @@ def joint_losses(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: tor
     out = {"video": video_loss(v, target)}
     if with_action:
         out["action"] = action_loss(model, feats, sigma, batch["state"], batch["actions"],
-                                    cfg.action_samples, cfg.beta_a, gen)
+                                    cfg.action_samples, cfg.beta_a, gen, (cfg.prefix_prob, cfg.prefix_max))
     out["total"] = cfg.video_weight * out["video"] + out.get("action", 0.0)
     return out
 

@@ -87,6 +87,9 @@ class Trainer(RecoveryRounds, DataParallel):
         self.mcfg = model_cfg or load_config(cfg.preset)
         if cfg.feature_block and cfg.feature_block != self.mcfg.dit.feature_block:   # validated by DiTConfig
             self.mcfg = replace(self.mcfg, dit=replace(self.mcfg.dit, feature_block=cfg.feature_block))
+        if cfg.loss.prefix_max >= self.mcfg.robot.chunk:
+            raise ConfigError(f"loss.prefix_max {cfg.loss.prefix_max!r} must be below the chunk of "
+                              f"{self.mcfg.robot.chunk} actions (preset {self.mcfg.name!r}): a draw needs a free action")
         self.model = VideoActionModel(self.mcfg)                         # initialised on the CPU (same init anywhere)
         self.data = data or load_train_data(cfg)
         check_dataset_fits(self.data, self.mcfg)
@@ -312,6 +315,7 @@ class Trainer(RecoveryRounds, DataParallel):
                               "init_from": self.cfg.init_from, "lora_rank": self.cfg.lora_rank,
                               "head_from_init": self.cfg.head_from_init,
                               "feature_block": self.mcfg.dit.feature_block,
+                              "rtc_prefix_max": self.cfg.loss.prefix_max,   # > 0: the head takes a committed prefix
                               "dit_lr_scale": self.cfg.dit_lr_scale,
                               "mock_conventions": self.data.info.get("mock_conventions"),
                               "mock": self.data.info.get("mock")}}
@@ -349,7 +353,8 @@ class Trainer(RecoveryRounds, DataParallel):
             for _ in range(cfg.feature_reuse):                           # cached features, fresh action noise
                 with self._autocast():
                     loss = action_loss(self.model, feats, sigma, batch["state"], batch["actions"],
-                                       cfg.loss.action_samples, cfg.loss.beta_a, gen)
+                                       cfg.loss.action_samples, cfg.loss.beta_a, gen,
+                                       (cfg.loss.prefix_prob, cfg.loss.prefix_max))
                 acc.append(self._optimise(loss)[0])
             logs = {"action": float(np.mean(acc)), "total": float(np.mean(acc))}
         self._update_ema()

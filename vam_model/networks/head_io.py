@@ -6,6 +6,8 @@
     head_step(cache, actions [B,A,D_a], sigma_a [B]) -> HeadOutput
         one cached Euler evaluation: the velocity [B,A,D_a], and from the TR layer the
         attention masses on V0 and V+ [B] and the head-averaged video attention [B,A,Tv].
+        Per-token times sigma_a [B, A] (real-time chunking's trained variant: committed actions
+        at sigma 0) run on the torch head only; TR then sums over the tokens with sigma > 0.
 
 The torch backend calls `prefix_kv` / `step_outputs` directly; `vam-stack export onnx` traces
 the same two functions into the `head_prefix` / `head_step` graphs, so every backend computes
@@ -53,5 +55,6 @@ def prefix_kv(head, grid: tuple[int, int], feats, sigma_v, state) -> tuple[torch
 def step_outputs(head, keys, values, actions, sigma_a, tr_layer: int, tokens_per_frame: int, video_tokens: int):
     """One cached Euler evaluation -> (velocity [B,A,D], mass_v0 [B], mass_vplus [B], attention [B,A,Tv])."""
     v, probs = head.denoise_step(HeadCache(keys, values), actions, sigma_a, probs_layer=tr_layer)  # [B, A, D], [B, H, A, L]
-    m0, mp = attention_masses(probs, tokens_per_frame, video_tokens)   # [B], [B]
+    free = sigma_a > 0 if sigma_a.dim() == 2 else None                  # per-token times: clean tokens are not queries
+    m0, mp = attention_masses(probs, tokens_per_frame, video_tokens, free)  # [B], [B]
     return v, m0, mp, video_attention_map(probs, video_tokens)          # ..., [B, A, Tv]

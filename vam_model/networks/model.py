@@ -91,8 +91,10 @@ class VideoActionModel(nn.Module):
         return HeadCache(cache.keys.float(), cache.values.float()), sigma_v              # [layers, k, 1, Lp, hd]
 
     def denoise_step(self, cache: HeadCache, actions: torch.Tensor, sigma_a: torch.Tensor, backend=None) -> HeadOutput:
-        """One cached velocity evaluation: actions [k,A,D_a], sigma_a [k] -> velocity [k,A,D_a] and TR masses."""
-        if backend is not None:
+        """One cached velocity evaluation: actions [k,A,D_a], sigma_a [k] -> velocity [k,A,D_a] and TR masses.
+        Per-token sigma_a [k, A] (committed actions clean at 0) runs the torch head whatever the
+        backend: the exported head_step graphs take one time per row."""
+        if backend is not None and sigma_a.dim() == 1:
             return backend.head_step(cache, actions, sigma_a)
         c = self.cfg
         return HeadOutput(*step_outputs(self.head, cache.keys, cache.values, actions, sigma_a, c.head.tr_layer,

@@ -153,9 +153,10 @@ def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
 def driver_config(policy, execute: int | None = None, mode: str = "lockstep", rtc: str = "off",
                   lockstep_delay: int = 0):
     """The chunk executor's configuration for `policy` on the bridge (ConfigError on a bad `execute`)."""
-    from vam_policy_node.executor import libero_config
+    from vam_policy_node.executor import check_rtc_method, libero_config
 
     _require_eef_delta(policy)
+    check_rtc_method(policy, rtc)
     spec = policy.spec
     execute = spec.execute if execute is None else execute
     return libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz, mode=mode, rtc=rtc,

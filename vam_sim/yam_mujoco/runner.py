@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from vam_policy_node.executor import check_rtc_method
 from vam_policy_node.schedule import RTC_MODES
 from vam_stack.config import check
 
@@ -188,6 +189,7 @@ class YamSimRunner(EpisodeRunner):
                                             c.action_temperature, guidance_weights(c), warm=c.executor == "realtime")
         if self.policy is not None:
             spec = self.policy.spec
+            check_rtc_method(self.policy, c.rtc)
             if c.execute is not None and c.execute > spec.chunk:
                 raise ValueError(f"execute {c.execute} exceeds the policy's chunk of {spec.chunk} actions")
             if spec.action_type != "absolute_joint" or spec.action_dim != 14 or spec.proprio_dim != 14:
