@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Real-time chunking's trained variant (issue 47; plan in docs/realtime_chunking.md, written before running):
+# the shipped libero64 head fine-tuned with the committed-prefix objective (config/study/rtc_trained_head.yaml),
+# then libero64 goal, reporting seed 0, 50 episodes, guidance none, onnxruntime:
+#   shipped and new head in plain lockstep (d = 0); the new head with rtc off and trained in the delayed
+#   lockstep (d = 3) and on the virtual clock (138 ms); with WALL=1 also on the wall clock (torch, idle machine).
+# Every pair is compared episode by episode (scripts/compare_success.py). Resumable: a finished cell is skipped.
+#   bash scripts/eval_rtc_trained.sh [OUT (default runs/rtc_trained)] [EPISODES (default 50)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-runs/rtc_trained}
+N=${2:-50}
+VS=${VS:-.venv/bin/vam-stack}
+HEAD=$OUT/head/model.safetensors
+[ -d runs/demos_goal ] || $VS collect --suites goal --episodes-per-task 50 --seed 100 --workers 2 --out runs/demos_goal
+if [ ! -f "$OUT/head/done" ]; then
+  $VS train --config config/study/rtc_trained_head.yaml --out "$OUT/head" $([ -f "$OUT/head/train_state.pt" ] && echo --resume)
+  touch "$OUT/head/done"
+fi
+run() {  # name, then sim arguments
+  local name=$1; shift
+  if [ -f "$OUT/$name/summary.json" ] && grep -q '"complete": true' "$OUT/$name/summary.json"; then
+    echo "== $name: done already"; return
+  fi
+  echo "== $name $(date -u +%T)"
+  $VS sim --robot libero-mock --preset libero64 --suite goal --episodes "$N" --seed 0 --guidance none \
+    --no-record "$@" --out "$OUT/$name" --overwrite > "$OUT/$name.log" 2>&1
+  grep -E "^success" "$OUT/$name.log" || true
+}
+pair() {  # a, b
+  .venv/bin/python scripts/compare_success.py --a "$OUT/$1" --b "$OUT/$2" --names "$1" "$2" --out "$OUT/$1-vs-$2.json"
+}
+ORT=(--backend onnxruntime)
+run shipped_d0 "${ORT[@]}"
+run new_d0 --checkpoint "$HEAD" "${ORT[@]}"
+for rtc in off trained; do
+  run "new_d3_rtc_$rtc" --checkpoint "$HEAD" "${ORT[@]}" --lockstep-delay 3 --rtc "$rtc"
+  run "new_virtual138_rtc_$rtc" --checkpoint "$HEAD" "${ORT[@]}" --executor realtime --virtual-latency-ms 138 --rtc "$rtc"
+done
+pair new_d0 shipped_d0
+pair new_d3_rtc_trained new_d3_rtc_off
+pair new_virtual138_rtc_trained new_virtual138_rtc_off
+pair new_d3_rtc_trained new_d0
+if [ "${WALL:-0}" = 1 ]; then
+  for rtc in off trained; do
+    run "new_realtime_rtc_$rtc" --checkpoint "$HEAD" --backend torch --executor realtime --rtc "$rtc"
+  done
+  pair new_realtime_rtc_trained new_realtime_rtc_off
+fi
