@@ -6,24 +6,29 @@
 #   lockstep (d = 3) and on the virtual clock (138 ms); with WALL=1 also on the wall clock (torch, idle machine).
 # Every pair is compared episode by episode (scripts/compare_success.py). Resumable: a finished cell is skipped.
 #   bash scripts/eval_rtc_trained.sh [OUT (default runs/rtc_trained)] [EPISODES (default 50)]
+#   SEED=1 bash scripts/eval_rtc_trained.sh runs/rtc_trained_s1      (the second reporting seed; the head stays
+#                                                                     runs/rtc_trained/head unless HEAD_DIR says)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/rtc_trained}
 N=${2:-50}
 VS=${VS:-.venv/bin/vam-stack}
-HEAD=$OUT/head/model.safetensors
+SEED=${SEED:-0}
+HEAD_DIR=${HEAD_DIR:-runs/rtc_trained/head}
+HEAD=$HEAD_DIR/model.safetensors
 [ -d runs/demos_goal ] || $VS collect --suites goal --episodes-per-task 50 --seed 100 --workers 2 --out runs/demos_goal
-if [ ! -f "$OUT/head/done" ]; then
-  $VS train --config config/study/rtc_trained_head.yaml --out "$OUT/head" $([ -f "$OUT/head/train_state.pt" ] && echo --resume)
-  touch "$OUT/head/done"
+if [ ! -f "$HEAD_DIR/done" ]; then
+  $VS train --config config/study/rtc_trained_head.yaml --out "$HEAD_DIR" $([ -f "$HEAD_DIR/train_state.pt" ] && echo --resume)
+  touch "$HEAD_DIR/done"
 fi
+mkdir -p "$OUT"
 run() {  # name, then sim arguments
   local name=$1; shift
   if [ -f "$OUT/$name/summary.json" ] && grep -q '"complete": true' "$OUT/$name/summary.json"; then
     echo "== $name: done already"; return
   fi
   echo "== $name $(date -u +%T)"
-  $VS sim --robot libero-mock --preset libero64 --suite goal --episodes "$N" --seed 0 --guidance none \
+  $VS sim --robot libero-mock --preset libero64 --suite goal --episodes "$N" --seed "$SEED" --guidance none \
     --no-record "$@" --out "$OUT/$name" --overwrite > "$OUT/$name.log" 2>&1
   grep -E "^success" "$OUT/$name.log" || true
 }
@@ -33,6 +38,7 @@ pair() {  # a, b
 ORT=(--backend onnxruntime)
 run shipped_d0 "${ORT[@]}"
 run new_d0 --checkpoint "$HEAD" "${ORT[@]}"
+run shipped_d3_rtc_off "${ORT[@]}" --lockstep-delay 3 --rtc off
 for rtc in off trained; do
   run "new_d3_rtc_$rtc" --checkpoint "$HEAD" "${ORT[@]}" --lockstep-delay 3 --rtc "$rtc"
   run "new_virtual138_rtc_$rtc" --checkpoint "$HEAD" "${ORT[@]}" --executor realtime --virtual-latency-ms 138 --rtc "$rtc"
@@ -41,6 +47,7 @@ pair new_d0 shipped_d0
 pair new_d3_rtc_trained new_d3_rtc_off
 pair new_virtual138_rtc_trained new_virtual138_rtc_off
 pair new_d3_rtc_trained new_d0
+pair new_d3_rtc_off shipped_d3_rtc_off
 if [ "${WALL:-0}" = 1 ]; then
   for rtc in off trained; do
     run "new_realtime_rtc_$rtc" --checkpoint "$HEAD" --backend torch --executor realtime --rtc "$rtc"

@@ -6,7 +6,9 @@ hold on a noisy shared machine even when absolute times drift:
     extra branches gated off) vs `tr_adaptive` with s > 0 vs `flat`;
   - per backend (`--backend torch --backend onnxruntime`: the whole policy, DiT and head, in
     ONNX Runtime): each mode's time over torch's;
-  - real-time chunking: `unguided` and `flat` also with a committed chunk (the VJP's cost);
+  - real-time chunking: `unguided` and `flat` also with a committed chunk, guided (the VJP's
+    cost) and trained (the torch head with per-token times; the prefix length is set on the
+    bench's random head, which times the path, not a trained head's actions);
   - branch batching: the guided modes with the branches batched (the default) vs one call per
     branch;
   - per-stage split (encode, video passes, head prefixes, Euler steps, TR, copy-out); on CUDA
@@ -42,7 +44,8 @@ MODES = {  # name -> (guidance schedule, TR_0 forcing s): TR_0 far above TR give
     "flat": ("flat", None),
 }
 BATCH_MODES = ("guided_s_max", "flat")   # the modes with more than one branch
-RTC_MODES = ("unguided", "flat")          # also timed with a committed chunk (real-time chunking's VJP)
+RTC_MODES = ("unguided", "flat")          # also timed with a committed chunk (real-time chunking)
+RTC_METHODS = ("guided", "trained")        # how the committed chunk is continued (vam_model/realtime_chunking.py)
 
 
 def _median_ms(xs):
@@ -94,7 +97,7 @@ def bench_replan(preset: str, repeats: int, threads: int, device: str = "auto", 
                 p.reset("put the black bowl on the plate")
                 variants[(backend, mode, batched)] = p
     times = {k: [] for k in variants}
-    rtc_times: dict[str, list[float]] = {m: [] for m in RTC_MODES}    # the same policy, a committed chunk given
+    rtc_times = {(k, m): [] for k in RTC_METHODS for m in RTC_MODES}   # the same policy, a committed chunk given
     out_of = {}
     for rep in range(repeats + 1):                                      # first round is warm-up
         for key, p in variants.items():
@@ -108,13 +111,15 @@ def bench_replan(preset: str, repeats: int, threads: int, device: str = "auto", 
             out_of[key] = out
             if key[0] == backends[0] and key[1] in RTC_MODES and key[2]:
                 # real-time chunking: the rest of a chunk 4 ticks before its executed part ends, 3 frozen
-                committed = {"actions": out["actions"][max(r.execute - 4, 0):], "delay": 3}
-                sync_device(dev)
-                t0 = time.perf_counter()
-                p.infer(obs, committed=committed)
-                sync_device(dev)
-                if rep:
-                    rtc_times[key[1]].append(time.perf_counter() - t0)
+                p.rtc_prefix_max = 8                                    # times the trained path on this head
+                for method in RTC_METHODS:
+                    committed = {"actions": out["actions"][max(r.execute - 4, 0):], "delay": 3, "method": method}
+                    sync_device(dev)
+                    t0 = time.perf_counter()
+                    p.infer(obs, committed=committed)
+                    sync_device(dev)
+                    if rep:
+                        rtc_times[(method, key[1])].append(time.perf_counter() - t0)
     res: dict = {"device": str(dev), "autocast": autocast, "euler_steps": base.cfg.euler_steps, "text": text_source,
                  "backends": {}}
     for backend in backends:
@@ -131,9 +136,9 @@ def bench_replan(preset: str, repeats: int, threads: int, device: str = "auto", 
     for backend in backends[1:]:
         res[f"{backend}_over_{ref}"] = {m: round(res["backends"][backend]["replan_ms"][m] /
                                                  res["backends"][ref]["replan_ms"][m], 4) for m in MODES}
-    res["rtc_replan_ms"] = {m: _median_ms(rtc_times[m]) for m in RTC_MODES}
-    res["rtc_over_plain"] = {m: round(_median_ms(rtc_times[m]) / res["backends"][ref]["replan_ms"][m], 4)
-                             for m in RTC_MODES}
+    res["rtc_replan_ms"] = {k: {m: _median_ms(rtc_times[(k, m)]) for m in RTC_MODES} for k in RTC_METHODS}
+    res["rtc_over_plain"] = {k: {m: round(_median_ms(rtc_times[(k, m)]) / res["backends"][ref]["replan_ms"][m], 4)
+                                 for m in RTC_MODES} for k in RTC_METHODS}
     if batch_compare:
         res["batched_over_unbatched"] = {m: round(_median_ms(times[(ref, m, True)]) / _median_ms(times[(ref, m, False)]), 4)
                                          for m in BATCH_MODES}
@@ -308,8 +313,9 @@ def mark(ok: bool) -> str:
 
 
 def _print_replan(preset: str, res: dict, backends: tuple) -> None:
-    print(f"[{preset}] {backends[0]} replan ms with a committed chunk (real-time chunking)  " +
-          "  ".join(f"{m} {res['rtc_replan_ms'][m]} ({res['rtc_over_plain'][m]}x plain)" for m in RTC_MODES))
+    for k in RTC_METHODS:
+        print(f"[{preset}] {backends[0]} replan ms with a committed chunk (real-time chunking, {k})  " +
+              "  ".join(f"{m} {res['rtc_replan_ms'][k][m]} ({res['rtc_over_plain'][k][m]}x plain)" for m in RTC_MODES))
     for backend in backends:
         b = res["backends"][backend]
         m, q = b["replan_ms"], b["replan_ms_p95"]

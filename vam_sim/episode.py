@@ -45,7 +45,8 @@ def replan_record(step: int, tel: dict) -> dict:
     return {"step": step, "tr": _num(tel.get("tr")), "tr0": _num(tel.get("tr0")), "s": _num(tel.get("s")),
             "w_lang": _num(tel.get("w_lang")), "w_plan": _num(tel.get("w_plan")),
             "branches_computed": list(tel.get("branches_computed", [])), "latency_ms": _num(tel.get("latency_ms")),
-            "tr_steps": [float(x) for x in tel.get("tr_steps", [])], "guidance": tel.get("guidance")}
+            "tr_steps": [float(x) for x in tel.get("tr_steps", [])], "guidance": tel.get("guidance"),
+            "rtc_delay": tel.get("rtc_delay"), "rtc_method": tel.get("rtc_method")}   # a continued chunk (None: free)
 
 
 def is_refusal(error: str | None) -> bool:

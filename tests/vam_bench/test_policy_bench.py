@@ -26,7 +26,9 @@ def test_policy_bench_times_backends_modes_and_batching(tmp_path, onnx_cache, ca
         assert all(v > 0 for v in b[backend]["replan_ms"].values())
     assert set(res["onnxruntime_over_torch"]) == {"unguided", "gated_s0", "guided_s_max", "flat"}
     assert set(res["batched_over_unbatched"]) == {"guided_s_max", "flat"}
-    assert set(res["rtc_over_plain"]) == {"unguided", "flat"} and all(v > 0 for v in res["rtc_replan_ms"].values())
+    assert set(res["rtc_over_plain"]) == {"guided", "trained"}
+    for method in ("guided", "trained"):
+        assert set(res["rtc_over_plain"][method]) == {"unguided", "flat"} and all(v > 0 for v in res["rtc_replan_ms"][method].values())
     st = res["stages_ms"]["flat"]
     assert st["video_cond+null_text"] > 0 and st["video_plan"] > 0 and st["euler"] > 0
     assert res["achieved"]["unguided_flop"] > 0 and "fraction_of_bf16_peak" not in res["achieved"]
