@@ -6,6 +6,8 @@
 #   lockstep (d = 3) and on the virtual clock (138 ms); with WALL=1 also on the wall clock (torch, idle machine).
 # Every pair is compared episode by episode (scripts/compare_success.py). Resumable: a finished cell is skipped.
 #   bash scripts/eval_rtc_trained.sh [OUT (default runs/rtc_trained)] [EPISODES (default 50)]
+#   CONTROL=1 also runs the control fine-tune (config/study/rtc_control_head.yaml) at d = 0, d = 3 and on the
+#   virtual clock (added after the control's d = 0 and d = 3 cells had run).
 #   SEED=1 bash scripts/eval_rtc_trained.sh runs/rtc_trained_s1      (the second reporting seed; the head stays
 #                                                                     runs/rtc_trained/head unless HEAD_DIR says)
 set -euo pipefail
@@ -48,6 +50,19 @@ pair new_d3_rtc_trained new_d3_rtc_off
 pair new_virtual138_rtc_trained new_virtual138_rtc_off
 pair new_d3_rtc_trained new_d0
 pair new_d3_rtc_off shipped_d3_rtc_off
+if [ "${CONTROL:-0}" = 1 ]; then   # the control fine-tune (no prefix objective): d = 0 and d = 3, RTC off
+  CTRL=runs/rtc_trained/control
+  if [ ! -f "$CTRL/done" ]; then
+    $VS train --config config/study/rtc_control_head.yaml --out "$CTRL" $([ -f "$CTRL/train_state.pt" ] && echo --resume)
+    touch "$CTRL/done"
+  fi
+  run control_d0 --checkpoint "$CTRL/model.safetensors" "${ORT[@]}"
+  run control_d3_rtc_off --checkpoint "$CTRL/model.safetensors" "${ORT[@]}" --lockstep-delay 3 --rtc off
+  run control_virtual138_rtc_off --checkpoint "$CTRL/model.safetensors" "${ORT[@]}" --executor realtime \
+    --virtual-latency-ms 138 --rtc off
+  pair control_d3_rtc_off control_d0
+  pair control_virtual138_rtc_off control_d0
+fi
 if [ "${WALL:-0}" = 1 ]; then
   for rtc in off trained; do
     run "new_realtime_rtc_$rtc" --checkpoint "$HEAD" --backend torch --executor realtime --rtc "$rtc"
