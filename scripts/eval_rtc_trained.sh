@@ -7,7 +7,8 @@
 # Every pair is compared episode by episode (scripts/compare_success.py). Resumable: a finished cell is skipped.
 #   bash scripts/eval_rtc_trained.sh [OUT (default runs/rtc_trained)] [EPISODES (default 50)]
 #   CONTROL=1 also runs the control fine-tune (config/study/rtc_control_head.yaml) at d = 0, d = 3 and on the
-#   virtual clock (added after the control's d = 0 and d = 3 cells had run).
+#   virtual clock at 138 and 100 ms (added after the control's d = 0 and d = 3 cells had run); with
+#   CONTROL_WALL=1 also on the wall clock, onnxruntime.
 #   SEED=1 bash scripts/eval_rtc_trained.sh runs/rtc_trained_s1      (the second reporting seed; the head stays
 #                                                                     runs/rtc_trained/head unless HEAD_DIR says)
 set -euo pipefail
@@ -60,8 +61,17 @@ if [ "${CONTROL:-0}" = 1 ]; then   # the control fine-tune (no prefix objective)
   run control_d3_rtc_off --checkpoint "$CTRL/model.safetensors" "${ORT[@]}" --lockstep-delay 3 --rtc off
   run control_virtual138_rtc_off --checkpoint "$CTRL/model.safetensors" "${ORT[@]}" --executor realtime \
     --virtual-latency-ms 138 --rtc off
+  run control_virtual100_rtc_off --checkpoint "$CTRL/model.safetensors" "${ORT[@]}" --executor realtime \
+    --virtual-latency-ms 100 --rtc off
   pair control_d3_rtc_off control_d0
   pair control_virtual138_rtc_off control_d0
+  pair control_virtual100_rtc_off control_d0
+  if [ "${CONTROL_WALL:-0}" = 1 ]; then   # the control head on the wall clock, onnxruntime (its replans take ~50 ms here)
+    run control_realtime_ort_rtc_off --checkpoint "$CTRL/model.safetensors" "${ORT[@]}" --executor realtime --rtc off
+    run shipped_realtime_ort_rtc_off "${ORT[@]}" --executor realtime --rtc off
+    pair control_realtime_ort_rtc_off control_d0
+    pair shipped_realtime_ort_rtc_off shipped_d0
+  fi
 fi
 if [ "${WALL:-0}" = 1 ]; then
   for rtc in off trained; do
