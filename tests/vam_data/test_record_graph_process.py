@@ -3,12 +3,14 @@ simulated arm through the safety filter and the driver, the demo recorder writes
 imports into a training set. The test process is the operator calling the services."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from std_srvs.srv import Trigger
 
 from vam_data.contract import contract_for
-from vam_data.mcap_import import import_mcap
+from vam_data.mcap_import import McapMapping, import_mcap
 from vam_stack import msgs
 from vam_stack.process_graph import ProcessGraph
 from vam_stack.recording import read_info
@@ -44,7 +46,11 @@ def test_a_teleoperated_episode_is_recorded_through_the_graph_and_imports(ros_ha
             "/vam/instruction", "/vam/phase"} <= set(info.topics)
     assert msgs.joint_state_to_numpy(commands[-1]).frame_id == "teleop"
     assert info.counts["/vam/instruction"] == 1
-    result = import_mcap(out, contract_for("yam64"), tmp_path / "demos", task="handover")
+    # The simulated world stamps wall time, and on this 2-core host under the whole suite it has run at
+    # 26-30 Hz and paused 124 ms: looser rate and gap checks here. The real-data defaults (5 %, 2.5
+    # periods) are tested on exact recordings in test_mcap_import.py.
+    loaded_host = replace(McapMapping(), rate_tolerance=0.25, max_gap_ticks=10.0)
+    result = import_mcap(out, contract_for("yam64"), tmp_path / "demos", mapping=loaded_host, task="handover")
     ds = Dataset(tmp_path / "demos")
     ep = ds.episodes[0]
     assert result["total_episodes"] == 1 and len(ep) >= 60
