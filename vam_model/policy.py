@@ -320,10 +320,11 @@ class VamPolicy:
             a_mean, a_std = self.stats["action"]
             y_n = np.zeros((self.spec.chunk, self.spec.action_dim), np.float32)
             y_n[:len(y)] = (y - a_mean) / a_std
-            if method == "trained":
-                delay = min(delay, self.rtc_prefix_max)
-            r.rtc = (devices.upload(torch.from_numpy(y_n), self.device),
-                     rtc.soft_mask(self.spec.chunk, delay, len(y)).to(self.device), delay, method)
+            if method == "trained":                          # no soft mask: the head takes the prefix clean
+                delay, mask = min(delay, self.rtc_prefix_max), None
+            else:
+                mask = rtc.soft_mask(self.spec.chunk, delay, len(y)).to(self.device)
+            r.rtc = (devices.upload(torch.from_numpy(y_n), self.device), mask, delay, method)
         r.prepare(r.needed_branches() if r.fixed else ("cond",))                         # 2.-3. (5. when fixed)
         actions_n = euler_integrate(r.velocity, r.noise["action"], self.cfg.euler_steps)  # 4.-6. [1, A_H, D]
         out = r.finish(actions_n, t_start)

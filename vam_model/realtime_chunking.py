@@ -37,7 +37,8 @@ Trained variant (Black et al.'s training-time action conditioning; `method: trai
 is trained with the first d actions of a chunk given clean, at sigma 0, with d sampled
 (vam_train/losses.py `prefix_prob`, `prefix_max`). At inference every Euler step, of every
 guidance branch, sees the d committed actions clean with per-token times 0 (`clean_prefix`), and
-their velocity is zeroed so they stay put; no soft mask and no backward pass. Only the frozen d
+the integrator moves those rows on the straight path to them, so the chunk starts with exactly the
+committed actions; no soft mask and no backward pass. Only the frozen d
 actions are given: the rest of the committed chunk is not. TR is then summed over the free
 action queries only (the frozen ones are inputs, not queries), so it keeps the paper's meaning.
 """
@@ -90,7 +91,7 @@ def realtime_velocity(v: torch.Tensor, x: torch.Tensor, sigma: float, committed:
     return v - guidance_weight(sigma, beta) * vjp(err)                   # [B, A, D]
 
 
-METHODS = ("guided", "trained")   # how a committed chunk is continued (module docstring; `trained`: prefix_velocity)
+METHODS = ("guided", "trained")   # how a committed chunk is continued (module docstring; `trained`: clean_prefix)
 
 
 def clean_prefix(x: torch.Tensor, sigma: torch.Tensor, committed: torch.Tensor, delay: int):

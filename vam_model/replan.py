@@ -54,7 +54,8 @@ class Replan:
         self.s_steps: list[float] = []
         self.attention: torch.Tensor | None = None    # [1, A, Tv] at step 0, on the device
         self.fixed = policy.guidance.fixed_weights()  # (s, w_lang, w_plan) when TR cannot change them, else None
-        self.rtc = None                               # (committed [A, D] normalised, mask [A], delay, method) or None
+        self.rtc = None                               # (committed [A, D] normalised, mask [A] (guided only), delay,
+                                                      #  method) or None
         self._rtc_graph = None                        # (x with grad, cond velocity [A, D]) of the step in progress
         self.s, self.w_lang, self.w_plan = self.fixed or (0.0, 0.0, 0.0)
 

@@ -52,9 +52,9 @@ switch lands where the frozen prefix ends whatever the wall clock did (`late` co
 missed it; they install on arrival with the elapsed actions skipped, as without RTC).
 With `rtc: trained` the request is the same and names the method: a head trained with a
 committed prefix takes the first d actions clean instead of being steered toward them (a policy
-whose `rtc_methods` lack it is refused at construction). Any other policy gets the plain request. The cross-fade and the safety filter's step limit
-still bound whatever seam remains; `SeamMeter` reports the largest seam step against the
-largest step inside a chunk (`stats()`).
+whose `rtc_methods` lack it is refused at construction). Any other policy gets the plain request.
+The cross-fade and the safety filter's step limit still bound whatever seam remains; `SeamMeter`
+reports the largest seam step against the largest step inside a chunk (`stats()`).
 """
 from __future__ import annotations
 
