@@ -189,7 +189,8 @@ class ChunkExecutor:
             log.warning("overrun over: a chunk (latency %.2f s) is in use again", res.latency_s)
         self.overrun, self.dropped_in_row = False, 0
         self.replans += 1
-        return {"replanned": True, "skipped": skip, "telemetry": res.telemetry, "latency_s": res.latency_s}
+        return {"replanned": True, "skipped": skip, "telemetry": res.telemetry, "latency_s": res.latency_s,
+                "reanchored": self.schedule.last_reanchor}
 
     def stats(self) -> dict[str, float]:
         """Timing summary plus latency estimate and counters."""

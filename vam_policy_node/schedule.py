@@ -46,6 +46,10 @@ class ExecutorConfig:
                              # the realtime executor does with an exact latency estimate (with rtc guided the request
                              # carries the committed actions and this delay). Deterministic stand-in for inference
                              # latency; 0 = the simulation waits for every replan
+    reanchor: bool = False  # delta only: a chunk installed d > 0 ticks after its observation skips its first d
+                            # displacements, but the arm ran the old chunk's d instead; the difference (the rest of
+                            # the chunk's offset from its planned path) is added back over the next d actions
+                            # (hold_keep_dims, absolute commands such as the gripper, are left alone)
 
     def __post_init__(self) -> None:
         check(math.isfinite(self.rate_hz) and self.rate_hz > 0, f"rate_hz must be > 0, got {self.rate_hz!r}")
@@ -71,6 +75,10 @@ class ExecutorConfig:
               f"lockstep_delay must be an int in [0, execute={self.execute}), got {self.lockstep_delay!r}")
         check(self.lockstep_delay == 0 or self.mode == "lockstep",
               f"lockstep_delay simulates latency in lockstep; the realtime executor measures it (mode {self.mode!r})")
+        check(isinstance(self.reanchor, bool), f"reanchor must be true or false, got {self.reanchor!r}")
+        check(not self.reanchor or self.action_kind == "delta",
+              f"reanchor corrects displacement actions; absolute targets need no correction (action_kind "
+              f"{self.action_kind!r})")
 
     @classmethod
     def from_spec(cls, spec: Any, **overrides: Any) -> "ExecutorConfig":
@@ -112,6 +120,7 @@ class StepInfo:
     telemetry: dict | None = None  # the policy's returned dict minus "actions" (replan ticks)
     error: str | None = None  # the inference exception at this tick, if any
     latency_s: float | None = None  # measured inference latency of the chunk installed here
+    reanchored: float = 0.0  # reanchor: the largest per-dim offset this install adds back (0: none or on the path)
     time: float | None = None  # when the target was computed (the executor's clock): its stamp
 
 
@@ -137,6 +146,8 @@ class ChunkSchedule:
         self._blend_path: np.ndarray | None = None  # [W, D] frozen old trajectory
         self._blend_start = 0
         self.last_target: np.ndarray | None = None
+        self._sent: dict[int, np.ndarray] = {}  # tick -> target sent (reanchor: the last `chunk` ticks)
+        self.last_reanchor = 0.0  # the largest per-dim offset the last install added back
         if initial_target is not None:
             t = np.asarray(initial_target, dtype=np.float64)
             if t.shape != (cfg.action_dim,) or not np.all(np.isfinite(t)):
@@ -166,6 +177,9 @@ class ChunkSchedule:
         skip = tick - origin
         if skip >= self.cfg.chunk:
             return None
+        self.last_reanchor = 0.0
+        if self.cfg.reanchor and skip > 0:
+            actions = self._reanchored(np.array(actions, dtype=np.float64), origin, skip)
         w = self.cfg.blend_ticks
         if w > 0 and self.last_target is not None:
             self._blend_path = np.stack([self._planned(k) for k in range(tick, tick + w)])
@@ -175,6 +189,19 @@ class ChunkSchedule:
         self.chunk, self.origin, self.error_hold = actions, origin, False
         self.chunk_id += 1
         return skip
+
+    def _reanchored(self, actions: np.ndarray, origin: int, skip: int) -> np.ndarray:
+        """`actions` with the displacement the arm missed while they were computed added back: the chunk
+        skips a_0..a_{d-1} but ticks origin..origin+d-1 sent b (holds and ticks with no target sent moved
+        nothing), so e = sum(a - b) is spread evenly over actions d..2d-1 (fewer near the chunk's end)."""
+        free = [i for i in range(self.cfg.action_dim) if i not in self.cfg.hold_keep_dims]
+        zero = np.zeros(self.cfg.action_dim)
+        sent = np.stack([self._sent.get(k, zero) for k in range(origin, origin + skip)])  # [d, D]
+        e = (actions[:skip] - sent).sum(axis=0)[free]                                     # [F]
+        rows = np.arange(skip, min(2 * skip, self.cfg.chunk))                              # the d actions after the skip
+        actions[np.ix_(rows, free)] += e / len(rows)                                      # [d', F]
+        self.last_reanchor = float(np.max(np.abs(e))) if e.size else 0.0
+        return actions
 
     def target(self, tick: int) -> tuple[np.ndarray | None, StepInfo]:
         """The target for `tick` (None only before any chunk with no initial target)."""
@@ -198,6 +225,10 @@ class ChunkSchedule:
                 info.blend_weight = (j + 1) / (len(self._blend_path) + 1)
         if a is not None:
             self.last_target = a
+            if self.cfg.reanchor:
+                self._sent[tick] = a.copy()
+                if len(self._sent) > self.cfg.chunk:
+                    self._sent = {k: v for k, v in self._sent.items() if k > tick - self.cfg.chunk}
         return (None if a is None else a.copy()), info
 
     def _planned(self, k: int) -> np.ndarray:

@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 from vam_model.guidance import GUIDANCE_LABELS, SCHEDULES as GUIDANCE
-from vam_policy_node.schedule import RTC_MODES
 from vam_stack.msgs import JPEG_QUALITY_DEFAULT
 from vam_stack.outputs import claim_out_dir, write_json_atomic
 from vam_stack.recording import Interrupted, stop_on_signals
 
+from .cli_executor import add_executor_arguments, latency_options
 from .libero_mock.reach import reach_stats
 from .episode import error_stats, success_counts, success_intervals, success_rates, summarise
 from .libero_mock.runner import SimConfig, SimRunner
@@ -138,20 +138,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--action-temperature", type=float, default=1.0, metavar="T",
                    help="vam: scale of the flow's initial action noise, in [0, 1] (1 = the trained N(0, I) "
                         "prior; lower narrows the sampled chunks)")
-    p.add_argument("--executor", default="lockstep", choices=("lockstep", "realtime"),
-                   help="lockstep: the simulation waits for each replan (deterministic, how results are "
-                        "reported); realtime: the mocked bridge runs at its own 20 Hz on the wall clock while "
-                        "the policy infers in a worker thread (missed and held ticks reported)")
-    p.add_argument("--rtc", default="off", choices=RTC_MODES,
-                   help="realtime or --lockstep-delay, vam: guided | trained (a head trained on a committed prefix) = "
-                        "each replan continues the executing chunk; off (default) = latency compensation alone")
-    p.add_argument("--lockstep-delay", type=int, default=0, metavar="D",
-                   help="mocked LIBERO, lockstep: a replan takes D ticks of simulated time (observed D ticks before "
-                        "the executed part ends, installed D ticks later, the elapsed actions skipped, as the realtime "
-                        "executor does), deterministic; with --rtc guided the request carries the committed actions")
-    p.add_argument("--virtual-latency-ms", type=float, default=0.0, metavar="MS",
-                   help="mocked LIBERO, with --executor realtime: run the realtime executor on a virtual clock "
-                        "(deterministic, no threads) where every replan takes exactly MS milliseconds")
+    add_executor_arguments(p)
     p.add_argument("--image-transport", default="raw", choices=("raw", "compressed"),
                    help="libero robots, vam: raw frames, or compressed: every stacked frame JPEG-encoded and decoded "
                         "before the policy sees it, as over the ROS path's /camera/stacked/image_raw/compressed")
@@ -183,11 +170,7 @@ def run(args: argparse.Namespace) -> int:
     if args.backend is None:                         # CPU: onnxruntime (its parity and episode agreement: bench eval)
         args.backend = _default_backend(args.policy, args.device)
     transport = (getattr(args, "image_transport", "raw"), getattr(args, "jpeg_quality", JPEG_QUALITY_DEFAULT))
-    delay, virtual = getattr(args, "lockstep_delay", 0), getattr(args, "virtual_latency_ms", 0.0)
-    for flag, value, executor in (("--lockstep-delay", delay, "lockstep"), ("--virtual-latency-ms", virtual, "realtime")):
-        if value and (args.robot != "libero-mock" or args.executor != executor):
-            raise SystemExit(f"{flag} {value:g} simulates latency on the mocked LIBERO bridge with --executor {executor}; "
-                             f"got --robot {args.robot} --executor {args.executor}")
+    latency = latency_options(args)
     if args.robot == "yam-mujoco":
         if args.suite is not None:
             raise SystemExit(f"--suite {args.suite!r} is for the LIBERO robots; --robot yam-mujoco takes --task "
@@ -205,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
                     record=not args.no_record, record_image_every=args.record_image_every,
                     first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
                     mock_config=args.mock_config, executor=args.executor, rtc=args.rtc,
-                    lockstep_delay=delay, virtual_latency_ms=getattr(args, "virtual_latency_ms", 0.0),
+                    **latency,
                     device=args.device, backend=args.backend,
                     action_temperature=args.action_temperature, image_transport=transport[0],
                     jpeg_quality=transport[1], **_weights(args))

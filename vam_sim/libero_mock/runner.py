@@ -78,6 +78,8 @@ class SimConfig:
     rtc: str = "off"                 # realtime: guided = the next chunk continues the executing one (real-time
                                      # chunking, vam_model/realtime_chunking.py) | off = latency compensation only
     lockstep_delay: int = 0          # lockstep: a replan takes this many ticks of simulated time (ExecutorConfig)
+    reanchor: bool = False           # a chunk installed d ticks late gets back the displacement it skipped but the
+                                     # arm did not run (ExecutorConfig.reanchor; realtime and lockstep_delay > 0)
     virtual_latency_ms: float = 0.0  # realtime: > 0 runs the realtime executor on a virtual clock (deterministic,
                                      # no threads): every replan takes exactly this long (ChunkExecutor.virtual_step)
     device: str = "auto"             # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
@@ -151,7 +153,7 @@ def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
 
 
 def driver_config(policy, execute: int | None = None, mode: str = "lockstep", rtc: str = "off",
-                  lockstep_delay: int = 0):
+                  lockstep_delay: int = 0, reanchor: bool = False):
     """The chunk executor's configuration for `policy` on the bridge (ConfigError on a bad `execute`)."""
     from vam_policy_node.executor import check_rtc_method, libero_config
 
@@ -160,7 +162,7 @@ def driver_config(policy, execute: int | None = None, mode: str = "lockstep", rt
     spec = policy.spec
     execute = spec.execute if execute is None else execute
     return libero_config(chunk=spec.chunk, execute=execute, rate_hz=spec.rate_hz, mode=mode, rtc=rtc,
-                         lockstep_delay=lockstep_delay)
+                         lockstep_delay=lockstep_delay, reanchor=reanchor)
 
 
 class PolicyDriver:
@@ -174,14 +176,14 @@ class PolicyDriver:
 
     def __init__(self, policy, instruction: str, execute: int | None = None,
                  sink: Callable[[np.ndarray], Any] | None = None, jpeg_quality: int | None = None,
-                 rtc: str = "off", lockstep_delay: int = 0, virtual: bool = False):
+                 rtc: str = "off", lockstep_delay: int = 0, virtual: bool = False, reanchor: bool = False):
         """`execute` overrides the preset's replan interval (1..chunk actions); `jpeg_quality`: frames
         reach the policy JPEG-encoded and decoded at this quality (None: raw); `virtual`: the realtime
         executor stepped on a virtual clock (`executor.virtual_step`), no sink and no threads."""
         from vam_policy_node.executor import ChunkExecutor
 
         realtime = sink is not None or virtual
-        cfg = driver_config(policy, execute, "realtime" if realtime else "lockstep", rtc, lockstep_delay)
+        cfg = driver_config(policy, execute, "realtime" if realtime else "lockstep", rtc, lockstep_delay, reanchor)
         kw = dict(obs_fn=self.observation, sink=sink, initial_target=HOLD_OPEN) if realtime else {}
         self.executor = ChunkExecutor(policy, cfg, **kw)
         self.executor.reset(instruction=instruction, initial_target=kw.get("initial_target"))
@@ -257,7 +259,8 @@ class SimRunner(EpisodeRunner):
             self.policy = self._policy_for_run()
         if self.cfg.policy == "vam":                  # every check that can fail, before anything is written
             check_policy_fits(self.policy, self.mock.image_size)
-            driver_config(self.policy, self.cfg.execute, self.cfg.executor, self.cfg.rtc, self.cfg.lockstep_delay)
+            driver_config(self.policy, self.cfg.execute, self.cfg.executor, self.cfg.rtc, self.cfg.lockstep_delay,
+                          self.cfg.reanchor)
         self.open_outputs()
         return self
 
@@ -323,7 +326,8 @@ class SimRunner(EpisodeRunner):
             ep.run_virtual(self.cfg.virtual_latency_ms / 1e3)
         elif self.cfg.executor == "lockstep":
             ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute, jpeg_quality=self.jpeg_quality,
-                                     rtc=self.cfg.rtc, lockstep_delay=self.cfg.lockstep_delay)
+                                     rtc=self.cfg.rtc, lockstep_delay=self.cfg.lockstep_delay,
+                                     reanchor=self.cfg.reanchor)
             while not env.done:
                 action, sinfo = ep.driver.act(ep.obs)
                 if ep.tick(action, sinfo):
@@ -383,7 +387,7 @@ class _VamEpisode:
 
         r, env = self.runner, self.env
         self.driver = PolicyDriver(r.policy, env.instruction, r.cfg.execute, jpeg_quality=r.jpeg_quality,
-                                   rtc=r.cfg.rtc, virtual=True)
+                                   rtc=r.cfg.rtc, virtual=True, reanchor=r.cfg.reanchor)
         executor = self.driver.executor
         while not env.done:
             self.driver.observe(self.obs)
@@ -407,7 +411,7 @@ class _VamEpisode:
 
         loop = RealtimeLoop(step, self.name)
         self.driver = PolicyDriver(r.policy, env.instruction, r.cfg.execute, sink=loop.sink, jpeg_quality=r.jpeg_quality,
-                                   rtc=r.cfg.rtc)
+                                   rtc=r.cfg.rtc, reanchor=r.cfg.reanchor)
         self.driver.observe(self.obs)
         progress = None if r.progress is None else (lambda: r.progress({"step": self.step, "max_steps": env.max_steps}))
         timing, stalled = loop.run(self.driver.executor, env.max_steps, progress)

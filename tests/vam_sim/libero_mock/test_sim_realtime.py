@@ -98,6 +98,35 @@ def test_realtime_on_a_virtual_clock_is_deterministic_and_holds_for_the_latency(
         main(["sim", "--virtual-latency-ms", "140", "--out", str(tmp_path / "bad")])
 
 
+class SlowStepPolicy(ScriptedPolicy):
+    """Moves +x at 0.3 of the action range (so a correction fits in [-1, 1])."""
+
+    def infer(self, obs: dict) -> dict:
+        out = super().infer(obs)
+        out["actions"][:, 0] = 0.3
+        return out
+
+
+@pytest.mark.sim
+def test_reanchoring_on_the_virtual_clock_runs_the_displacement_the_first_chunk_skipped(tmp_path):
+    """The first chunk lands 3 ticks after its observation while the arm held still: with reanchor on,
+    the 3 skipped +x displacements are run over the next 3 ticks, so the arm ends 3 steps further on."""
+    def once(name, reanchor):
+        pol = SlowStepPolicy()
+        cfg = SimConfig(episodes=1, max_steps=30, executor="realtime", virtual_latency_ms=140.0, record=False,
+                        plots=False, reanchor=reanchor)
+        with SimRunner(cfg, tmp_path / name, policy=pol) as runner:
+            ep = runner.run_episode(0)
+            assert runner.policy is pol
+        return ep, pol.calls[-1][1][0]
+
+    (plain, x_plain), (anchored, x_anchored) = once("plain", False), once("anchored", True)
+    assert plain["steps"] == anchored["steps"] == 30
+    assert x_anchored > x_plain + 1e-4
+    with pytest.raises(SystemExit, match="--reanchor on corrects end-effector displacements"):
+        main(["sim", "--robot", "yam-mujoco", "--reanchor", "on", "--out", str(tmp_path / "bad")])
+
+
 @pytest.mark.sim
 def test_realtime_reports_a_policy_slower_than_the_executed_chunk(tmp_path):
     # 0.6 s per replan > 10 actions at 20 Hz (0.5 s): the first 0.6 s hold, and later chunks
