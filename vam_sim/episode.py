@@ -202,7 +202,8 @@ class PolicyEpisode:
         self.late += bool(sinfo.overrun)
         if sinfo.replanned and sinfo.telemetry is not None:
             tel = dict(sinfo.telemetry) | {"step": step}
-            self.replans.append(replan_record(step, tel))
+            self.replans.append(replan_record(step, tel) | {"skipped": sinfo.skipped,
+                                                            "reanchored": round(float(sinfo.reanchored), 5)})
             self.trace.update(tel)
             rec = self.runner.recorder
             if rec is not None:

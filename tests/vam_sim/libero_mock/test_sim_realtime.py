@@ -123,6 +123,10 @@ def test_reanchoring_on_the_virtual_clock_runs_the_displacement_the_first_chunk_
     (plain, x_plain), (anchored, x_anchored) = once("plain", False), once("anchored", True)
     assert plain["steps"] == anchored["steps"] == 30
     assert x_anchored > x_plain + 1e-4
+    first, later = anchored["replans"][0], anchored["replans"][1:]        # what each install added back
+    assert first["skipped"] == 3 and first["reanchored"] == pytest.approx(0.9)   # 3 held ticks x 0.3
+    assert later and all(r["reanchored"] == 0.0 for r in later)            # the next chunks continue the plan
+    assert all(r["reanchored"] == 0.0 for r in plain["replans"])
     with pytest.raises(SystemExit, match="--reanchor on corrects end-effector displacements"):
         main(["sim", "--robot", "yam-mujoco", "--reanchor", "on", "--out", str(tmp_path / "bad")])
 
