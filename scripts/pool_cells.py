@@ -7,6 +7,8 @@ Each run folder holds one `sim` output folder per cell (its summary.json). A cel
 over the runs; a pair is compared on the episodes both arms ran (matched by suite, task, episode and
 seed), with Newcombe's paired interval and McNemar's exact p (vam_experiments.study_stats). Prints a
 Markdown table of the cells and one of the pairs; writes both, with every outcome, to --out.
+`--prior FILE:CELL=NAME` adds the per-episode outcomes of CELL in an earlier --out (a cell run in an earlier
+session) to cell NAME; the output lists every prior it used.
 """
 from __future__ import annotations
 
@@ -32,15 +34,42 @@ def load_cell(runs: list[Path], cell: str) -> dict[str, bool]:
     return out
 
 
+def load_prior(spec: str) -> tuple[str, dict[str, bool]]:
+    """`FILE:CELL=NAME` -> (NAME, CELL's outcomes in FILE, an earlier --out of this script)."""
+    try:
+        path, rest = spec.rsplit(":", 1)
+        cell, name = rest.split("=")
+    except ValueError:
+        raise SystemExit(f"--prior takes FILE:CELL=NAME, got {spec!r}") from None
+    cells = json.loads(Path(path).read_text())["cells"]
+    if cell not in cells:
+        raise SystemExit(f"{path} has no cell {cell!r} (it has {sorted(cells)})")
+    return name, {k: bool(v) for k, v in cells[cell]["outcomes"].items()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", nargs="+", type=Path, required=True, help="run folders, one per reporting seed")
     p.add_argument("--cells", nargs="+", required=True, help="cell folder names to pool")
     p.add_argument("--pairs", nargs="*", default=[], help="A:B cell pairs to compare (A - B)")
+    p.add_argument("--prior", nargs="*", default=[], metavar="FILE:CELL=NAME",
+                   help="outcomes of CELL in an earlier --out FILE, added to cell NAME")
     p.add_argument("--out", type=Path, required=True, help="JSON to write")
     args = p.parse_args()
-    cells = {c: load_cell(args.runs, c) for c in args.cells}
-    res = {"runs": [str(r) for r in args.runs], "cells": {}, "pairs": {}}
+    priors = [load_prior(spec) for spec in args.prior]
+    prior_names = {n for n, _ in priors}
+    cells = {}
+    for c in args.cells:   # every run folder has the cell, unless a prior stands in for the folders without it
+        runs = [r for r in args.runs if (r / c).is_dir()] if c in prior_names else args.runs
+        cells[c] = load_cell(runs, c) if runs else {}
+    for name, outcomes in priors:
+        if name not in cells:
+            raise SystemExit(f"--prior names cell {name!r}, not in --cells")
+        twice = set(cells[name]) & set(outcomes)
+        if twice:
+            raise SystemExit(f"{name}: episode {sorted(twice)[0]} is both in a run folder and in a prior")
+        cells[name].update(outcomes)
+    res = {"runs": [str(r) for r in args.runs], "priors": args.prior, "cells": {}, "pairs": {}}
     print("| cell | success |\n|---|---|")
     for c, outcomes in cells.items():
         k, n = sum(outcomes.values()), len(outcomes)
