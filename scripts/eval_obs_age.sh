@@ -45,6 +45,9 @@ case $PART in
     done
     for s in 0 1; do
       libero "tr_realtime_reanchor_on_s$s" $s --guidance tr_adaptive --executor realtime --rtc off --reanchor on
+    done
+    for s in 0 1; do   # added after part B0, before part B ran: realtime under none with re-anchoring
+      libero "none_realtime_reanchor_on_s$s" $s --guidance none --executor realtime --rtc off --reanchor on
     done ;;
   C)
     for g in none tr_adaptive; do
