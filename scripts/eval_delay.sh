@@ -13,7 +13,7 @@ run() {  # name, then sim arguments
   local name=$1; shift
   if [ -f "$OUT/$name/summary.json" ]; then echo "== $name: done already"; return; fi
   echo "== $name $(date -u +%T)"
-  $VS sim --robot libero-mock --preset libero64 --suite goal --episodes "$N" --seed 0 --guidance none \
+  $VS sim --executor lockstep --robot libero-mock --preset libero64 --suite goal --episodes "$N" --seed 0 --guidance none \
     --backend torch --no-record "$@" --out "$OUT/$name" > "$OUT/$name.log" 2>&1
   grep -E "^success" "$OUT/$name.log" || true
 }

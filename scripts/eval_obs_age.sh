@@ -6,7 +6,7 @@
 #   PART=B0 tuning seed 11: d = 3 with re-anchoring on and off, under none and tr_adaptive
 #   PART=B  the same on reporting seeds 0 and 1, then wall-clock realtime tr_adaptive with re-anchoring
 #   PART=C  yam64 handover, seed 0, 20 episodes: lockstep and realtime under none and tr_adaptive
-# Resumable: a finished cell is skipped. Wall-clock cells want an otherwise idle machine.
+# Every cell is lockstep unless it says --executor realtime. Resumable: a finished cell is skipped. Wall-clock cells want an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/obs_age}
@@ -20,7 +20,7 @@ run() {  # name, then sim arguments
     echo "== $name: done already"; return
   fi
   echo "== $name $(date -u +%T)"
-  $VS sim --no-record --backend onnxruntime "$@" --out "$OUT/$name" --overwrite > "$OUT/$name.log" 2>&1
+  $VS sim --executor lockstep --no-record --backend onnxruntime "$@" --out "$OUT/$name" --overwrite > "$OUT/$name.log" 2>&1
   grep -E "^success" "$OUT/$name.log" || true
 }
 libero() {  # name, seed, then sim arguments
@@ -52,6 +52,8 @@ case $PART in
   C)
     for g in none tr_adaptive; do
       run "yam_${g}_lockstep" --robot yam-mujoco --task handover --episodes 20 --seed 0 --guidance $g
+    done
+    for g in none tr_adaptive; do
       run "yam_${g}_realtime" --robot yam-mujoco --task handover --episodes 20 --seed 0 --guidance $g \
         --executor realtime --rtc off
     done ;;

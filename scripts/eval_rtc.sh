@@ -13,7 +13,7 @@ run() {  # name, then vam-stack sim arguments
   local name=$1; shift
   if [ -f "$OUT/$name/summary.json" ]; then echo "== $name: done already"; return; fi
   echo "== $name: $*"
-  $VS sim "$@" --seed 0 --no-record --out "$OUT/$name" > "$OUT/$name.log" 2>&1
+  $VS sim --executor lockstep "$@" --seed 0 --no-record --out "$OUT/$name" > "$OUT/$name.log" 2>&1
   grep -E "^success|^replans|^realtime" "$OUT/$name.log" || true
 }
 for g in none tr_adaptive; do

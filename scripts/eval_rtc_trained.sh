@@ -31,7 +31,7 @@ run() {  # name, then sim arguments
     echo "== $name: done already"; return
   fi
   echo "== $name $(date -u +%T)"
-  $VS sim --robot libero-mock --preset libero64 --suite goal --episodes "$N" --seed "$SEED" --guidance none \
+  $VS sim --executor lockstep --robot libero-mock --preset libero64 --suite goal --episodes "$N" --seed "$SEED" --guidance none \
     --no-record "$@" --out "$OUT/$name" --overwrite > "$OUT/$name.log" 2>&1
   grep -E "^success" "$OUT/$name.log" || true
 }

@@ -60,7 +60,8 @@ def fake_policy(monkeypatch):
 
 
 def _sim(out, *extra) -> list[str]:
-    return ["sim", "--suite", "goal", "--episodes", "1", "--max-steps", "3", "--out", str(out), *extra]
+    return ["sim", "--executor", "lockstep", "--suite", "goal", "--episodes", "1", "--max-steps", "3", "--out", str(out),
+            *extra]
 
 
 # ---- row 4: evaluation cannot lie by omission ------------------------------------------------

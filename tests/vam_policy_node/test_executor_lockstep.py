@@ -236,7 +236,7 @@ def test_executor_config_loads_from_yaml_with_clear_errors(tmp_path):
 
     p = tmp_path / "executor.yaml"
     p.write_text("executor:\n  rate_hz: 20\n  chunk: 17\n  execute: 10\n  action_dim: 7\n  mode: lockstep\n"
-                 "  action_kind: delta\n  hold_keep_dims: [6]\n  blend_ticks: 0\n")
+                 "  action_kind: delta\n  hold_keep_dims: [6]\n  blend_ticks: 0\n  reanchor: true\n")
     cfg = from_yaml(ExecutorConfig, p, "executor")
     assert cfg == libero_config()
     p.write_text("executor:\n  blend_tick: 3\n")
@@ -265,7 +265,7 @@ class ObservingPolicy(CountingPolicy):
 @pytest.mark.parametrize("rtc", ["off", "guided"])
 def test_a_lockstep_delay_observes_early_and_installs_late_with_the_elapsed_actions_skipped(rtc):
     pol = ObservingPolicy(chunk=20, dim=7)
-    cfg = libero_config(chunk=20, execute=10, rate_hz=10, lockstep_delay=3, rtc=rtc)
+    cfg = libero_config(chunk=20, execute=10, rate_hz=10, lockstep_delay=3, rtc=rtc, reanchor=False)  # the skip alone
     ex = ChunkExecutor(pol, cfg)
     ex.reset(instruction="x")
     out, infos = [], []

@@ -68,7 +68,7 @@ def test_a_reanchored_chunk_puts_the_arm_on_its_planned_path_d_ticks_after_the_i
 
 
 def test_without_reanchoring_the_arm_runs_off_the_planned_path():
-    positions, installs, policy = _drive(_cfg(lockstep_delay=3))
+    positions, installs, policy = _drive(_cfg(lockstep_delay=3, reanchor=False))
     tick, d, moved = installs[2]
     seen, plan = policy.plans[2]
     assert moved == 0.0
@@ -106,6 +106,10 @@ def test_plain_lockstep_is_unchanged_by_reanchoring():
     a, _, _ = _drive(_cfg(reanchor=False), ticks=40)
     b, installs, _ = _drive(_cfg(reanchor=True), ticks=40)
     assert np.array_equal(np.stack(a), np.stack(b)) and all(m == 0.0 for _, _, m in installs)
+
+
+def test_libero_re_anchors_by_default_and_the_robot_does_not():
+    assert libero_config().reanchor and not robot_config().reanchor
 
 
 def test_reanchoring_is_refused_for_absolute_targets_and_non_booleans():

@@ -74,11 +74,12 @@ class SimConfig:
     execute: int | None = None       # actions run from each chunk before the next replan; None = the preset's
     mock_config: str | None = None   # mocked LIBERO YAML (None = config/libero_mock.yaml)
     executor: str = "lockstep"       # lockstep: the sim waits for each replan (deterministic); realtime: the sim
-                                     # runs at its own rate on the wall clock (see the module docstring)
+                                     # runs at its own rate on the wall clock (see the module docstring); `vam-stack
+                                     # sim` asks for realtime unless told (vam_sim.cli_executor), eval for lockstep
     rtc: str = "off"                 # realtime: guided = the next chunk continues the executing one (real-time
                                      # chunking, vam_model/realtime_chunking.py) | off = latency compensation only
     lockstep_delay: int = 0          # lockstep: a replan takes this many ticks of simulated time (ExecutorConfig)
-    reanchor: bool = False           # a chunk installed d ticks late gets back the displacement it skipped but the
+    reanchor: bool = True            # a chunk installed d ticks late gets back the displacement it skipped but the
                                      # arm did not run (ExecutorConfig.reanchor; realtime and lockstep_delay > 0)
     virtual_latency_ms: float = 0.0  # realtime: > 0 runs the realtime executor on a virtual clock (deterministic,
                                      # no threads): every replan takes exactly this long (ChunkExecutor.virtual_step)
@@ -153,7 +154,7 @@ def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
 
 
 def driver_config(policy, execute: int | None = None, mode: str = "lockstep", rtc: str = "off",
-                  lockstep_delay: int = 0, reanchor: bool = False):
+                  lockstep_delay: int = 0, reanchor: bool = True):
     """The chunk executor's configuration for `policy` on the bridge (ConfigError on a bad `execute`)."""
     from vam_policy_node.executor import check_rtc_method, libero_config
 
@@ -176,7 +177,7 @@ class PolicyDriver:
 
     def __init__(self, policy, instruction: str, execute: int | None = None,
                  sink: Callable[[np.ndarray], Any] | None = None, jpeg_quality: int | None = None,
-                 rtc: str = "off", lockstep_delay: int = 0, virtual: bool = False, reanchor: bool = False):
+                 rtc: str = "off", lockstep_delay: int = 0, virtual: bool = False, reanchor: bool = True):
         """`execute` overrides the preset's replan interval (1..chunk actions); `jpeg_quality`: frames
         reach the policy JPEG-encoded and decoded at this quality (None: raw); `virtual`: the realtime
         executor stepped on a virtual clock (`executor.virtual_step`), no sink and no threads."""

@@ -56,6 +56,7 @@ class YamRunConfig:
     sim_config: str | None = None  # yam_mujoco YAML (default config/yam_mujoco.yaml)
     executor: str = "lockstep"  # lockstep: the world waits for each replan (deterministic); realtime: the world
                                 # runs one control period per 30 Hz wall-clock tick while the policy infers
+                                # (`vam-stack sim` asks for realtime unless told, vam_sim.cli_executor)
     rtc: str = "off"  # realtime: guided = the next chunk continues the executing one (real-time chunking) | off
     expert_noise: float = 0.0  # expert only: std [rad] of a smooth perturbation of its joint targets (not the
                                # grippers) before the safety filter; `capture` still sees the clean target

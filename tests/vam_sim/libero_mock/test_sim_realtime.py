@@ -50,6 +50,18 @@ def run(tmp_path, policy, steps: int) -> dict:
 
 
 @pytest.mark.unit
+def test_sim_runs_realtime_by_default_where_it_applies():
+    from argparse import Namespace
+
+    from vam_sim.cli_executor import default_executor
+    base = dict(robot="libero-mock", policy="vam", lockstep_delay=0)
+    assert default_executor(Namespace(**base)) == "realtime"
+    assert default_executor(Namespace(**base | {"robot": "yam-mujoco"})) == "realtime"
+    for lockstep in ({"policy": "expert"}, {"robot": "libero-real"}, {"lockstep_delay": 3}):
+        assert default_executor(Namespace(**base | lockstep)) == "lockstep", lockstep
+
+
+@pytest.mark.unit
 def test_executor_mode_is_checked():
     with pytest.raises(ConfigError, match="executor must be one of .*'fast'"):
         SimConfig(executor="fast")
@@ -95,7 +107,7 @@ def test_realtime_on_a_virtual_clock_is_deterministic_and_holds_for_the_latency(
     with pytest.raises(ConfigError, match="virtual_latency_ms must be finite"):
         SimConfig(executor="realtime", virtual_latency_ms=float("inf"))
     with pytest.raises(SystemExit, match="--virtual-latency-ms 140 simulates latency"):
-        main(["sim", "--virtual-latency-ms", "140", "--out", str(tmp_path / "bad")])
+        main(["sim", "--executor", "lockstep", "--virtual-latency-ms", "140", "--out", str(tmp_path / "bad")])
 
 
 class SlowStepPolicy(ScriptedPolicy):
@@ -158,14 +170,13 @@ def test_realtime_inference_failure_holds_the_arm_and_ends(tmp_path):
 
 
 @pytest.mark.sim
-def test_sim_cli_realtime_with_the_shipped_policy(tmp_path, capsys):
+def test_sim_cli_runs_the_shipped_policy_in_realtime_by_default(tmp_path, capsys):
     out = tmp_path / "rt"
-    assert main(["sim", "--episodes", "1", "--guidance", "none", "--max-steps", "25", "--executor", "realtime",
-                 "--out", str(out)]) == 0
+    assert main(["sim", "--episodes", "1", "--guidance", "none", "--max-steps", "25", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "realtime: " in text and "missed by the clock" in text
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["config"]["executor"] == "realtime"
+    assert summary["config"]["executor"] == "realtime" and summary["config"]["reanchor"] is True
     (ep,) = summary["episodes"]
     assert ep["steps"] == 25 and ep["replans"] and summary["stats"]["realtime"]["episodes"] == 1
     assert (out / "recording.mcap").is_file()

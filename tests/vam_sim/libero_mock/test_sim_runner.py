@@ -58,8 +58,8 @@ def test_sim_compressed_transport_jpeg_round_trips_every_frame_the_policy_sees(t
         return out
     monkeypatch.setattr(msgs, "jpeg_roundtrip", spy)
     out = tmp_path / "jpeg"
-    assert main(["sim", "--suite", "goal", "--episodes", "1", "--guidance", "none", "--max-steps", "3",
-                 "--image-transport", "compressed", "--jpeg-quality", "60", "--out", str(out)]) == 0
+    assert main(["sim", "--executor", "lockstep", "--suite", "goal", "--episodes", "1", "--guidance", "none",
+                 "--max-steps", "3", "--image-transport", "compressed", "--jpeg-quality", "60", "--out", str(out)]) == 0
     cfg = json.loads((out / "summary.json").read_text())["config"]
     assert (cfg["image_transport"], cfg["jpeg_quality"]) == ("compressed", 60)
     assert len(seen) == 3 and all(shape == (224, 448, 3) and q == 60 for shape, q, _ in seen)
@@ -71,7 +71,8 @@ def test_sim_compressed_transport_jpeg_round_trips_every_frame_the_policy_sees(t
 @pytest.mark.sim
 def test_sim_device_and_backend_reach_the_policy(tmp_path, monkeypatch):
     out = tmp_path / "cpu"
-    assert main(["sim", "--suite", "goal", "--episodes", "1", "--guidance", "none", "--max-steps", "3",
+    assert main(["sim", "--executor", "lockstep", "--suite", "goal", "--episodes", "1", "--guidance", "none",
+                 "--max-steps", "3",
                  "--device", "cpu", "--backend", "torch", "--no-record", "--out", str(out)]) == 0
     cfg = json.loads((out / "summary.json").read_text())["config"]
     assert (cfg["device"], cfg["backend"]) == ("cpu", "torch")
@@ -79,8 +80,8 @@ def test_sim_device_and_backend_reach_the_policy(tmp_path, monkeypatch):
     for policy, backend in (("vam", "onnxruntime"), ("expert", "torch")):
         out = tmp_path / policy
         device = ["--device", "cpu"] if policy == "vam" else []          # the expert has no networks to place
-        assert main(["sim", "--suite", "goal", "--episodes", "1", "--guidance", "none", "--max-steps", "3",
-                     *device, "--policy", policy, "--no-record", "--out", str(out)]) == 0
+        assert main(["sim", "--executor", "lockstep", "--suite", "goal", "--episodes", "1", "--guidance", "none",
+                     "--max-steps", "3", *device, "--policy", policy, "--no-record", "--out", str(out)]) == 0
         assert json.loads((out / "summary.json").read_text())["config"]["backend"] == backend
     import vam_model.policy
     from vam_sim.episode import EpisodeRunner
@@ -93,13 +94,14 @@ def test_sim_device_and_backend_reach_the_policy(tmp_path, monkeypatch):
 @pytest.mark.sim
 def test_sim_execute_overrides_the_replan_interval(tmp_path):
     out = tmp_path / "ex"
-    assert main(["sim", "--suite", "goal", "--episodes", "1", "--guidance", "none", "--max-steps", "9",
+    assert main(["sim", "--executor", "lockstep", "--suite", "goal", "--episodes", "1", "--guidance", "none",
+                 "--max-steps", "9",
                  "--execute", "4", "--no-record", "--out", str(out)]) == 0
     (ep,) = json.loads((out / "summary.json").read_text())["episodes"]
     assert [r["step"] for r in ep["replans"]] == [0, 4, 8]
     with pytest.raises(ConfigError, match="execute must be in \\[1, chunk=17\\], got 18"):
-        main(["sim", "--suite", "goal", "--episodes", "1", "--max-steps", "2", "--execute", "18", "--no-record",
-              "--out", str(tmp_path / "bad")])
+        main(["sim", "--executor", "lockstep", "--suite", "goal", "--episodes", "1", "--max-steps", "2", "--execute",
+              "18", "--no-record", "--out", str(tmp_path / "bad")])
 
 
 @pytest.mark.sim
@@ -107,8 +109,8 @@ def test_sim_default_policy_writes_summary_png_and_mcap(tmp_path, capsys):
     from vam_stack.recording import read_info, read_messages
 
     out = tmp_path / "run"
-    rc = main(["sim", "--suite", "goal", "--episodes", "1", "--seed", "0", "--guidance", "tr_adaptive",
-               "--max-steps", "20", "--out", str(out)])
+    rc = main(["sim", "--executor", "lockstep", "--suite", "goal", "--episodes", "1", "--seed", "0", "--guidance",
+               "tr_adaptive", "--max-steps", "20", "--out", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
     assert "policy: libero64 preset" in text and "recording.mcap" in text

@@ -44,7 +44,8 @@ def test_sim_yam_mujoco_tiny_real_writes_summary_png_and_mcap(tmp_path, capsys, 
     from vam_stack.recording import read_info, read_messages
 
     out = tmp_path / "run"
-    rc = main(["sim", "--robot", "yam-mujoco", "--task", "tray_lift", "--episodes", "1", "--guidance", "none",
+    rc = main(["sim", "--executor", "lockstep", "--robot", "yam-mujoco", "--task", "tray_lift", "--episodes", "1",
+               "--guidance", "none",
                "--preset", "tiny_real", "--max-steps", "31", "--out", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
@@ -338,7 +339,8 @@ def test_execute_is_checked_and_reaches_the_executor(tmp_path):
 @pytest.mark.sim
 def test_sim_execute_sets_the_replan_interval(tmp_path, render_ok):
     out = tmp_path / "run"
-    assert main(["sim", "--robot", "yam-mujoco", "--task", "tray_lift", "--episodes", "1", "--guidance", "none",
+    assert main(["sim", "--executor", "lockstep", "--robot", "yam-mujoco", "--task", "tray_lift", "--episodes", "1",
+               "--guidance", "none",
                  "--preset", "tiny_real", "--max-steps", "31", "--execute", "15", "--no-record",
                  "--out", str(out)]) == 0
     (ep,) = json.loads((out / "summary.json").read_text())["episodes"]
