@@ -14,14 +14,10 @@ N=${2:-50}
 VS=${VS:-.venv/bin/vam-stack}
 PART=${PART:-A}
 mkdir -p "$OUT"
+. scripts/sim_cell.sh
 run() {  # name, then sim arguments
   local name=$1; shift
-  if [ -f "$OUT/$name/summary.json" ] && grep -q '"complete": true' "$OUT/$name/summary.json"; then
-    echo "== $name: done already"; return
-  fi
-  echo "== $name $(date -u +%T)"
-  $VS sim --executor lockstep --no-record --backend onnxruntime "$@" --out "$OUT/$name" --overwrite > "$OUT/$name.log" 2>&1
-  grep -E "^success" "$OUT/$name.log" || true
+  sim_cell "$OUT" "$name" --executor lockstep --no-record --backend onnxruntime "$@"
 }
 libero() {  # name, seed, then sim arguments
   local name=$1 seed=$2; shift 2

@@ -25,15 +25,11 @@ if [ ! -f "$HEAD_DIR/done" ]; then
   touch "$HEAD_DIR/done"
 fi
 mkdir -p "$OUT"
+. scripts/sim_cell.sh
 run() {  # name, then sim arguments
   local name=$1; shift
-  if [ -f "$OUT/$name/summary.json" ] && grep -q '"complete": true' "$OUT/$name/summary.json"; then
-    echo "== $name: done already"; return
-  fi
-  echo "== $name $(date -u +%T)"
-  $VS sim --executor lockstep --robot libero-mock --preset libero64 --suite goal --episodes "$N" --seed "$SEED" --guidance none \
-    --no-record "$@" --out "$OUT/$name" --overwrite > "$OUT/$name.log" 2>&1
-  grep -E "^success" "$OUT/$name.log" || true
+  sim_cell "$OUT" "$name" --executor lockstep --robot libero-mock --preset libero64 --suite goal --episodes "$N" \
+    --seed "$SEED" --guidance none --no-record "$@"
 }
 pair() {  # a, b
   .venv/bin/python scripts/compare_success.py --a "$OUT/$1" --b "$OUT/$2" --names "$1" "$2" --out "$OUT/$1-vs-$2.json"
