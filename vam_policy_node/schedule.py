@@ -4,6 +4,7 @@ runs it (the executor module documents the modes and timing)."""
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,7 +149,7 @@ class ChunkSchedule:
         self._blend_path: np.ndarray | None = None  # [W, D] frozen old trajectory
         self._blend_start = 0
         self.last_target: np.ndarray | None = None
-        self._sent: dict[int, np.ndarray] = {}  # tick -> target sent (reanchor: the last `chunk` ticks)
+        self._sent: deque[tuple[int, np.ndarray]] = deque(maxlen=cfg.chunk)  # reanchor: (tick, target sent)
         self.last_reanchor = 0.0  # the largest per-dim offset the last install added back
         if initial_target is not None:
             t = np.asarray(initial_target, dtype=np.float64)
@@ -198,9 +199,10 @@ class ChunkSchedule:
         nothing), so e = sum(a - b) is spread evenly over actions d..2d-1 (fewer near the chunk's end)."""
         free = [i for i in range(self.cfg.action_dim) if i not in self.cfg.hold_keep_dims]
         zero = np.zeros(self.cfg.action_dim)
-        sent = np.stack([self._sent.get(k, zero) for k in range(origin, origin + skip)])  # [d, D]
+        by_tick = dict(self._sent)
+        sent = np.stack([by_tick.get(k, zero) for k in range(origin, origin + skip)])     # [d, D]
         e = (actions[:skip] - sent).sum(axis=0)[free]                                     # [F]
-        rows = np.arange(skip, min(2 * skip, self.cfg.chunk))                              # the d actions after the skip
+        rows = np.arange(skip, min(2 * skip, self.cfg.chunk))  # the d actions after the skip
         actions[np.ix_(rows, free)] += e / len(rows)                                      # [d', F]
         self.last_reanchor = float(np.max(np.abs(e))) if e.size else 0.0
         return actions
@@ -228,9 +230,7 @@ class ChunkSchedule:
         if a is not None:
             self.last_target = a
             if self.cfg.reanchor:
-                self._sent[tick] = a.copy()
-                if len(self._sent) > self.cfg.chunk:
-                    self._sent = {k: v for k, v in self._sent.items() if k > tick - self.cfg.chunk}
+                self._sent.append((tick, a.copy()))
         return (None if a is None else a.copy()), info
 
     def _planned(self, k: int) -> np.ndarray:

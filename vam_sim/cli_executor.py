@@ -56,4 +56,4 @@ def latency_options(args: argparse.Namespace) -> dict:
     if asked == "on" and args.robot == "yam-mujoco":
         raise SystemExit("--reanchor on corrects end-effector displacements (the LIBERO robots); the YAM's absolute "
                          "joint targets need no correction")
-    return {"lockstep_delay": delay, "virtual_latency_ms": virtual, "reanchor": reanchor and args.robot != "yam-mujoco"}
+    return {"lockstep_delay": delay, "virtual_latency_ms": virtual, "reanchor": reanchor}
