@@ -80,8 +80,10 @@ class JointBus(abc.ABC):
         come back with ok False and no error."""
 
     @abc.abstractmethod
-    def _write(self, motor_rad: np.ndarray, mask: np.ndarray, deadline: float) -> WriteResult:
-        """Send motor-space targets for joints in `mask`; return written motor angles."""
+    def _write(self, motor_rad: np.ndarray, mask: np.ndarray, deadline: float,
+               torque_ff: np.ndarray | None = None) -> WriteResult:
+        """Send motor-space targets for joints in `mask` (with `torque_ff`, (n,) motor Nm, as the
+        MIT command's feed-forward where the bus has one); return written motor angles."""
 
     @abc.abstractmethod
     def enable(self) -> None:
@@ -97,11 +99,13 @@ class JointBus(abc.ABC):
 
     # --- shared behaviour --------------------------------------------------------------
     def write_targets(self, targets: np.ndarray, mask: np.ndarray | None = None,
-                      deadline: float | None = None) -> WriteResult:
+                      deadline: float | None = None, torque_ff: np.ndarray | None = None) -> WriteResult:
         """Clip `targets` (driver units) to the limits and send the joints in `mask`.
 
-        Non-finite targets in `mask` are refused with ValueError naming the joint: the bus
-        never sends a value it could not validate.
+        `torque_ff`: (n,) joint-space feed-forward torque in Nm (gravity), sent in each MIT
+        command by the buses that have one (Damiao, the simulated motors); None sends 0.
+        Non-finite targets or torques in `mask` are refused with ValueError naming the joint:
+        the bus never sends a value it could not validate.
         """
         if not self.connected:
             raise BusError("write_targets called on a bus that is not connected")
@@ -113,9 +117,19 @@ class JointBus(abc.ABC):
         if bad.any():
             names = {self.joint_names[i]: float(targets[i]) for i in np.flatnonzero(bad)}
             raise ValueError(f"refusing non-finite targets: {names}")
+        motor_ff = None
+        if torque_ff is not None:
+            torque_ff = np.asarray(torque_ff, dtype=np.float64)
+            if torque_ff.shape != (self.n,):
+                raise ValueError(f"torque_ff must have shape ({self.n},), got {torque_ff.shape}")
+            bad = mask & ~np.isfinite(torque_ff)
+            if bad.any():
+                names = {self.joint_names[i]: float(torque_ff[i]) for i in np.flatnonzero(bad)}
+                raise ValueError(f"refusing non-finite feed-forward torques: {names}")
+            motor_ff = np.where(mask, torque_ff, 0.0) * self.joint_map.direction   # joint Nm -> motor Nm
         clipped = self.joint_map.clip(np.where(mask, targets, 0.0))
         deadline = self._deadline(deadline)
-        result = self._write(self.joint_map.to_motor(clipped), mask, deadline)
+        result = self._write(self.joint_map.to_motor(clipped), mask, deadline, motor_ff)
         result.written = np.where(np.isfinite(result.written), self.joint_map.to_driver(result.written), np.nan)
         return result
 

@@ -221,12 +221,14 @@ class DamiaoBus(JointBus):
         got, reasons, retries = self._transact(frames, self._deadline(deadline))
         return self._reading(got, reasons, retries)
 
-    def _write(self, motor_rad: np.ndarray, mask: np.ndarray, deadline: float) -> WriteResult:
+    def _write(self, motor_rad: np.ndarray, mask: np.ndarray, deadline: float,
+               torque_ff: np.ndarray | None = None) -> WriteResult:
         written = np.full(self.n, np.nan)
         frames = {}
         for idx in np.flatnonzero(mask):
             lim = self.limits[idx]
-            cmd = dmp.MitCommand(float(motor_rad[idx]), 0.0, float(self.kp[idx]), float(self.kd[idx]), 0.0)
+            t_ff = 0.0 if torque_ff is None else float(torque_ff[idx])
+            cmd = dmp.MitCommand(float(motor_rad[idx]), 0.0, float(self.kp[idx]), float(self.kd[idx]), t_ff)
             frames[int(idx)] = (self.can_ids[idx], dmp.pack_mit(cmd, lim))
             written[idx] = dmp.quantize_position(float(motor_rad[idx]), lim)
         got, reasons, retries = self._transact(frames, deadline)

@@ -372,7 +372,10 @@ class DynamixelBus(JointBus):
         return dxl.hardware_error_text(bits)
 
     # --- write -----------------------------------------------------------------------
-    def _write(self, motor_rad: np.ndarray, mask: np.ndarray, deadline: float) -> WriteResult:
+    def _write(self, motor_rad: np.ndarray, mask: np.ndarray, deadline: float,
+               torque_ff: np.ndarray | None = None) -> WriteResult:
+        # Protocol 2.0 position control has no torque feed-forward: the servo's own position loop
+        # carries the load (torque_ff is ignored; the driver sends none on this bus)
         written = np.full(self.n, np.nan)
         errors: dict[int, str] = {}
         retries = 0

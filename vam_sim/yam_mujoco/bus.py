@@ -81,7 +81,8 @@ class MujocoBus(JointBus):
         return self._reading_from_motor(jm.to_motor(driver_pos), self._driver_velocity_to_motor(driver_vel),
                                         eff, ok, hw, errors, 0)
 
-    def _write(self, motor_rad: np.ndarray, mask: np.ndarray, deadline: float) -> WriteResult:
+    def _write(self, motor_rad: np.ndarray, mask: np.ndarray, deadline: float,
+               torque_ff: np.ndarray | None = None) -> WriteResult:
         mask = mask.copy()
         errors = {}
         for i in self.silent:
