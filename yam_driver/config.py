@@ -24,6 +24,7 @@ JOINTS_PER_ARM = load_robot().dof_per_arm  # motors per arm: 6 arm joints + the 
 NUM_ARMS = len(load_robot().arms)
 BUSES = ("dynamixel", "damiao")
 FAULT_ACTIONS = ("hold", "torque_off")
+DAMIAO_STATE_READS = ("status_request", "mit_reply")  # how a Damiao read gets each motor's state
 DYNAMIXEL_BAUDRATES = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 500000, 576000, 921600, 1000000,
                        1152000, 2000000, 2500000, 3000000, 3500000, 4000000)  # dynamixel_sdk's list
 
@@ -41,7 +42,7 @@ class JointConfig:
     max_speed: float = 1.5  # driver units per second: slew limit of commands while running
     kp: float = 0.0  # Damiao MIT stiffness Nm/rad; Dynamixel Position P gain register (0 = keep)
     kd: float = 0.0  # Damiao MIT damping Nm s/rad; Dynamixel Position D gain register (0 = keep)
-    motor: str = ""  # Damiao: DM4340 | DM4310 (MIT ranges); Dynamixel: model checked at PING ("" = any)
+    motor: str = ""  # Damiao: DM4340 | DM4310 | DM3507 (MIT ranges); Dynamixel: model checked at PING ("" = any)
     feedback_id: int = 0  # Damiao master id the motor answers on (0 = id + 0x10, i2rt's convention)
 
     YAML_REQUIRED = ("name", "id", "lower", "upper", "max_speed")  # limits never default silently
@@ -105,6 +106,12 @@ class DriverConfig:
     baudrate: int = 1_000_000  # Dynamixel baud rate (the SDK accepts only its listed rates)
     can_interface: str = "socketcan"  # python-can interface; tests use "virtual"
     can_bitrate: int = 1_000_000  # CAN bit rate (YAM/i2rt: 1 Mbit/s)
+    damiao_state_read: str = "status_request"  # Damiao: how read_state gets each motor's state: "status_request"
+    #   (0x7FF/0xCC per motor, Damiao's DM_CAN library; commands nothing) or "mit_reply" (the reply to an MIT frame
+    #   that re-sends the motor's last command, i2rt's way; for firmware that ignores 0xCC, which connect detects)
+    damiao_check_registers: bool = True  # Damiao: at connect read PMAX/VMAX/TMAX from every motor and refuse one
+    #   that differs from its motor type's table or does not answer; false trusts the table unread (firmware
+    #   without register reads; a motor scaled differently then reads and moves wrongly)
     log_every_s: float = 5.0  # how often the loop logs its achieved rate
     stats_window: int = 1000  # ticks kept for p50/p99 timing statistics
     # hardware that lies: what the driver checks every tick
@@ -139,6 +146,10 @@ class DriverConfig:
         check(self.reply_timeout_ms > 0, f"reply_timeout_ms must be > 0, got {self.reply_timeout_ms!r}")
         check(self.max_retries >= 0, f"max_retries must be >= 0, got {self.max_retries!r}")
         check(self.connect_retries >= 1, f"connect_retries must be >= 1, got {self.connect_retries!r}")
+        check(self.damiao_state_read in DAMIAO_STATE_READS,
+              f"damiao_state_read must be one of {DAMIAO_STATE_READS}, got {self.damiao_state_read!r}")
+        check(isinstance(self.damiao_check_registers, bool),
+              f"damiao_check_registers must be true or false, got {self.damiao_check_registers!r}")
         check(self.baudrate in DYNAMIXEL_BAUDRATES,
               f"baudrate must be one the Dynamixel SDK accepts {DYNAMIXEL_BAUDRATES}, got {self.baudrate!r}")
         check(self.stats_window >= 10, f"stats_window must be >= 10, got {self.stats_window!r}")

@@ -81,3 +81,44 @@ def test_feedback_round_trip_and_error_codes():
 
 def test_status_request_layout():
     assert dmp.status_request(0x105) == bytes([0x05, 0x01, 0xCC, 0, 0, 0, 0, 0])
+
+
+def test_motor_limits_are_i2rts():
+    """i2rt motor_drivers/utils.py get_motor_constants (commit 5d47b358): DM4340 10 rad/s (Damiao's
+    factory table says 8), DM3507 for the linear_3507 gripper."""
+    assert dmp.MOTOR_LIMITS["DM4340"] == dmp.MotorLimits(12.5, 10.0, 28.0)
+    assert dmp.MOTOR_LIMITS["DM4310"] == dmp.MotorLimits(12.5, 30.0, 10.0)
+    assert dmp.MOTOR_LIMITS["DM3507"] == dmp.MotorLimits(12.5, 50.0, 5.0)
+
+
+def test_register_frames_layout_and_reply_decoding():
+    # i2rt motor_config_tool/utils.py: [id_lo, id_hi, 0x33, reg, 0, 0, 0, 0] on 0x7FF
+    assert dmp.register_request(0x102, dmp.REGISTER_READ, dmp.REG_VMAX) == bytes([0x02, 0x01, 0x33, 22, 0, 0, 0, 0])
+    write = dmp.register_request(3, dmp.REGISTER_WRITE, dmp.REG_TIMEOUT, dmp.encode_register(dmp.REG_TIMEOUT, 8000))
+    assert write == bytes([3, 0, 0x55, 9]) + (8000).to_bytes(4, "little")
+    reply = dmp.unpack_register_reply(bytes([3, 0, 0x33, 22]) + bytes.fromhex("00002041"))   # 10.0f little-endian
+    assert (reply.can_id, reply.op, reply.reg, reply.value) == (3, 0x33, 22, 10.0)
+    assert dmp.unpack_register_reply(write).value == 8000
+    with pytest.raises(ValueError, match="not a register reply"):
+        dmp.unpack_register_reply(bytes([3, 0, 0xCC, 0, 0, 0, 0, 0]))
+    with pytest.raises(ValueError, match="8 bytes"):
+        dmp.unpack_register_reply(bytes([3, 0, 0x33]))
+
+
+def test_emulated_motor_answers_register_reads_and_writes():
+    from yam_driver.emulators import DamiaoEmulator, EmulatedMotor
+
+    emu = DamiaoEmulator("vam-reg-unit", [EmulatedMotor(2, 0x12, "DM4310")], can_timeout_s=0.4)
+    try:
+        def ask(op, reg, value=bytes(4)):
+            _, data = emu._handle(dmp.STATUS_REQUEST_ID, dmp.register_request(2, op, reg, value))
+            return dmp.unpack_register_reply(data)
+
+        assert ask(dmp.REGISTER_READ, dmp.REG_VMAX).value == 30.0
+        assert ask(dmp.REGISTER_READ, dmp.REG_TIMEOUT).value == 8000      # 400 ms in 50 us steps
+        assert ask(dmp.REGISTER_READ, dmp.REG_MST_ID).value == 0x12
+        assert ask(dmp.REGISTER_WRITE, dmp.REG_VMAX, dmp.encode_register(dmp.REG_VMAX, 25.0)).value == 25.0
+        assert emu.motors[2].limits() == dmp.MotorLimits(12.5, 25.0, 10.0)   # it now scales with 25 rad/s
+        assert emu._handle(dmp.STATUS_REQUEST_ID, dmp.register_request(2, dmp.REGISTER_READ, 99)) is None
+    finally:
+        emu.stop()

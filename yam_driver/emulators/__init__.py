@@ -4,6 +4,14 @@
 servos, or a virtual CAN channel with Damiao motors), and exposes `rig.config`: the same
 configuration with ports pointing at the emulators (and, for Damiao, python-can's
 "virtual" interface). Faults are injected by joint name.
+
+Damiao load model (`load_fn`, rig level, in driver units): `load_fn(q)` gets the (14,) joint
+positions in driver units (radians; grippers as opening fraction, the order of
+`config.joint_names`) and returns (14,) external joint torques in Nm (gravity; positive pushes
+the joint angle positive), the same joint-space convention as `write_targets(torque_ff=...)`.
+The rig converts them to motor Nm (x direction) per emulator; each emulator's callback sees the
+positions of its own channel fresh and the other channel's as last seen (so the two channels'
+emulator threads never wait on each other).
 """
 from __future__ import annotations
 
@@ -11,6 +19,8 @@ import dataclasses
 import uuid
 
 import numpy as np
+
+from typing import Callable
 
 from ..config import DriverConfig, JointMap
 from ..dxl_protocol import ADDR_TORQUE_ENABLE
@@ -26,11 +36,17 @@ class EmulatedRig:
     """Emulators for every port of `config`; a context manager that stops them on exit."""
 
     def __init__(self, config: DriverConfig, initial: np.ndarray | None = None, tau_s: float = 0.02,
-                 skip_ids: dict[str, list[int]] | None = None, can_timeout_s: float | None = None):
+                 skip_ids: dict[str, list[int]] | None = None, can_timeout_s: float | None = None,
+                 answer_status_request: bool = True, answer_registers: bool = True,
+                 load_fn: Callable[[np.ndarray], np.ndarray] | None = None):
         """`initial`: (14,) start positions in driver units (default: mid-range of each joint).
         `skip_ids`: arm name -> ids left off the emulated bus (to test config mismatches).
-        `can_timeout_s`: Damiao only, the motors' own command timeout (None = off)."""
+        Damiao only: `can_timeout_s`, the motors' own command timeout (None = off);
+        `answer_status_request` False: firmware that ignores the 0xCC status request;
+        `answer_registers` False: firmware that does not answer register reads;
+        `load_fn`: the external torque model (module docstring; None = no load)."""
         jm = JointMap.from_config(config)
+        self.joint_map = jm
         if initial is None:
             initial = (jm.lower + jm.upper) / 2.0
         initial = np.asarray(initial, np.float64)
@@ -45,6 +61,7 @@ class EmulatedRig:
             groups.setdefault(arm.port, []).append((idx, arm, joint))
             self._where[f"{arm.name}_{joint.name}"] = (arm.port, joint.id)
         new_port: dict[str, str] = {}
+        self._q_motor = np.asarray(motor0, np.float64).copy()   # last seen motor angles (load model)
         try:
             for port, members in groups.items():
                 keep = [(i, a, j) for i, a, j in members if j.id not in skip_ids.get(a.name, [])]
@@ -62,7 +79,11 @@ class EmulatedRig:
                     channel = f"vam-{uuid.uuid4().hex[:8]}-{port}"
                     motors = [EmulatedMotor(j.id, config.feedback_id(j), j.motor, position=float(motor0[i]),
                                             target=float(motor0[i])) for i, _, j in keep]
-                    emu = DamiaoEmulator(channel, motors, tau_s=tau_s, can_timeout_s=can_timeout_s)
+                    emu = DamiaoEmulator(channel, motors, tau_s=tau_s, can_timeout_s=can_timeout_s,
+                                         answer_status_request=answer_status_request,
+                                         answer_registers=answer_registers,
+                                         load_fn=None if load_fn is None else self._emulator_load(
+                                             load_fn, [(i, j.id) for i, _, j in keep]))
                     new_port[port] = channel
                 self.emulators[port] = emu.start()
         except BaseException:
@@ -72,6 +93,21 @@ class EmulatedRig:
         extra = {"can_interface": "virtual"} if config.bus == "damiao" else {}
         self.config = dataclasses.replace(config, arms=arms, **extra)
         self.joint_map = jm
+
+    def _emulator_load(self, load_fn: Callable[[np.ndarray], np.ndarray],
+                       members: list[tuple[int, int]]) -> Callable[[dict[int, float]], dict[int, float]]:
+        """One emulator's load callback (motor ids, motor Nm) from the rig-level `load_fn`."""
+        def per_emulator(positions: dict[int, float]) -> dict[int, float]:
+            for idx, motor_id in members:
+                if motor_id in positions:
+                    self._q_motor[idx] = positions[motor_id]
+            tau = np.asarray(load_fn(self.joint_map.to_driver(self._q_motor)), np.float64)
+            if tau.shape != self._q_motor.shape:
+                raise ValueError(f"load_fn must return shape {self._q_motor.shape}, got {tau.shape}")
+            motor_nm = tau * self.joint_map.direction          # joint Nm -> motor Nm, as the bus does
+            return {motor_id: float(motor_nm[idx]) for idx, motor_id in members}
+
+        return per_emulator
 
     def _locate(self, joint: str) -> tuple[DynamixelEmulator | DamiaoEmulator, int]:
         if joint not in self._where:
@@ -87,6 +123,20 @@ class EmulatedRig:
     def set_hardware_error(self, joint: str, kind: str | None) -> None:
         emu, motor_id = self._locate(joint)
         emu.set_hardware_error(motor_id, kind)
+
+    def damiao_motor(self, joint: str) -> EmulatedMotor:
+        """`joint`'s emulated Damiao motor, updated to now (its state, registers, last MIT frame)."""
+        emu, motor_id = self._locate(joint)
+        if not isinstance(emu, DamiaoEmulator):
+            raise TypeError(f"{joint!r} is not on a Damiao bus")
+        return emu.motor(motor_id)
+
+    def set_register(self, joint: str, reg: int, value: float | int) -> None:
+        """Damiao: give `joint`'s motor register `reg` (damiao_protocol.REG_*) the value `value`."""
+        emu, motor_id = self._locate(joint)
+        if not isinstance(emu, DamiaoEmulator):
+            raise TypeError(f"{joint!r} is not on a Damiao bus")
+        emu.set_register(motor_id, reg, value)
 
     def motor_position(self, joint: str) -> float:
         """Present motor angle of `joint` in radians (emulator truth)."""
