@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export-lerobot": ("vam_data.export_cli", "a dataset as LeRobotDataset v3.0 (parquet + AV1 or lossless video)"),
     "ros-graph": ("vam_stack.process_graph", "start a launch file's nodes as processes, as `ros2 launch` would "
                                              "(for machines without launch)"),
+    "leader": ("yam_leader.cli", "the leader arm: calibrate its offsets (and trigger ends) at the follower's home pose"),
 }
 
 # `vam-stack bench NAME`: benchmarks that print numbers (never timed unit tests).

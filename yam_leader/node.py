@@ -1,7 +1,8 @@
 """yam_leader node: a leader arm teleoperates the YAM through the safety filter.
 
-Reads the leader arm's bus (config/yam_leader.yaml, the follower's driver schema; its torque is
-never switched on) every control period. While engaged the reading goes out raw on
+Reads the leader arm's bus (config/yam_leader.yaml: the build's signs and the calibrated offsets,
+yam_leader.mapping, composed into a bus in the follower's driver schema, so a reading is in the
+follower's units; its torque is never switched on) every control period. While engaged the reading goes out raw on
 /teleop/joint_command (frame_id "teleop": what the demo recorder stores as the action) and,
 through the same safety filter as the policy's targets, on /vam/joint_targets for the driver.
 
@@ -12,7 +13,8 @@ Services (std_srvs/Trigger):
 
 A glitching joint (a jump beyond `max_jump_rad` in one period) or `max_failed_reads` failed reads
 in a row disengage it with an error naming the joint; /diagnostics `yam_leader: teleop` says the
-state and why. Core: `yam_leader.leader.LeaderTeleop`.
+state and why. A bad message, service call or tick is answered or logged, never fatal to the node.
+Core: `yam_leader.leader.LeaderTeleop`; calibration: `vam-stack leader calibrate` (yam_leader.cli).
 
     ros2 launch vam_stack record.launch.py sim:=none teleop:=leader out_dir:=runs/recordings
 """
@@ -31,7 +33,8 @@ from yam_leader.leader import LeaderConfig, LeaderTeleop
 
 P = ros.Param
 PARAMS = (
-    P("config_file", "", "the leader arm's bus YAML (yam_driver schema); empty = config/yam_leader.yaml"),
+    P("config_file", "", "the leader arm's YAML: its build, signs and offsets (yam_leader) and its bus (yam_driver "
+                         "schema); empty = config/yam_leader.yaml"),
     P("safety_config", "", "safety limits YAML of the filter; empty = config/yam_safety.yaml"),
     P("use_emulator", False, "read an emulated leader arm (yam_driver.emulators) instead of hardware: demos, CI"),
     *ros.params_from(LeaderConfig, ("rate_hz", "engage_tolerance_rad", "max_jump_rad", "max_failed_reads"),
@@ -48,12 +51,12 @@ class YamLeaderNode(Node):
         from vam_stack.robot import load_robot
         from vam_stack.safety import SafetyFilter, load_safety_config
         from yam_driver.bus import make_bus
-        from yam_driver.config import load_config
+        from yam_leader.mapping import load_leader
 
         try:
             cfg = LeaderConfig(**{k: p[k] for k in ("rate_hz", "engage_tolerance_rad", "max_jump_rad",
                                                     "max_failed_reads")})
-            bus_cfg = load_config(ros.config_path(p["config_file"], "yam_leader.yaml"))
+            self.mapping, bus_cfg = load_leader(ros.config_path(p["config_file"], "yam_leader.yaml"))
             safety = SafetyFilter(load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")),
                                   clock=self._now)
         except (ConfigError, ValueError) as e:
@@ -86,17 +89,22 @@ class YamLeaderNode(Node):
         self.create_timer(self.period, self._tick)
         self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
         self._reported = ""
-        self.get_logger().info(f"leader arm on {[a.port for a in bus_cfg.arms]} ({bus_cfg.bus}); ~/engage once "
-                               f"it matches the follower's pose")
+        self.get_logger().info(f"leader arm ({self.mapping.build}) on {[a.port for a in bus_cfg.arms]} "
+                               f"({bus_cfg.bus}); ~/engage once it matches the follower's pose")
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
     def _on_joint_states(self, msg) -> None:
-        js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
+        try:
+            js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
+        except ValueError as e:          # a malformed message (MessageError is a ValueError): refused, never fatal
+            self.get_logger().error(f"/joint_states refused: {e}", throttle_duration_sec=1.0)
+            return
         missing = [n for n in self.names if n not in js.names]
         if missing:
-            self.get_logger().error(f"/joint_states lacks {missing}; the follower's pose is unknown")
+            self.get_logger().error(f"/joint_states lacks {missing}; the follower's pose is unknown",
+                                    throttle_duration_sec=1.0)
             return
         self.follower = js.position[[js.names.index(n) for n in self.names]]
 
@@ -114,10 +122,18 @@ class YamLeaderNode(Node):
         if self.follower is None:
             response.success, response.message = False, "no /joint_states from the follower yet: is the driver up?"
             return response
-        reading = self._read()
-        position = np.where(reading.ok, reading.position, np.nan)
-        response.success, response.message = self.core.engage(position, self.follower)
-        (self.get_logger().info if response.success else self.get_logger().warning)(f"engage: {response.message}")
+        try:
+            reading = self._read()
+            position = np.where(reading.ok, reading.position, np.nan)
+            response.success, response.message = self.core.engage(position, self.follower)
+        except Exception as e:           # a service call never takes the node down: the caller gets the reason
+            response.success, response.message = False, f"engage failed: {type(e).__name__}: {e}"
+        # one call site per severity: rclpy refuses a logger call site whose severity changes between
+        # calls ("Logger severity cannot be changed between calls", issue 58 row 5)
+        if response.success:
+            self.get_logger().info(f"engage: {response.message}")
+        else:
+            self.get_logger().warning(f"engage: {response.message}")
         return response
 
     def _disengage(self, request, response):
@@ -129,6 +145,13 @@ class YamLeaderNode(Node):
     def _tick(self) -> None:
         if self.core.state != "engaged":
             return
+        try:
+            self._send()
+        except Exception as e:           # a timer tick never takes the node down: stop sending, say why
+            self.core.disengage(f"teleop tick failed: {type(e).__name__}: {e}", fault=True)
+            self.get_logger().error(f"leader disengaged: {self.core.reason}")
+
+    def _send(self) -> None:
         reading = self._read()
         now = self._now()
         tick = self.core.tick(reading.position, reading.ok, now, now)
@@ -149,7 +172,7 @@ class YamLeaderNode(Node):
         self.diag_pub.publish(ros.diagnostics(self, [{
             "name": "yam_leader: teleop", "level": level, "hardware_id": self.bus.config.bus,
             "message": c.state + (f": {c.reason}" if c.reason else ""),
-            "values": {"state": c.state, "sent": c.sent, "failed_reads": c.failed,
+            "values": {"state": c.state, "build": self.mapping.build, "sent": c.sent, "failed_reads": c.failed,
                        "follower_seen": self.follower is not None}}]))
 
     def destroy_node(self) -> None:

@@ -5,10 +5,10 @@ import pytest
 from vam_stack.config import ConfigError
 from vam_stack.safety import SafetyFilter, load_safety_config
 from yam_driver.bus import make_bus
-from yam_driver.config import load_config
 from yam_driver.emulators import EmulatedRig
 from vam_stack.paths import config_dir
 from yam_leader.leader import LeaderConfig, LeaderTeleop
+from yam_leader.mapping import load_leader
 
 pytestmark = pytest.mark.unit
 
@@ -25,7 +25,7 @@ class Clock:
 
 @pytest.fixture
 def leader():
-    cfg = load_config(config_dir() / "yam_leader.yaml")
+    _, cfg = load_leader(config_dir() / "yam_leader.yaml")
     with EmulatedRig(cfg, initial=POSE) as rig:
         bus = make_bus(rig.config)
         bus.connect()
@@ -37,7 +37,7 @@ def leader():
 
 def _teleop(clock):
     safety = SafetyFilter(load_safety_config(), clock=clock)
-    names = tuple(load_config(config_dir() / "yam_leader.yaml").joint_names)
+    names = tuple(load_leader(config_dir() / "yam_leader.yaml")[1].joint_names)
     return LeaderTeleop(LeaderConfig(), safety, names)
 
 

@@ -88,3 +88,38 @@ def test_a_leader_bus_that_dies_while_engaged_disengages_with_an_error(graph):
     n = len(targets)
     h.spin_for(0.3)
     assert len(targets) == n                                        # nothing is sent after the fault
+
+
+def test_an_engage_accepted_then_one_refused_both_answer_and_the_node_lives_on(graph):
+    """Issue 58 row 5: the engage answer was logged from one call site at two severities
+    (info when accepted, warning when refused); rclpy refuses a second severity from the same
+    call site (`ValueError: Logger severity cannot be changed between calls`), and the node died."""
+    h, driver, leader = graph
+    states = h.capture("joint_states")
+    assert h.spin_until(lambda: len(states) >= 3 and leader.follower is not None, timeout=30)
+    first = h.call(Trigger, "/yam_leader/engage")
+    assert first.success and first.message.startswith("engaged"), first.message
+    assert h.call(Trigger, "/yam_leader/disengage").success
+    start = _last(states).position
+    leader.rig.move_by_hand("left_joint2", start[1] + 0.4)          # far from the follower now
+    second = h.call(Trigger, "/yam_leader/engage")
+    assert not second.success and "left_joint2" in second.message, second.message
+    third = h.call(Trigger, "/yam_leader/engage")                     # and again: the node still answers
+    assert not third.success and "left_joint2" in third.message
+    leader.rig.move_by_hand("left_joint2", start[1])
+    assert h.call(Trigger, "/yam_leader/engage").success              # accepted again once the poses match
+    h.spin_for(0.3)
+    assert leader.core.state == "engaged"
+
+
+def test_a_malformed_joint_state_is_logged_not_fatal(graph):
+    """A JointState whose names and positions differ in length (a bad publisher) is refused with
+    an error; the node keeps the last good follower pose and keeps answering."""
+    h, driver, leader = graph
+    states = h.capture("joint_states")
+    assert h.spin_until(lambda: len(states) >= 3 and leader.follower is not None, timeout=30)
+    bad = msgs.joint_state_msg(leader.names, np.zeros(14), stamp_s=1.0)
+    bad.position = bad.position[:13]
+    h.publish("joint_states", bad)
+    assert h.spin_until(lambda: any("JointState" in e for e in h.errors("yam_leader")), timeout=10), h.errors()
+    assert h.call(Trigger, "/yam_leader/engage").success                # still alive, still answering
