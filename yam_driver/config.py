@@ -115,7 +115,7 @@ class DriverConfig:
     log_every_s: float = 5.0  # how often the loop logs its achieved rate
     stats_window: int = 1000  # ticks kept for p50/p99 timing statistics
     # hardware that lies: what the driver checks every tick
-    max_tracking_error: float = 0.3  # rad: an arm joint this far from its command for `tracking_error_ticks`
+    max_tracking_error: float = 0.35  # rad: an arm joint this far from its command for `tracking_error_ticks`
     #   ticks in a row latches a fault (a motor that lost torque sags or lags); grippers are exempt: a
     #   grasp holds them off their command by design
     tracking_error_ticks: int = 5  # consecutive ticks over `max_tracking_error` before the fault (~0.17 s)
@@ -127,6 +127,16 @@ class DriverConfig:
     #   every feedback frame); a motor that is off while the driver holds torque is a fault at once
     home_pose: tuple[float, ...] | None = None  # 14 driver-unit values the `home` service drives to at the
     #   ramp speed (ramp_speed_scale x max_speed); None: no home pose, the service refuses
+    # what the arm needs from each MIT command (Damiao; yam_driver/gravity.py, i2rt's motor_chain_robot.py)
+    gravity_factor: tuple[float, ...] | None = None  # per arm joint 1-6: x the model's gravity torque at the
+    #   measured pose, sent as each MIT command's feed-forward (i2rt yam.yml gravity_comp_factor). Required on
+    #   bus damiao; all zeros switches feed-forward off (warned at start: the arm sags by tau_g / kp)
+    gripper_force_limit: float = 50.0  # N: the most a blocked gripper squeezes (i2rt get_robot.py
+    #   limit_gripper_force 50); the driver keeps a stalled gripper's command within force -> torque / kp of
+    #   the measured opening (Damiao; 0 = no limit, warned). Motor torque = force x gripper_stroke / motor stroke
+    gripper_stroke: float = 0.096  # m: finger gap from closed to open (i2rt linear_4310.yml gripper_stroke)
+    gripper_stall_speed: float = 0.3  # motor rad/s: a gripper slower than this counts as blocked (i2rt
+    #   linear_4310.yml clog_speed_threshold)
 
     # safety-relevant timings a driver file states explicitly (no silent default)
     YAML_REQUIRED = ("bus", "arms", "rate_hz", "watchdog_s", "ramp_speed_scale", "ramp_tolerance", "on_fault")
@@ -176,6 +186,17 @@ class DriverConfig:
         check_within("reading_margin", self.reading_margin, 0.0, 0.2, "driver units")
         check_within("torque_check_period_s", self.torque_check_period_s, self.period_s, 1.0, "s",
                      "a motor without torque must be noticed within a second")
+        check_within("gripper_force_limit", self.gripper_force_limit, 0.0, 200.0, "N",
+                     "the linear gripper's motor saturates near 500 N")
+        check_within("gripper_stroke", self.gripper_stroke, 0.01, 0.5, "m")
+        check_within("gripper_stall_speed", self.gripper_stall_speed, 0.01, 10.0, "motor rad/s")
+        if self.gravity_factor is not None:
+            object.__setattr__(self, "gravity_factor", tuple(self.gravity_factor))
+            n = JOINTS_PER_ARM - 1
+            check(len(self.gravity_factor) == n and all(
+                  isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0.0 <= v <= 2.0
+                  for v in self.gravity_factor),
+                  f"gravity_factor must be {n} numbers in [0, 2] (one per arm joint), got {self.gravity_factor!r}")
         self._check_ids()
         if self.bus == "damiao":
             self._check_damiao()
@@ -194,6 +215,9 @@ class DriverConfig:
                     seen[key] = f"{arm.name}_{j.name}"
 
     def _check_damiao(self) -> None:
+        check(self.gravity_factor is not None,
+              "bus damiao needs gravity_factor (6 numbers, i2rt's are 1.0 1.1 1.1 1.2 1.0 1.0): without gravity "
+              "feed-forward a YAM sags by tau_g / kp; all zeros switches it off explicitly")
         for arm in self.arms:
             for j in arm.joints:
                 where = f"{arm.name}_{j.name}"
@@ -209,6 +233,9 @@ class DriverConfig:
                       f"{where}: kp {j.kp!r} / kd {j.kd!r} exceed MIT ranges {dmp.KP_RANGE}/{dmp.KD_RANGE}")
 
     def _check_dynamixel(self) -> None:
+        check(self.gravity_factor is None,
+              f"gravity_factor {self.gravity_factor!r} given for bus dynamixel: Protocol 2.0 position control has no "
+              "torque feed-forward (remove it)")
         for arm in self.arms:
             for j in arm.joints:
                 where = f"{arm.name}_{j.name}"

@@ -12,6 +12,9 @@ joint's health, choose what to command, slew-limit it, write it, report. Modes:
            on_fault: torque_off, torque goes off); `clear_faults()` is the operator's reset.
 A joint is written only when its state was read this tick and it is not faulted, and only
 finite targets within the limits are sent (out-of-range ones are clipped and flagged).
+Every write carries the gravity feed-forward at the measured pose (`GravityModel`, Damiao: the
+MIT command's t_ff), and a blocked gripper's command is held within its force limit of the
+measured opening (i2rt's gripper force limiter).
 `run()` paces ticks against absolute deadlines on the monotonic clock, measures the achieved
 rate, and shuts down on every exit path: normal end, exception, SIGINT/SIGTERM. Shutdown
 holds the measured position, then disables torque when `torque_off_on_exit`.
@@ -32,6 +35,8 @@ from vam_stack.pacing import DeadlinePacer
 
 from .bus import BusError, BusReading, JointBus, WriteResult, make_bus
 from .config import DriverConfig, is_gripper
+from .gravity import GravityModel
+from .gripper_limit import GripperLimiter
 from .faults import HardwareChecks, JointFault, LoopStats, Mode, TickReport  # noqa: F401 (the driver's interface)
 
 log = logging.getLogger(__name__)
@@ -80,6 +85,16 @@ class YamDriver(HardwareChecks):
         self._stop_reason = ""
         self.tick = 0
         self._io_ms: deque[float] = deque(maxlen=config.stats_window)
+        self.gravity = GravityModel(config) if config.gravity_factor is not None else None
+        self._ff = np.zeros(self.n)               # feed-forward of the last write, Nm
+        self.gripper_limit = GripperLimiter(config)
+
+    def _feedforward(self, pose: np.ndarray) -> np.ndarray | None:
+        """Joint-space gravity feed-forward at `pose` (the measured one), or None without a model."""
+        if self.gravity is None:
+            return None
+        self._ff = self.gravity.feedforward(pose)
+        return self._ff
 
     # --- inputs ----------------------------------------------------------------------
     def set_targets(self, targets, stamp: float | None = None) -> None:
@@ -133,6 +148,7 @@ class YamDriver(HardwareChecks):
         self._faulted[:] = False
         self._fail_count[:] = 0
         self._over[:] = 0
+        self.gripper_limit.reset()
         with self._lock:
             self._targets = None
         try:
@@ -165,7 +181,11 @@ class YamDriver(HardwareChecks):
             self._hold = self._command.copy()
             with self._lock:
                 self._targets = None          # a target from before torque on is never followed
-            self.bus.write_targets(self._command)  # goal = present before torque on: no jump
+            # goal = present before torque on, gravity carried: no jump, no sag
+            self.bus.write_targets(self._command, torque_ff=self._feedforward(present))
+            if self.gravity is not None and not self.gravity.enabled:
+                log.warning("yam_driver: gravity_factor is all zeros: no gravity feed-forward, the arm sags by "
+                            "tau_g / kp (up to ~0.19 rad at joint 2)")
             self.bus.enable()
             self.mode = Mode.RAMPING
             log.info("yam_driver started on %s at %.1f Hz", self.config.bus, self.config.rate_hz)
@@ -236,7 +256,7 @@ class YamDriver(HardwareChecks):
                     reading = self.bus.read_state()
                     hold = np.where(reading.ok, reading.position, self._command)
                     mask = np.isfinite(hold) & ~self._faulted
-                    self.bus.write_targets(np.where(mask, hold, 0.0), mask)
+                    self.bus.write_targets(np.where(mask, hold, 0.0), mask, torque_ff=self._feedforward(hold))
                 except Exception as e:  # keep going: torque off matters more
                     errors.append(f"final hold failed: {e}")
                 if self.config.torque_off_on_exit:
@@ -272,7 +292,7 @@ class YamDriver(HardwareChecks):
         self._present, self._command = present.copy(), np.clip(present, self._lower, self._upper)
         self._seen_t[:] = time.monotonic()
         self._hold = self._command.copy()
-        self.bus.write_targets(self._command)     # goal = measured before torque comes back: no jump
+        self.bus.write_targets(self._command, torque_ff=self._feedforward(present))   # goal = measured: no jump
         self.bus.enable()                         # every motor: a reconnected or power-cycled one is disabled
         self.faults.clear()
         self._faulted[:] = False
@@ -328,14 +348,17 @@ class YamDriver(HardwareChecks):
         written = np.full(self.n, np.nan)
         write_errors: dict[int, str] = {}
         retries = reading.retries
+        grip_limited = np.zeros(self.n, bool)
         if desired is not None:
             base = np.where(np.isfinite(self._command), self._command, self._present)
             step_lim = speed * self.config.period_s
             cmd = base + np.clip(desired - base, -step_lim, step_lim)
+            cmd, grip_limited = self.gripper_limit.limit(cmd, self._present, self._velocity, self._command)
             mask = reading.ok & ~self._faulted & np.isfinite(cmd)
             if mask.any():
                 try:
-                    result = self.bus.write_targets(np.where(mask, cmd, 0.0), mask, t0 + budget)
+                    result = self.bus.write_targets(np.where(mask, cmd, 0.0), mask, t0 + budget,
+                                                    torque_ff=self._feedforward(self._present))
                 except BusError as e:
                     result = WriteResult(np.full(self.n, np.nan), {i: f"bus error: {e}" for i in np.flatnonzero(mask)})
                 written, write_errors, retries = result.written, result.errors, retries + result.retries
@@ -354,7 +377,7 @@ class YamDriver(HardwareChecks):
         errors = {self.names[i]: r for i, r in {**reading.errors, **write_errors}.items()}
         return TickReport(self.tick, self.mode, self._present.copy(), self._velocity.copy(), self._effort.copy(),
                           cmd, written, reading.ok.copy(), clipped, errors, new_faults, age, t1 - t0, t2 - t1,
-                          retries)
+                          retries, self._ff.copy(), grip_limited)
 
     def _enter_fault(self) -> None:
         if self.mode != Mode.FAULT:

@@ -60,6 +60,8 @@ class TickReport:
     read_s: float
     write_s: float
     retries: int
+    feedforward: np.ndarray | None = None  # (14,) Nm joint-space feed-forward sent with this tick's commands
+    gripper_limited: np.ndarray | None = None  # (14,) bool: a blocked gripper's command was held to the force limit
 
 
 @dataclass

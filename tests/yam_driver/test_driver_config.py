@@ -109,5 +109,5 @@ def test_joint_map_round_trip_with_direction_offset_and_gripper():
     x = np.linspace(0.1, 0.9, 14)
     m = jm.to_motor(x)
     assert math.isclose(m[2], -x[2] + 0.3)
-    assert math.isclose(m[6], 0.0 + x[6] * -5.2)  # gripper fraction -> -5.2 rad fully open
+    assert math.isclose(m[6], 0.0 + x[6] * -6.57)  # gripper fraction -> -6.57 rad fully open
     np.testing.assert_allclose(jm.to_driver(m), x, atol=1e-12)

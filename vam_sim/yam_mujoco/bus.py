@@ -2,7 +2,9 @@
 
 It speaks exactly what the Damiao and Dynamixel buses speak: motor radians below the
 driver's `JointMap` (so directions, offsets, limits and the gripper's angle range of the
-driver configuration apply unchanged), clipped targets, `written` = what reached the
+driver configuration apply unchanged), with each MIT command's gains (the driver
+configuration's kp/kd, set at connect) and feed-forward torque driving the simulated motors'
+law (sim.py), clipped targets, `written` = what reached the
 actuators, per-joint `ok`/`errors`, torque on/off. The gripper's motor angle maps linearly
 onto the finger rail: `gripper_closed` -> 0 m, `gripper_open` -> FINGER_TRAVEL.
 
@@ -55,6 +57,10 @@ class MujocoBus(JointBus):
             missing = sorted(self.joint_names[i] for i in self.fail_connect)
             raise BusMismatchError(f"simulated motors did not answer at connect: {missing}")
         self.sim.set_torque(False)  # motors come up with torque off, as real ones do
+        jm = self.joint_map
+        kp = np.array([j.kp for _, j in self.config.joints])
+        kd = np.array([j.kd for _, j in self.config.joints])
+        self.sim.configure_motors(kp, kd, np.abs(jm.scale[self.gripper]))  # the gains each MIT frame carries
         self.torque_enabled = False
         self.connected = True
 
@@ -90,7 +96,8 @@ class MujocoBus(JointBus):
                 mask[i] = False
                 errors[i] = "no reply to the write (simulated fault)"
         driver = self.joint_map.to_driver(motor_rad)
-        self.sim.set_targets(self._driver_to_sim(driver), mask)
+        joint_ff = None if torque_ff is None else torque_ff * self.joint_map.direction   # motor Nm -> joint Nm
+        self.sim.set_targets(self._driver_to_sim(driver), mask, torque_ff=joint_ff)
         self.writes += 1
         hw = np.zeros(self.n, bool)
         hw[list(i for i in self.hardware_error if mask[i])] = True

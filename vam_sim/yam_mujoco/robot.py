@@ -7,6 +7,7 @@ and its `camera_bridge` section. The returned objects are the ordinary `YamDrive
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,8 @@ def build_sim_robot(path: str | Path | None = None, **overrides) -> SimRobot:
     path = Path(path) if path is not None else default_path()
     cfg: MujocoConfig = load_mujoco_config(path, **overrides)
     driver_cfg = load_config(cfg.driver_config_path())
+    if cfg.gravity_factor is not None and driver_cfg.gravity_factor is not None:
+        driver_cfg = dataclasses.replace(driver_cfg, gravity_factor=cfg.gravity_factor)   # checked again there
     if abs(driver_cfg.rate_hz - cfg.control_hz) > 1e-9:
         from vam_stack.config import ConfigError
 

@@ -22,7 +22,7 @@ import mujoco
 import numpy as np
 
 from .config import MujocoConfig
-from .model import ARM_JOINTS, ARMS, FINGER_TRAVEL, HOME, SceneSpec, build_mjcf
+from .model import ARM_JOINTS, ARMS, FINGER_TRAVEL, GRIPPER_MOTOR, HOME, SceneSpec, build_mjcf, finger_gains
 from .tasks import TASKS, Task
 
 N_MOTORS = 14  # 2 arms x (6 joints + gripper)
@@ -64,7 +64,7 @@ class YamSim:
         self.finger_act = np.array([[m.actuator(f"{a}_finger_{s}").id for s in "ab"] for a in ARMS])
         self.arm_slots = np.array([i for i in range(N_MOTORS) if i % 7 != 6])  # motor index of each arm joint
         self.gripper_slots = np.array([6, 13])
-        self._gravcomp = m.body_gravcomp.copy()
+        self.finger_dof_flat = self.finger_dof.ravel()
         self.torque_enabled = True
         self._renderer: mujoco.Renderer | None = None
         self._wall_t0: float | None = None
@@ -84,25 +84,64 @@ class YamSim:
             d.qpos[self.finger_qpos.ravel()] = FINGER_TRAVEL
             self.task.reset(self, self.rng)
             d.ctrl[:] = 0.0
-            self.set_targets(np.insert(np.insert(home, 6, FINGER_TRAVEL), 13, FINGER_TRAVEL))
+            targets = np.insert(np.insert(home, 6, FINGER_TRAVEL), 13, FINGER_TRAVEL)
+            self.set_targets(targets)
             mujoco.mj_forward(m, d)
             for _ in range(int(round(self.cfg.settle_s / m.opt.timestep))):
+                # held where the reset put it, gravity carried as a driver would carry it (the motors
+                # have no gravcomp: a reset pose without feed-forward would sag before the first tick)
+                self.set_targets(targets, torque_ff=self.gravity_torque())
                 mujoco.mj_step(m, d)
             d.time = 0.0
             self._wall_t0 = None
 
     # --- motors ---------------------------------------------------------------------------
-    def set_targets(self, targets: np.ndarray, mask: np.ndarray | None = None) -> None:
-        """Position targets (14,) in simulator units for the motors in `mask` (default all)."""
+    def set_targets(self, targets: np.ndarray, mask: np.ndarray | None = None,
+                    torque_ff: np.ndarray | None = None) -> None:
+        """Position targets (14,) in simulator units for the motors in `mask` (default all), with
+        `torque_ff` (14,) Nm of joint-space feed-forward on the arm joints (the MIT command's
+        t_ff; grippers ignore it). The motor law is kp (q* - q) - kd v + t_ff, saturated: MuJoCo's
+        position actuator with control q* + t_ff / kp."""
         t = np.asarray(targets, dtype=np.float64)
         mask = np.ones(N_MOTORS, bool) if mask is None else np.asarray(mask, bool)
         with self.lock:
             d = self.data
             arm_mask = mask[self.arm_slots]
-            d.ctrl[self.joint_act[arm_mask]] = t[self.arm_slots][arm_mask]
+            q = t[self.arm_slots]
+            if torque_ff is not None:
+                kp = self.model.actuator_gainprm[self.joint_act, 0]
+                ff = np.asarray(torque_ff, np.float64)[self.arm_slots]
+                q = q + np.divide(ff, kp, out=np.zeros_like(ff), where=kp > 0)
+            d.ctrl[self.joint_act[arm_mask]] = q[arm_mask]
             for k, slot in enumerate(self.gripper_slots):
                 if mask[slot]:
                     d.ctrl[self.finger_act[k]] = t[slot]
+
+    def configure_motors(self, kp: np.ndarray, kd: np.ndarray, gripper_stroke: np.ndarray) -> None:
+        """The gains every MIT command carries, as the driver configuration sets them: (14,) kp
+        Nm/rad and kd Nm s/rad per motor, and (2,) each gripper motor's stroke closed -> open (rad),
+        which sets its transmission onto the finger rails (model.finger_gains)."""
+        kp, kd = np.asarray(kp, np.float64), np.asarray(kd, np.float64)
+        with self.lock:
+            m = self.model
+            for slot, act in zip(self.arm_slots, self.joint_act):
+                m.actuator_gainprm[act, 0] = kp[slot]
+                m.actuator_biasprm[act, 1:3] = (-kp[slot], -kd[slot])
+            for k, slot in enumerate(self.gripper_slots):
+                fkp, fkd, fmax, farm = finger_gains(kp[slot], kd[slot], float(gripper_stroke[k]), GRIPPER_MOTOR)
+                for act in self.finger_act[k]:
+                    m.actuator_gainprm[act, 0] = fkp
+                    m.actuator_biasprm[act, 1:3] = (-fkp, -fkd)
+                    m.actuator_forcerange[act] = (-fmax, fmax)
+                m.dof_armature[self.finger_dof[k]] = farm
+
+    def gravity_torque(self) -> np.ndarray:
+        """(14,) Nm each arm joint needs now to hold still against gravity (MuJoCo's bias force at
+        the present state; grippers 0): what the simulation itself uses while nothing drives it."""
+        with self.lock:
+            out = np.zeros(N_MOTORS)
+            out[self.arm_slots] = self.data.qfrc_bias[self.joint_dof]
+            return out
 
     def targets(self) -> np.ndarray:
         """(14,) the position targets the actuators hold now, simulator units."""
@@ -126,15 +165,13 @@ class YamSim:
             return pos, vel, eff
 
     def set_torque(self, enabled: bool) -> None:
-        """Torque off: actuators and gravity compensation stop (the arm sags, as a real one would)."""
+        """Torque off: every actuator stops (the arm falls, as a YAM without brakes does)."""
         with self.lock:
             m = self.model
             if enabled:
                 m.opt.disableflags &= ~int(mujoco.mjtDisableBit.mjDSBL_ACTUATION)
-                m.body_gravcomp[:] = self._gravcomp
             else:
                 m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_ACTUATION)
-                m.body_gravcomp[:] = 0.0
             self.torque_enabled = enabled
 
     # --- time -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import pytest
 from vam_stack.safety import SafetyFilter, load_safety_config
 from yam_driver.bus import BusError, BusMismatchError
 from yam_driver.driver import Mode
+from yam_driver.gravity import GravityModel
 from vam_sim.yam_mujoco.bus import MujocoBus
 from vam_sim.yam_mujoco.model import FINGER_TRAVEL, HOME
 
@@ -26,10 +27,12 @@ def test_round_trip_written_targets_are_read_back_after_settling(robot):
         bus.write_targets(start.position)
         bus.enable()
         targets = start.position + np.where(np.arange(14) % 7 == 6, -0.4, 0.1)
-        result = bus.write_targets(targets)
+        gravity = GravityModel(robot.driver_cfg)      # the driver's feed-forward: without it the arm sags
+        result = bus.write_targets(targets, torque_ff=gravity.feedforward(start.position))
         assert not result.errors
         np.testing.assert_allclose(result.written, targets, atol=1e-9)  # no quantisation in simulation
         for _ in range(30):
+            bus.write_targets(targets, torque_ff=gravity.feedforward(bus.read_state().position))
             robot.sim.step_control()
         np.testing.assert_allclose(bus.read_state().position, targets, atol=0.02)
         fingers = robot.sim.data.qpos[robot.sim.finger_qpos.ravel()]

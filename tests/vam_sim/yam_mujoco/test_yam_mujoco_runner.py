@@ -32,10 +32,12 @@ def test_expert_solves_each_task_through_safety_and_driver(tmp_path, task):
     assert phases[0] == "planning" and phases.count("manipulation") > 30, (task, phases.count("manipulation"))
     assert ep["steps"] < TASKS[task].max_steps and not ep["driver_faults"]
     assert ep["safety"]["sent"] == ep["steps"] and "position" not in ep["safety"]  # the expert stays in range
-    # The expert passes every sub-goal, in the task's order, and success is the last of them.
+    # The expert passes every sub-goal, in the task's order (sub-goals reached together, such as the
+    # two hands on the tray's handles, within 3 ticks of each other), and success is the last of them.
     reached = ep["milestones"]
     assert all(step is not None for step in reached.values()), reached
-    assert list(reached.values()) == sorted(reached.values()) and ep["furthest"] == "success", reached
+    steps = list(reached.values())
+    assert all(b >= a - 3 for a, b in zip(steps, steps[1:])) and ep["furthest"] == "success", reached
     assert reached["success"] == ep["steps"]
 
 
