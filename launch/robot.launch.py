@@ -5,9 +5,15 @@ for the cameras and the arm. Arguments, processes and their parameters: the one 
 vam_stack/launch_args.py (`vam-stack ros-graph robot ...` starts the same processes without launch).
 
     ros2 launch vam_stack robot.launch.py checkpoint:=/path/real.safetensors \\
-        instruction:="put the cup on the plate" use_emulated_driver:=true
+        instruction:="put the cup on the plate" bus:=emulated
+    ros2 launch vam_stack robot.launch.py bus:=dynamixel driver_config:=/path/my_yam_driver_dynamixel.yaml
     ros2 launch vam_stack robot.launch.py sim:=mujoco preset:=yam64 \\
         instruction:="pick up the blue block with the left arm and hand it to the right arm"
+
+bus:=damiao (the default: the YAM's Damiao motors on can_left / can_right) | dynamixel | emulated
+(emulated Damiao motors, the same as use_emulated_driver:=true) picks the driver's bus from the
+launch line; driver_config:=FILE gives the driver's YAML (its `bus:` must match; empty =
+config/yam_driver_<bus>.yaml), and the policy node checks its limits against the same file.
 """
 from launch import LaunchDescription
 from launch.conditions import IfCondition

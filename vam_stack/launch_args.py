@@ -40,7 +40,12 @@ TABLE: dict[str, tuple[str, dict[str, str]]] = {
     "backend": ("runtime of the DiT calls: torch | onnxruntime | tensorrt", {"robot": "torch", "sim": "torch"}),
     "device": ("where the policy runs: auto (CUDA when present) | cpu | cuda | cuda:N", {"robot": "auto", "sim": "auto"}),
     "instruction": ("start an episode with this instruction once inputs arrive", {"robot": ""}),
-    "use_emulated_driver": ("drive emulated motors instead of the arm", {"robot": "false"}),
+    "use_emulated_driver": ("drive emulated motors instead of the arm (those of `bus`)", {"robot": "false"}),
+    "bus": ("the follower arm's bus (yam_driver): damiao = the YAM's Damiao motors over CAN (can_left, can_right); "
+            "dynamixel = Dynamixel servos; emulated = emulated Damiao motors, no hardware (use_emulated_driver:=true)",
+            {"robot": "damiao"}),
+    "driver_config": ("the driver's YAML (section yam_driver), a path; empty = config/yam_driver_<bus>.yaml "
+                      "(emulated: damiao). Its `bus:` must be the bus argument's", {"robot": ""}),
     "suite": ("LIBERO suite (spatial, object, goal, long and the _ood variants)", {"sim": "goal"}),
     "task": ("task of the first episode (0-9)", {"sim": "0"}),
     "episodes": ("episodes to run", {"sim": "10"}),
@@ -65,12 +70,16 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "sim": ("none", "mujoco"),
     "sim_task": ("handover", "relay", "tray_lift"),
     "teleop": ("none", "expert", "leader"),
+    "bus": ("damiao", "dynamixel", "emulated"),
 }
 
 # what launch's conditions take as a boolean on Humble and Jazzy (any case, surrounding spaces)
 BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
-KINDS = ("text", "integer", "flag", "sim_time")   # how an argument becomes a typed parameter
-# sim_time: true when the argument (`sim`) is "mujoco": the simulated world publishes /clock, every node uses it
+KINDS = ("text", "integer", "flag", "sim_time", "bus", "emulated", "driver_file")   # how an argument becomes a
+# typed parameter. sim_time: true when the argument (`sim`) is "mujoco": the simulated world publishes /clock,
+# every node uses it. The driver's bus argument (`bus`) gives three: bus: the driver's `bus` parameter (emulated ->
+# damiao); emulated: the flag (use_emulated_driver) or bus:=emulated; driver_file: the argument (driver_config),
+# or config/yam_driver_<bus>.yaml by name when it is empty (the policy node checks the same file's limits)
 
 
 @dataclass(frozen=True)
@@ -92,9 +101,12 @@ NODES: dict[str, tuple[LaunchedNode, ...]] = {
     "robot": (
         LaunchedNode("camera_bridge", "camera_bridge", {"config_file": ("camera_config", "text")}, when="hardware"),
         LaunchedNode("vam_policy_node", "vam_policy_node", {**_POLICY, "instruction": ("instruction", "text"),
+                                                            "driver_config": ("driver_config", "driver_file"),
                                                             **_SIM_TIME}),
         LaunchedNode("tr_monitor_node", "tr_monitor_node", dict(_SIM_TIME)),
-        LaunchedNode("yam_driver", "yam_driver", {"use_emulator": ("use_emulated_driver", "flag")}, when="hardware"),
+        LaunchedNode("yam_driver", "yam_driver", {"use_emulator": ("use_emulated_driver", "emulated"),
+                                                  "bus": ("bus", "bus"), "config_file": ("driver_config", "text")},
+                     when="hardware"),
         # one process, three nodes (yam_mujoco_sim, camera_bridge, yam_driver): no name, which would rename all three
         LaunchedNode("yam_mujoco_sim", None, {"task": ("sim_task", "text"), **_SIM_TIME}, when="mujoco"),
     ),
@@ -152,16 +164,64 @@ def resolve(launch: str, given: Mapping[str, str]) -> dict[str, str]:
     if values.get("teleop") == "leader" and values.get("sim") == "mujoco":
         raise LaunchArgumentError("argument teleop:='leader' reads a leader arm on the hardware (sim:=none); "
                                   "the simulated arm is teleoperated by teleop:=expert")
+    if "bus" in values:
+        _check_bus(values, given)
     for node in NODES[launch]:   # a typed parameter from a value that is not of its type fails here, named
         for param, (arg, kind) in node.parameters.items():
-            typed(kind, values[arg], f"{arg} (parameter {param} of {node.executable})")
+            typed(kind, values[arg], f"{arg} (parameter {param} of {node.executable})", values)
     return values
 
 
-def typed(kind: str, value: str, what: str = "value"):
-    """The launch argument's text as the parameter type launch_ros gives it."""
+def _check_bus(values: Mapping[str, str], given: Mapping[str, str]) -> None:
+    """bus, driver_config and use_emulated_driver agree, and the driver file exists and names that bus."""
+    bus = values["bus"]
+    if values.get("sim") == "mujoco":
+        mixed = [f"{k}:={given[k]!r}" for k in ("bus", "driver_config", "use_emulated_driver") if k in given]
+        if mixed:
+            raise LaunchArgumentError(f"argument {mixed[0]} is for the hardware driver (sim:=none); the simulated arm "
+                                      f"(sim:=mujoco) runs its own (config/yam_mujoco.yaml driver_config)")
+        return
+    flag = typed("flag", values["use_emulated_driver"], "use_emulated_driver")
+    if bus == "emulated" and "use_emulated_driver" in given and not flag:
+        raise LaunchArgumentError("argument bus:='emulated' emulates the motors; use_emulated_driver:="
+                                  f"{given['use_emulated_driver']!r} says not to: drop one")
+    path = values["driver_config"]
+    if not path:
+        return
+    file = Path(path)
+    if not file.is_file():
+        raise LaunchArgumentError(f"argument driver_config:={path!r} is not a file")
+    import yaml
+
+    try:
+        said = (yaml.safe_load(file.read_text()) or {}).get("yam_driver", {}).get("bus")
+    except (yaml.YAMLError, AttributeError) as e:
+        raise LaunchArgumentError(f"argument driver_config:={path!r} is not a driver YAML (section yam_driver): "
+                                  f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    if said is None:
+        raise LaunchArgumentError(f"argument driver_config:={path!r} has no yam_driver section with a bus")
+    if bus != "emulated" and said != bus:
+        raise LaunchArgumentError(f"argument driver_config:={path!r} is a {said!r} driver file but bus:={bus!r}: "
+                                  f"give bus:={said} (or another file)")
+
+
+def _driver_bus(bus: str) -> str:
+    """The driver's `bus` parameter for the bus argument: emulated motors are the YAM's (Damiao)."""
+    return "damiao" if bus == "emulated" else bus
+
+
+def typed(kind: str, value: str, what: str = "value", values: Mapping[str, str] | None = None):
+    """The launch argument's text as the parameter type launch_ros gives it (`values`: every
+    resolved argument, for the kinds that read the bus argument too; without them its default)."""
+    bus = (values or {}).get("bus", "damiao")
     if kind == "text":
         return str(value)
+    if kind == "bus":
+        return _driver_bus(str(value))
+    if kind == "emulated":
+        return typed("flag", value, what) or bus == "emulated"
+    if kind == "driver_file":
+        return str(value) or f"yam_driver_{_driver_bus(bus)}.yaml"
     if kind == "integer":
         try:
             return int(str(value).strip())
@@ -227,7 +287,7 @@ def processes(launch: str, given: Mapping[str, str] | None = None) -> list[Proce
     out = []
     for node in NODES[launch]:
         if starts(node, values):
-            overrides = {p: typed(kind, values[arg]) for p, (arg, kind) in node.parameters.items()}
+            overrides = {p: typed(kind, values[arg], values=values) for p, (arg, kind) in node.parameters.items()}
             out.append(Process(node.executable, node.name, params_file, overrides))
     return out
 
@@ -295,4 +355,14 @@ def _typed_substitution(name: str, kind: str):
         return ParameterValue(PythonExpression(expression), value_type=bool)
     if kind == "sim_time":
         return ParameterValue(PythonExpression(["'", LaunchConfiguration(name), "' == 'mujoco'"]), value_type=bool)
+    bus = ["('damiao' if '", LaunchConfiguration("bus"), "' == 'emulated' else '", LaunchConfiguration("bus"), "')"]
+    if kind == "bus":
+        return ParameterValue(PythonExpression(bus), value_type=str)
+    if kind == "emulated":
+        expression = [repr(BOOLEANS), "['", LaunchConfiguration(name), "'.strip().lower()] or '",
+                      LaunchConfiguration("bus"), "' == 'emulated'"]
+        return ParameterValue(PythonExpression(expression), value_type=bool)
+    if kind == "driver_file":
+        expression = ["'", LaunchConfiguration(name), "' or 'yam_driver_' + ", *bus, " + '.yaml'"]
+        return ParameterValue(PythonExpression(expression), value_type=str)
     return ParameterValue(LaunchConfiguration(name), value_type={"text": str, "integer": int}[kind])

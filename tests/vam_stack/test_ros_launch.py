@@ -139,10 +139,10 @@ def test_every_launched_executable_is_an_entry_point_with_a_main(launch):
 def test_processes_follow_the_launch_conditions_and_type_their_parameters():
     robot = {p.executable: p for p in launch_args.processes("robot")}
     assert list(robot) == ["camera_bridge", "vam_policy_node", "tr_monitor_node", "yam_driver"]
-    assert robot["yam_driver"].overrides == {"use_emulator": False}
+    assert robot["yam_driver"].overrides == {"use_emulator": False, "bus": "damiao", "config_file": ""}
     assert robot["vam_policy_node"].params_file.endswith("config/vam_stack.params.yaml")
     emu = {p.executable: p for p in launch_args.processes("robot", {"use_emulated_driver": " TRUE "})}
-    assert emu["yam_driver"].overrides == {"use_emulator": True}
+    assert emu["yam_driver"].overrides == {"use_emulator": True, "bus": "damiao", "config_file": ""}
     mujoco = launch_args.processes("robot", {"sim": "mujoco", "preset": "yam64", "instruction": "hand it over"})
     assert [p.executable for p in mujoco] == ["vam_policy_node", "tr_monitor_node", "yam_mujoco_sim"]
     policy, _, world = mujoco
