@@ -7,7 +7,8 @@ the target actually sent and the names of the limits that changed it:
 - e-stop latch: once `estop()` is called every command holds until `clear_estop()`;
 - stale commands: a command whose stamp is older than `stale_after_s` is rejected (hold), and
   `poll(now)` reports the watchdog when no command arrived for `stale_after_s`;
-- per-joint position limits (the YAM model's range shrunk by `margin_rad`) and gripper range;
+- per-joint position limits (the YAM model's range shrunk by a margin at each end: `margin_rad`, or
+  `margin_lower_rad` / `margin_upper_rad` per joint; never wider than the model range) and gripper range;
 - maximum change relative to the last sent target: one tick's step (velocity limit x tick
   period), scaled down when the command comes sooner after the previous one than 1/1.5 of a
   period (tick jitter allowed), so commands in a burst cannot add their steps up; a command
@@ -57,7 +58,11 @@ class SafetyConfig:
     rate_hz: float = 30.0  # command rate; the per-tick step is max velocity / rate_hz
     joint_lower: tuple[float, ...] = (-2.61799, 0.0, 0.0, -1.69297, -1.5708, -2.0944)  # rad, model range
     joint_upper: tuple[float, ...] = (3.14159, 3.66519, 3.14159, 1.5708, 1.5708, 2.0944)  # rad, model range
-    margin_rad: float = 0.15  # buffer kept inside the model range (i2rt applies the same)
+    margin_rad: float = 0.15  # buffer kept inside the model range at every end without its own below
+    # per-joint buffers at the lower / upper end (None: margin_rad). Never negative: the filter never passes a
+    # target outside the model range (i2rt's own command clip is the range WIDENED by 0.15 rad; see the YAML)
+    margin_lower_rad: tuple[float, ...] | None = None
+    margin_upper_rad: tuple[float, ...] | None = None
     max_joint_velocity: tuple[float, ...] = (2.0, 2.0, 2.0, 3.0, 3.0, 3.0)  # rad/s per joint
     gripper_min: float = 0.0  # normalised gripper command range (i2rt linear grippers: 0..1)
     gripper_max: float = 1.0
@@ -78,9 +83,22 @@ class SafetyConfig:
             check(all(math.isfinite(v) for v in value), f"{name} must be finite, got {value!r}")
             object.__setattr__(self, name, tuple(float(v) for v in value))
         check(self.margin_rad >= 0 and math.isfinite(self.margin_rad), f"margin_rad must be >= 0, got {self.margin_rad!r}")
+        for name in ("margin_lower_rad", "margin_upper_rad"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            value = tuple(value)
+            check(len(value) == JOINTS_PER_ARM, f"{name} needs {JOINTS_PER_ARM} values (one per joint), got {value!r}")
+            for i, v in enumerate(value):
+                check(math.isfinite(v) and 0.0 <= v <= 0.5,
+                      f"{name}[{i}] (joint {i + 1}) must be in [0, 0.5] rad (never outside the model range), got {v!r}")
+            object.__setattr__(self, name, tuple(float(v) for v in value))
+        lower, upper = self.margins()
         for i, (lo, hi) in enumerate(zip(self.joint_lower, self.joint_upper)):
-            check(lo + self.margin_rad < hi - self.margin_rad,
-                  f"joint {i + 1}: range [{lo!r}, {hi!r}] is empty after margin_rad={self.margin_rad!r}")
+            check(lo + lower[i] < hi - upper[i],
+                  f"joint {i + 1}: range [{lo!r}, {hi!r}] is empty after " + (
+                      f"margin_rad={self.margin_rad!r}" if self.margin_lower_rad is None and self.margin_upper_rad is None
+                      else f"margins {lower[i]!r} (lower) and {upper[i]!r} (upper)"))
         check(all(v > 0 for v in self.max_joint_velocity),
               f"max_joint_velocity must be > 0, got {self.max_joint_velocity!r}")
         check(math.isfinite(self.gripper_min) and math.isfinite(self.gripper_max) and self.gripper_min < self.gripper_max,
@@ -97,10 +115,16 @@ class SafetyConfig:
         """Length of one target: arms x (joints + gripper)."""
         return self.arms * (JOINTS_PER_ARM + 1)
 
+    def margins(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """(lower-end, upper-end) buffer per joint [rad]: the per-joint lists, else margin_rad."""
+        every = (self.margin_rad,) * JOINTS_PER_ARM
+        return self.margin_lower_rad or every, self.margin_upper_rad or every
+
     def bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(lower [dim], upper [dim], max step per tick [dim]) for the whole target vector."""
-        lo = [v + self.margin_rad for v in self.joint_lower] + [self.gripper_min]
-        hi = [v - self.margin_rad for v in self.joint_upper] + [self.gripper_max]
+        lower, upper = self.margins()
+        lo = [v + m for v, m in zip(self.joint_lower, lower)] + [self.gripper_min]
+        hi = [v - m for v, m in zip(self.joint_upper, upper)] + [self.gripper_max]
         vel = list(self.max_joint_velocity) + [self.max_gripper_velocity]
         step = [v / self.rate_hz for v in vel]
         tile = lambda xs: np.tile(np.asarray(xs, dtype=np.float64), self.arms)  # noqa: E731

@@ -41,7 +41,9 @@ def test_shipped_yaml_loads_with_documented_numbers(cfg):
     assert cfg.dim == 14 and cfg.arms == 2
     lo, hi, step = cfg.bounds()
     assert lo.shape == hi.shape == step.shape == (14,)
-    assert lo[1] == pytest.approx(0.0 + 0.15) and hi[1] == pytest.approx(3.66519 - 0.15)
+    # 0.15 rad inside each hard stop, except joints 2 and 3 at 0: the folded rest pose (issue 57 row 8)
+    assert lo[1] == lo[2] == 0.0 and hi[1] == pytest.approx(3.66519 - 0.15)
+    assert lo[0] == pytest.approx(-2.61799 + 0.15) and hi[3] == pytest.approx(1.5708 - 0.15)
     assert (lo[6], hi[6]) == (0.0, 1.0) and (lo[13], hi[13]) == (0.0, 1.0)
     assert step[0] == pytest.approx(2.0 / 30.0) and step[10] == pytest.approx(3.0 / 30.0)
     assert cfg.gripper_dims() == (6, 13)
@@ -211,3 +213,73 @@ def test_watchdog_holds_after_silence_and_rearms(cfg, home):
     assert not f.poll().held
     clock.t += 0.3
     assert f.poll().held and f.counts["watchdog"] == 2
+
+
+# --- issue 57 row 8: the rest pose against the margin ----------------------------------------------
+
+REST = np.array([0.0] * 6 + [0.0] + [0.0] * 6 + [0.0])     # the folded rest: every joint 0, grippers closed
+
+
+def test_the_rest_pose_passes_unchanged(cfg):
+    f = make(cfg, REST)
+    r = f.filter(REST)
+    np.testing.assert_array_equal(r.sent, REST)
+    assert r.clipped == frozenset() and not r.held
+
+
+def test_the_policy_path_reaches_the_rest_pose_from_the_home_keyframe(cfg, home):
+    """Walking from i2rt's bent 'home' keyframe to the rest pose one tick at a time ends exactly at
+    the rest pose (with margin 0.15 at joints 2/3's lower ends it stopped 0.15 rad short)."""
+    clock = FakeClock()
+    f = make(cfg, home, clock)
+    for _ in range(40):                                  # 1.047 rad at 2 rad/s: 16 ticks at 30 Hz
+        clock.t += 1 / 30
+        r = f.filter(REST, stamp=clock.t)
+    np.testing.assert_allclose(r.sent, REST, atol=1e-12)
+    assert "position" not in r.clipped
+
+
+@pytest.mark.parametrize("bus", ["damiao", "dynamixel"])
+def test_the_driver_home_pose_is_inside_the_filter_and_the_layers_hold(cfg, bus):
+    from vam_stack.robot import check_layers
+    from yam_driver.config import default_config_path, load_config
+
+    driver = load_config(default_config_path(bus))
+    check_layers(driver, cfg)                             # the driver's limits sit inside the filter's ranges
+    if driver.home_pose is not None:
+        lo, hi, _ = cfg.bounds()
+        home = np.asarray(driver.home_pose)
+        assert ((home >= lo) & (home <= hi)).all(), {driver.joint_names[i]: home[i] for i in range(14)
+                                                      if not lo[i] <= home[i] <= hi[i]}
+
+
+def test_nothing_outside_the_model_range_ever_passes(cfg):
+    """However far a command asks, what the filter sends stays within the model's ranges (the
+    margins are never negative), and at least margin_rad inside them at every other end."""
+    model_lo = np.tile(np.r_[cfg.joint_lower, cfg.gripper_min], cfg.arms)
+    model_hi = np.tile(np.r_[cfg.joint_upper, cfg.gripper_max], cfg.arms)
+    lo, hi, _ = cfg.bounds()
+    assert (lo >= model_lo).all() and (hi <= model_hi).all()
+    rng = np.random.default_rng(0)
+    clock = FakeClock()
+    f = make(cfg, REST, clock)
+    for _ in range(600):
+        clock.t += 1 / 30
+        t = rng.choice([-10.0, 10.0], size=14) * rng.random(14)
+        sent = f.filter(t, stamp=clock.t).sent
+        assert ((sent >= model_lo) & (sent <= model_hi)).all() and ((sent >= lo - 1e-12) & (sent <= hi + 1e-12)).all()
+
+
+@pytest.mark.parametrize("field,value,msg", [
+    ("margin_lower_rad", (0.15, -0.1, 0.0, 0.15, 0.15, 0.15), r"margin_lower_rad\[1\] \(joint 2\) must be in \[0, 0.5\] "
+                                                              r"rad \(never outside the model range\), got -0.1"),
+    ("margin_upper_rad", (0.15,) * 5, r"margin_upper_rad needs 6 values"),
+    ("margin_upper_rad", (0.15, 0.15, float("inf"), 0.15, 0.15, 0.15), r"margin_upper_rad\[2\] .* got inf"),
+    ("margin_lower_rad", (0.15, 0.5, 0.0, 0.15, 0.15, 0.15), None),
+])
+def test_per_joint_margins_are_checked(field, value, msg):
+    if msg is None:                                        # allowed: 0.5 at joint 2's lower end
+        assert SafetyConfig(**{field: value}).bounds()[0][1] == pytest.approx(0.5)
+        return
+    with pytest.raises(ConfigError, match=msg):
+        SafetyConfig(**{field: value})
