@@ -16,6 +16,10 @@ from vam_stack.paths import config_dir
 SOURCE_KINDS = ("realsense", "opencv", "synthetic", "push")
 ENCODINGS = ("bgr8", "rgb8")  # 8-bit, three channel; anything else is rejected per frame
 INTERPOLATIONS = ("pyramid", "area", "linear", "cubic", "nearest")
+# the frame ring is allocated whole at start-up (uint8 [buffer_frames, H, W * cameras, 3]): a ring
+# larger than this is a typo (100000000 frames of 672x168 would be 34 TB), refused at load time
+# instead of a MemoryError when the bridge is built. 1 GiB holds ~3200 stacked 672x168 frames (107 s at 30 Hz).
+MAX_BUFFER_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,12 @@ class BridgeConfig:
         check(self.buffer_frames >= self.span_frames,
               f"buffer_frames ({self.buffer_frames!r}) must hold the window span "
               f"(window_frames-1)*frame_skip+1 = {self.span_frames}")
+        h, w, c = self.stacked_shape
+        ring_bytes = self.buffer_frames * h * w * c
+        check(ring_bytes <= MAX_BUFFER_BYTES,
+              f"buffer_frames {self.buffer_frames!r} would allocate {ring_bytes / 2**30:.3g} GiB for {w}x{h} stacked "
+              f"frames, more than {MAX_BUFFER_BYTES / 2**30:.0f} GiB: at most {MAX_BUFFER_BYTES // (h * w * c)} "
+              f"frames of this size (the window spans {self.span_frames})")
         check(self.max_window_age_ms > 0, f"max_window_age_ms must be > 0, got {self.max_window_age_ms!r}")
         check(self.max_gap_ms > 1000.0 / self.source_fps,
               f"max_gap_ms ({self.max_gap_ms!r}) must exceed one source period ({1000.0 / self.source_fps:.1f} ms)")

@@ -10,6 +10,9 @@ frame that is not ready (stale or failed cameras) is not published; diagnostics 
 With `publish_compressed`, every image also goes out as a JPEG sensor_msgs/CompressedImage on
 <topic>/compressed, as image_transport's compressed transport names and formats it (for links
 where raw rgb8 is too much: 10 MB/s for the stacked 672x168 frame at 30 Hz, twice that with its views).
+The node takes no messages; its timers are guarded (`ros.timer`): one that raises is logged,
+rate-limited, and the next tick runs. A camera frame stamped ahead of the host clock by more
+than a frame period is refused by itself (`sources.base`), the window staying available.
 """
 from __future__ import annotations
 
@@ -55,8 +58,9 @@ class CameraBridgeNode(Node):
         for name, problem in failed.items():
             self.get_logger().error(f"camera {name!r} did not open ({problem}); retrying")
         self.bridge.start()
-        self.create_timer(1.0 / cfg.source_fps, self._publish_frame)
-        self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
+        # guarded: a timer tick that raises is logged (rate-limited) and the node keeps publishing
+        ros.timer(self, 1.0 / cfg.source_fps, self._publish_frame, "stacked frame publish")
+        ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
         h, w, _ = cfg.stacked_shape
         self.get_logger().info(f"{len(cfg.cameras)} cameras stacked to {w}x{h} at {cfg.source_fps} Hz")
 
@@ -86,6 +90,7 @@ class CameraBridgeNode(Node):
         return ros.to_ros(msgs.compressed_image_msg(image, stamp, frame_id, quality=self.p["jpeg_quality"]))
 
     def _publish_diagnostics(self) -> None:
+        ros.flush_refusals(self)
         now = self.bridge.clock()
         statuses = []
         for st, src in zip(self.bridge.statuses(), self.bridge.sources):

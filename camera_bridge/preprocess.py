@@ -92,6 +92,8 @@ def view_layout_problem(shape: tuple, views: int, width: int, height: int) -> st
     if len(shape) < 3 or shape[-1] != 3:
         return f"stacked frame has shape {tuple(shape)}, expected [..., H, W, 3]"
     h, w = int(shape[-3]), int(shape[-2])
+    if h <= 0 or w <= 0 or views <= 0:
+        return f"stacked frame is {w}x{h} for {views} view(s): an empty image has no views"
     if w % views:
         return f"stacked frame width {w} is not {views} equal views"
     vw = w // views

@@ -8,7 +8,9 @@ not paired with a telemetry message), /vam/instruction (a new
 episode resets the trace). Out: /vam/tr, /vam/tr0, /vam/s, /vam/w_lang, /vam/w_plan,
 /vam/latency_ms, /vam/tr_steps, /vam/phase (latched, on change), /tr_monitor/trace_image,
 /tr_monitor/attention_overlay, /diagnostics. The work is `TRMonitor` (plain Python); a
-malformed message is logged and counted, never fatal.
+malformed message is refused, counted and logged rate-limited (the first reason of each second
+in full, then a count; `vam_stack.refusals`), never fatal; an instruction with no visible
+character (what the policy refuses too) does not reset the trace.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from rclpy.node import Node
 from tr_monitor_node.monitor import SCALAR_KEYS, MonitorConfig, TRMonitor
 from vam_stack import msgs, ros
 from vam_stack.config import from_yaml
+from vam_stack.instruction import check_instruction
 
 P = ros.Param
 PARAMS = (
@@ -40,11 +43,20 @@ class TRMonitorNode(Node):
         self._drawn = None   # the attention array of the last overlay published
         keys = (*SCALAR_KEYS, "tr_steps", "phase", "trace_image", "attention_overlay", "diagnostics")
         self.pub = {k: ros.publisher(self, k) for k in keys}
+        self._refused = {k: ros.refusal_log(self, k) for k in ("telemetry", "attention", "camera frame", "instruction")}
         ros.subscription(self, "telemetry", self._on_telemetry)
         ros.subscription(self, "attention", self._on_attention)
         ros.subscription(self, "stacked_image", self._on_frame)
-        ros.subscription(self, "instruction", lambda m: self.monitor.reset())
-        self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
+        ros.subscription(self, "instruction", self._on_instruction)
+        ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
+
+    def _on_instruction(self, msg) -> None:
+        try:
+            check_instruction(msg.data)
+        except ValueError as e:
+            self._refused["instruction"].refuse(f"{e} (the trace is kept)")
+            return
+        self.monitor.reset()
 
     def _on_attention(self, msg) -> None:
         try:
@@ -55,7 +67,7 @@ class TRMonitorNode(Node):
             self.monitor.trace.latest_attention = att
             self._publish_overlay()
         except ValueError as e:
-            self.get_logger().error(f"attention rejected: {e}")
+            self._refused["attention"].refuse(str(e))
 
     def _publish_overlay(self) -> None:
         """One overlay per attention message, as soon as a telemetry message has named the token grid."""
@@ -71,7 +83,7 @@ class TRMonitorNode(Node):
         try:
             self.monitor.on_frame(msgs.image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/Image")))
         except ValueError as e:
-            self.get_logger().error(f"camera frame rejected: {e}", throttle_duration_sec=5.0)
+            self._refused["camera frame"].refuse(str(e))
 
     def _on_telemetry(self, msg) -> None:
         try:
@@ -80,7 +92,7 @@ class TRMonitorNode(Node):
                 raise msgs.MessageError(f"telemetry must be a JSON object, got {type(tel).__name__}")
             out = self.monitor.on_telemetry(tel)
         except ValueError as e:
-            self.get_logger().error(f"telemetry rejected: {e}")
+            self._refused["telemetry"].refuse(str(e))
             return
         for key, value in out.scalars.items():
             self.pub[key].publish(ros.to_ros(msgs.float32_msg(value)))
@@ -93,10 +105,14 @@ class TRMonitorNode(Node):
         try:
             self._publish_overlay()      # an attention that arrived before the grid was known
         except ValueError as e:
-            self.get_logger().error(f"attention rejected: {e}")
+            self._refused["attention"].refuse(str(e))
 
     def _publish_diagnostics(self) -> None:
-        self.pub["diagnostics"].publish(ros.diagnostics(self, [self.monitor.diagnostics()]))
+        ros.flush_refusals(self)
+        status = self.monitor.diagnostics()
+        status["values"] = {**status.get("values", {}),
+                            **{f"refused_{k.replace(' ', '_')}": v.total for k, v in self._refused.items()}}
+        self.pub["diagnostics"].publish(ros.diagnostics(self, [status]))
 
 
 def main(args=None) -> None:

@@ -2,7 +2,10 @@
 
 In: the stacked camera frame (raw, or JPEG on its /compressed topic with image_transport:=compressed;
 a frame window, the newest frame is the current observation),
-/joint_states (proprio, matched by name), /vam/instruction (each message starts an episode),
+/joint_states (proprio, matched by name), /vam/instruction (the newest starts an episode: one
+arriving while a start is in flight replaces the waiting one, so a burst starts at most two
+episodes, the last the newest; one arriving mid-episode logs what it replaced;
+`vam_policy_node.instructions`),
 /vam/estop (true latches a hold and stops the policy; false releases the latch, motion waits
 for the next episode), services ~/start_episode and ~/reset (std_srvs/Trigger).
 Out: /vam/joint_targets at the control rate (JointState with names), /vam/telemetry (JSON),
@@ -11,6 +14,13 @@ The work is `PolicyRuntime` (plain Python, vam_policy_node/runtime.py): callback
 inputs and queue commands; episodes start and stop in its control thread; inference runs in
 the executor's worker thread, never in a callback; targets go out from its tick thread
 through the safety filter (absolute joints) or an e-stop gate (end-effector deltas).
+
+No message or service call ends the node: a malformed frame, joint state or instruction is
+refused with a rate-limited log line (the first reason of each second in full, then a count;
+`vam_stack.refusals`), anything else a callback raises is refused the same way (`ros.guarded`),
+and an invalid lifecycle transition is refused by the lifecycle (`ros.SafeLifecycle`), the node
+staying in its state. An exception that ends the process anyway stops the policy; the driver
+then holds the arm (its watchdog), torque on.
 """
 from __future__ import annotations
 
@@ -28,9 +38,11 @@ from vam_model.backends.base import BACKENDS, PRECISIONS, BackendConfig
 from vam_model.guidance import SCHEDULES, TR_BASELINES, GuidanceConfig, guidance_label
 from vam_model.policy import AUTOCAST, PolicyConfig, check_action_temperature
 from vam_policy_node.executor import libero_config, robot_config
+from vam_policy_node.instructions import InstructionMailbox
 from vam_policy_node.schedule import RTC_MODES, ExecutorConfig
 from vam_policy_node.runtime import OVERRUN_ACTIONS, PolicyRuntime, RuntimeConfig, warm_up
 from vam_stack.arrivals import ArrivalStats
+from vam_stack.instruction import check_instruction, shorten
 from vam_stack.safety import SafetyFilter, load_safety_config
 from vam_stack import msgs, ros
 from vam_stack.robot import check_layers
@@ -129,6 +141,10 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
         self._publish_lock, self._closing = threading.Lock(), False
         self.frames_in = ArrivalStats(p["camera_rate_hz"])   # capture -> policy latency, gaps (diagnostics)
         self._compressed = p["image_transport"] == "compressed"
+        self.mailbox: InstructionMailbox | None = None       # made with the runtime (configure)
+        self._refused = {k: ros.refusal_log(self, k) for k in ("camera frame", "joint state")}
+        self._refused["instruction"] = ros.refusal_log(self, "instruction", "warning")
+        self._replacing = ros.refusal_log(self, "new instruction", "info", verb="accepted")
         ros.subscription(self, "stacked_image_compressed" if self._compressed else "stacked_image", self._on_image)
         ros.subscription(self, "joint_states", self._on_state)
         ros.subscription(self, "instruction", self._on_instruction)
@@ -139,11 +155,11 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
         # start/reset take up to command_timeout_s (the control thread stops an inference in flight and
         # embeds the instruction): the services await the answer as coroutines, so the executor keeps
         # serving the e-stop, images and states meanwhile, on one thread
-        self.create_service(Trigger, "~/start_episode", self._service(lambda rt, done: rt.request_start(
+        ros.service(self, Trigger, "~/start_episode", self._service(lambda rt, done: rt.request_start(
             None, on_done=done)))
-        self.create_service(Trigger, "~/reset", self._service(lambda rt, done: rt.request_stop(
+        ros.service(self, Trigger, "~/reset", self._service(lambda rt, done: rt.request_stop(
             "reset service", on_done=done)))
-        self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
+        ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
         self.add_on_set_parameters_callback(self._on_set_parameters)
         if p["autostart"]:
             try:
@@ -203,8 +219,11 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
         if p["warm_up"]:
             self.warm_up_times = warm_up(self.policy, guidance_from(p), p["seed"])
             self.get_logger().info("warmed up: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.warm_up_times.items()))
-        self.runtime = PolicyRuntime(self.policy, ex_cfg, cfg, state_names, self._publish_target, self._publish_telemetry,
-                                     safety, log=self.get_logger())
+        self.runtime = rt = PolicyRuntime(self.policy, ex_cfg, cfg, state_names, self._publish_target,
+                                          self._publish_telemetry, safety, log=self.get_logger())
+        self.mailbox = InstructionMailbox(lambda text, done: rt.request_start(text, on_done=done),
+                                          lambda: rt.instruction if rt.executor.running else None,
+                                          timeout_s=cfg.command_timeout_s)
         if self._estop_latched:
             self.runtime.estop(True)
         self.get_logger().info(f"{s.action_type} policy, {s.action_dim} actions at {s.rate_hz} Hz, "
@@ -218,6 +237,8 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
 
     def on_deactivate(self, state) -> TransitionCallbackReturn:
         self.active = False
+        if self.mailbox is not None:
+            self.mailbox.clear()          # a waiting instruction is not started after a deactivate
         self.runtime.request_stop("deactivated", wait=True)
         self.get_logger().info("deactivated: episode stopped (the arm holds), instructions refused")
         return super().on_deactivate(state)
@@ -227,6 +248,9 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
         self.active = False
         with self._publish_lock:
             runtime, self.runtime = self.runtime, None
+            mailbox, self.mailbox = self.mailbox, None
+        if mailbox is not None:
+            mailbox.clear()
         if runtime is not None:
             runtime.close()
         policy, self.policy = self.policy, None
@@ -234,10 +258,24 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
             policy.close()
 
     def _on_instruction(self, msg) -> None:
-        if self.runtime is None or not self.active:
+        mailbox = self.mailbox
+        if mailbox is None or not self.active:
             self.get_logger().warning("instruction ignored: the policy node is not active", throttle_duration_sec=5.0)
             return
-        self.runtime.request_start(msg.data)
+        try:
+            text = check_instruction(msg.data)     # refused here: junk never replaces a valid instruction
+        except ValueError as e:
+            self._refused["instruction"].refuse(str(e))
+            return
+        o = mailbox.offer(text)
+        said = []
+        if o.replaced_running is not None:
+            said.append(f"replaces the episode {shorten(repr(o.replaced_running))}")
+        if o.replaced_waiting is not None:
+            said.append(f"replaces {shorten(repr(o.replaced_waiting))}, which never started")
+        if said:
+            self._replacing.refuse(f"{shorten(repr(text))} " + "; ".join(said) +
+                                   ("" if o.started else " (starts once the start in flight is answered)"))
 
     def _on_estop(self, msg) -> None:
         self._estop_latched = bool(msg.data)
@@ -246,26 +284,31 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
 
     def _on_image(self, msg) -> None:
         stamp = msg.header.stamp
-        self.frames_in.add(self.get_clock().now().nanoseconds * 1e-9, stamp.sec + stamp.nanosec * 1e-9)
-        if self.runtime is None:
+        arrival = self.get_clock().now().nanoseconds * 1e-9
+        runtime = self.runtime
+        if runtime is None:
+            self.frames_in.add(arrival, stamp.sec + stamp.nanosec * 1e-9)
             return
         try:
             if self._compressed:
                 frame = msgs.compressed_image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/CompressedImage"))
             else:
                 frame = msgs.image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/Image"))
-            self.runtime.add_frame(frame)
+            runtime.add_frame(frame)
         except ValueError as e:  # MessageError included
-            self.get_logger().error(f"camera frame rejected: {e}")
+            self._refused["camera frame"].refuse(str(e))
+            return
+        self.frames_in.add(arrival, stamp.sec + stamp.nanosec * 1e-9)   # frames the policy took: rate, latency
 
     def _on_state(self, msg) -> None:
-        if self.runtime is None:
+        runtime = self.runtime
+        if runtime is None:
             return
         try:
             js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
-            self.runtime.set_state(js.names, js.position)
+            runtime.set_state(js.names, js.position)
         except ValueError as e:
-            self.get_logger().error(f"joint state rejected (arm held when states go stale): {e}")
+            self._refused["joint state"].refuse(f"{e} (the arm holds when states go stale)")
 
     def _on_set_parameters(self, params) -> SetParametersResult:
         """Live tuning of what is safe to tune (TUNABLE: the guidance schedule, weights, s_max, TR per
@@ -289,6 +332,10 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
                 self.policy.configure(guidance=guidance, action_temperature=float(merged["action_temperature"]))
         except (ValueError, TypeError) as e:      # ConfigError / ParameterError are ValueErrors
             return SetParametersResult(successful=False, reason=str(e))
+        except Exception as e:                    # a service call never ends the node: refused, said why
+            from vam_stack.refusals import describe
+
+            return SetParametersResult(successful=False, reason=f"internal error: {describe(e)}")
         self._params = merged
         self.get_logger().info("tuned live (from the next replan): " + ", ".join(
             f"{k}={v!r}" for k, v in sorted(changes.items())))
@@ -353,6 +400,7 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
             self._publish("attention", ros.to_ros(msgs.float32_array_msg(att, ["action", "video_token"])))
 
     def _publish_diagnostics(self) -> None:
+        ros.flush_refusals(self)
         rt = self.runtime
         if rt is None:
             self.pub["diagnostics"].publish(ros.diagnostics(self, [
@@ -360,6 +408,9 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
                  "values": {"estop": self._estop_latched}}]))
             return
         status = rt.status()
+        mailbox = self.mailbox
+        status.update({f"refused_{k.replace(' ', '_')}s": v.total for k, v in self._refused.items()},
+                      instructions_coalesced=mailbox.coalesced if mailbox is not None else 0)
         level = "warn" if rt.estopped or rt.executor.errors else "ok"
         message = "e-stop latched" if rt.estopped else ("running" if rt.executor.running else "idle (holding)")
         if status["overrun"]:

@@ -4,7 +4,8 @@ A node feeds `add(arrival_s, stamp_s)` from its callback (both on the same clock
 of this machine, or any pair where the stamp and the arrival share an epoch) and publishes
 `summary()` on /diagnostics. Over the last `window` arrivals:
 - latency: arrival minus stamp (camera -> policy: how old a frame is when the policy has it);
-- period and jitter: the spacing of arrivals against the nominal period `1 / rate_hz`;
+- period and jitter: the spacing of arrivals against the nominal period `1 / rate_hz`, and the
+  longest gap between two arrivals in the window (`period_ms_max`: a driver's watchdog trips on it);
 - missed: whole nominal periods that passed without an arrival (a 100 ms gap at 30 Hz misses 2),
   counted over the whole run, not just the window.
 Pure bookkeeping, no ROS: `vam-stack bench ros` reads these numbers off the nodes' diagnostics.
@@ -43,7 +44,7 @@ class ArrivalStats:
         self.count += 1
 
     def summary(self, prefix: str = "") -> dict[str, float | int]:
-        """{prefix}received, missed, latency_ms_p50/p99, period_ms_p50, jitter_ms_p99 (NaN until known)."""
+        """{prefix}received, missed, latency_ms_p50/p99, period_ms_p50/max, jitter_ms_p99 (NaN until known)."""
         nan = float("nan")
         lat = np.array(self._latency) * 1e3
         per = np.array(self._periods) * 1e3
@@ -52,4 +53,5 @@ class ArrivalStats:
                 f"{prefix}latency_ms_p50": float(np.percentile(lat, 50)) if lat.size else nan,
                 f"{prefix}latency_ms_p99": float(np.percentile(lat, 99)) if lat.size else nan,
                 f"{prefix}period_ms_p50": float(np.percentile(per, 50)) if per.size else nan,
+                f"{prefix}period_ms_max": float(per.max()) if per.size else nan,
                 f"{prefix}jitter_ms_p99": float(np.percentile(jitter, 99)) if jitter.size else nan}

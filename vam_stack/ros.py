@@ -62,8 +62,10 @@ def publisher(node: Any, key: str) -> Any:
     return node.create_publisher(ros_class(t.msgtype), t.name, qos(t))
 
 
-def subscription(node: Any, key: str, callback: Any, callback_group: Any = None) -> Any:
-    """A subscription for a topic-table row: its name, its type, its QoS as a reader.
+def subscription(node: Any, key: str, callback: Any, callback_group: Any = None, guard: bool = True) -> Any:
+    """A subscription for a topic-table row: its name, its type, its QoS as a reader; its callback
+    `guarded` (an exception a message causes refuses that message, rate-limited in the log, and the
+    node keeps spinning) unless `guard` is false.
 
     A latched (transient-local) row is read volatile. A volatile reader matches every publisher
     a person would use: a latched one (it then gets each new message, not the kept one) and a
@@ -74,8 +76,113 @@ def subscription(node: Any, key: str, callback: Any, callback_group: Any = None)
     latches inside each node; a node starts holding), and the one late-join publisher of an
     instruction, libero_bridge, announces an episode once a policy is there to hear it."""
     t = resolve(key)
+    if guard:
+        callback = guarded(node, f"message on {t.name}", callback)
     return node.create_subscription(ros_class(t.msgtype), t.name, callback, qos(t, reader=True),
                                     callback_group=callback_group)
+
+
+# --- guards: no message, service call or timer tick ends a node -------------------------------
+
+def refusal_log(node: Any, what: str, level: str = "error", verb: str = "refused") -> Any:
+    """A `vam_stack.refusals.RefusalLog` on the node's logger, registered on the node so that
+    `flush_refusals` (its diagnostics timer) prints the count of a burst that stopped and
+    `refusal_counts` reports every one."""
+    from vam_stack.refusals import RefusalLog
+
+    log = RefusalLog(node.get_logger(), what, level, verb=verb)
+    node.__dict__.setdefault("_vam_refusal_logs", []).append(log)
+    return log
+
+
+def flush_refusals(node: Any) -> None:
+    for log in node.__dict__.get("_vam_refusal_logs", ()):
+        log.flush()
+
+
+def refusal_counts(node: Any) -> dict[str, int]:
+    """{what: refusals so far} of the node's refusal logs that refused anything."""
+    out: dict[str, int] = {}
+    for log in node.__dict__.get("_vam_refusal_logs", ()):
+        if log.total:
+            out[log.what] = out.get(log.what, 0) + log.total
+    return out
+
+
+def guarded(node: Any, what: str, fn: Any, on_error: Any = None, verb: str = "refused") -> Any:
+    """`fn` (a subscription or timer callback, plain or async) that never raises into the executor:
+    an exception is counted and logged by a rate-limited `refusal_log` (`what` refused: the first
+    reason of each second in full, then a count), then `on_error(exc)` runs (itself guarded: a
+    node's fallback, e.g. hold the arm). rclpy's executor ends the spin on any exception a
+    callback raises; what a message or a timer tick can do wrong must not end the node."""
+    import inspect
+
+    from vam_stack.refusals import describe
+
+    log = refusal_log(node, what, verb=verb)
+
+    def failed(e: Exception) -> None:
+        log.refuse(describe(e))
+        if on_error is not None:
+            try:
+                on_error(e)
+            except Exception as e2:             # the fallback failed too: say so, keep spinning
+                log.refuse(f"and its fallback failed: {describe(e2)}")
+
+    if inspect.iscoroutinefunction(fn):
+        async def guarded_async(*args):
+            try:
+                return await fn(*args)
+            except Exception as e:
+                failed(e)
+        return guarded_async
+
+    def guarded_call(*args):
+        try:
+            return fn(*args)
+        except Exception as e:
+            failed(e)
+    return guarded_call
+
+
+def timer(node: Any, period_s: float, fn: Any, what: str, callback_group: Any = None, on_error: Any = None) -> Any:
+    """`node.create_timer` with its callback `guarded` (`what` names it in the log: "diagnostics";
+    `on_error(exc)` is the node's fallback after a tick that raised)."""
+    return node.create_timer(period_s, guarded(node, what, fn, on_error, verb="failed"), callback_group=callback_group)
+
+
+def service(node: Any, srv_type: Any, name: str, handler: Any, callback_group: Any = None) -> Any:
+    """`node.create_service` whose handler (plain or async) never raises into the executor: an
+    exception answers the call with success false (where the response has `success`) and the
+    reason in `message`, logged rate-limited."""
+    import inspect
+
+    from vam_stack.refusals import describe
+
+    log = refusal_log(node, f"call of {name}", verb="failed")
+
+    def failed(e: Exception, response: Any) -> Any:
+        reason = f"internal error: {describe(e)}"
+        log.refuse(reason)
+        if hasattr(response, "success"):
+            response.success = False
+        if hasattr(response, "message"):
+            response.message = reason
+        return response
+
+    if inspect.iscoroutinefunction(handler):
+        async def call(request, response):
+            try:
+                return await handler(request, response)
+            except Exception as e:
+                return failed(e, response)
+    else:
+        def call(request, response):
+            try:
+                return handler(request, response)
+            except Exception as e:
+                return failed(e, response)
+    return node.create_service(srv_type, name, call, callback_group=callback_group)
 
 
 # --- conversion ---------------------------------------------------------------------------
@@ -212,10 +319,52 @@ class SafeLifecycle:
     """For a LifecycleNode subclass (listed before it): every way out of the active states leaves
     the node safe. Cleanup, shutdown and error call the node's idempotent `_release()` (stop, hold,
     let go of the hardware or the policy) and succeed; `autostart()` configures and activates at
-    once (`ros2 launch` without a lifecycle manager) and releases before raising when a step fails."""
+    once (`ros2 launch` without a lifecycle manager) and releases before raising when a step fails.
+
+    A transition that is not valid from the current state (`cleanup` while active) is refused as
+    the lifecycle refuses it (ChangeState answers success false; rcl's own error, "Transition is
+    not registered", is logged with the transitions valid from here) and the node stays in its
+    state: rclpy raises it from inside the service callback, which would end the node.
+    `hold_on_exit(reason)` is what `spin_nodes` calls when an exception (not the operator) ends
+    the process: the node's `destroy_node` then leaves its hardware holding, powered."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._exit_hold: str | None = None   # why the process ends without an operator asking (None: it asked)
+        self._guard_change_state()
 
     def _release(self) -> None:
         raise NotImplementedError
+
+    def hold_on_exit(self, reason: str) -> None:
+        """The process ends on an internal error, not an operator's request: say so; `destroy_node`
+        holds (a driver keeps torque on) instead of releasing as an operator's stop would."""
+        self._exit_hold = reason
+        self.get_logger().error(f"internal error, the node stops: {reason}")
+
+    def _guard_change_state(self) -> None:
+        from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+        service = getattr(self, "_service_change_state", None)
+        if service is None:           # enable_communication_interface=False: no services to guard
+            return
+        inner = service.callback
+        log = refusal_log(self, "lifecycle transition", level="warning")
+
+        def change_state(request, response):
+            state = self._state_machine.current_state[1]
+            try:
+                return inner(request, response)
+            except _rclpy.RCLError as e:        # not valid from this state: the lifecycle's own refusal
+                valid = sorted({t[1] for t in self._state_machine.available_transitions})
+                labels = {t[0]: t[1] for t in self._state_machine.transition_graph}   # id -> rcl's label
+                asked = request.transition.label or labels.get(request.transition.id, f"id {request.transition.id}")
+                why = str(e).split(", at ")[0].rsplit(": ", 1)[-1].rstrip(".")    # rcl: "Transition is not registered"
+                log.refuse(f"{asked!r} is not a transition from state {state!r} (rcl: {why}); "
+                           f"valid from here: {', '.join(valid) or 'none'}")
+                response.success = False
+                return response
+        service.callback = change_state
 
     def _released(self) -> Any:
         from rclpy.lifecycle import TransitionCallbackReturn
@@ -286,7 +435,10 @@ DIAGNOSTICS_PERIOD = Param("diagnostic_updater.period", 1.0, "period of /diagnos
 def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_threads: int = 1,
                callback_timeout_s: float = 3.0) -> None:
     """Every node process's `main()`: init, build, spin until SIGINT/SIGTERM or an external
-    shutdown, then stop safely. `nodes_factory(nodes)` appends each node as it is built (several
+    shutdown, then stop safely. SIGINT/SIGTERM are an operator's stop (Ctrl-C, launch's stop):
+    each node releases its hardware as configured (the driver: torque off when
+    `torque_off_on_exit`). An exception that ends the spin is not: each node's `hold_on_exit`
+    runs first (the driver then keeps torque on, holding) and the exception ends the process. `nodes_factory(nodes)` appends each node as it is built (several
     for a simulator standing in for the hardware).
 
     The order on every exit path: stop taking callbacks (`executor.shutdown()`), wait up to
@@ -324,6 +476,19 @@ def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_thread
             executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except BaseException as e:
+        # not the operator: an exception ended the spin (or a node's start-up). A node with hardware
+        # holds it powered (a YAM has no brakes) instead of releasing it as an operator's stop would.
+        from vam_stack.refusals import describe
+
+        for node in nodes:
+            hold = getattr(node, "hold_on_exit", None)
+            if hold is not None:
+                try:
+                    hold(describe(e))
+                except Exception:            # best effort: the destroy below still runs
+                    pass
+        raise
     finally:
         try:
             if executor is not None:

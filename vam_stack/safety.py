@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import threading
 import time
 from dataclasses import dataclass, field
@@ -215,7 +216,8 @@ class SafetyFilter:
     def filter(self, target: np.ndarray, stamp: float | None = None, now: float | None = None) -> SafetyResult:
         """Check one command; `stamp` is when it was produced (same clock), if known."""
         t = self._check_shape(target, "target")
-        now = self._clock() if now is None else now
+        stamp = None if stamp is None else _real(stamp, "stamp")
+        now = self._clock() if now is None else _real(now, "now")
         with self._lock:
             if self._last is None:
                 raise RuntimeError("SafetyFilter.reset(measured_position) must be called before the first command")
@@ -271,7 +273,7 @@ class SafetyFilter:
 
     def poll(self, now: float | None = None) -> SafetyResult:
         """Driver-side watchdog: the target to keep sending now (held, flagged when stale)."""
-        now = self._clock() if now is None else now
+        now = self._clock() if now is None else _real(now, "now")
         with self._lock:
             if self._last is None:
                 raise RuntimeError("SafetyFilter.reset(measured_position) must be called before poll()")
@@ -293,7 +295,17 @@ class SafetyFilter:
         return SafetyResult(sent=self._last.copy(), clipped=frozenset(), held=True, reason=reason)
 
     def _check_shape(self, x, what: str) -> np.ndarray:
+        kind = np.asarray(x).dtype.kind
+        if kind not in "iuf":      # complex (its imaginary part would be dropped), strings ("0.1"), objects, bools
+            raise ValueError(f"{what} must be real numbers (int or float), got {np.asarray(x).dtype} ({x!r:.80})")
         a = np.asarray(x, dtype=np.float64)
         if a.shape != (self.cfg.dim,):
             raise ValueError(f"{what} must have shape ({self.cfg.dim},), got {a.shape} ({x!r:.80})")
         return a
+
+
+def _real(x, what: str) -> float:
+    """A stamp or clock reading as a float: a real number (a numeric string or a complex one is refused)."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (numbers.Real, np.integer, np.floating)):
+        raise ValueError(f"{what} must be a real number, got {type(x).__name__} {x!r:.80}")
+    return float(x)

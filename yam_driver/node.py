@@ -17,12 +17,23 @@ increasing stamp); a second publisher on the topic holds the arm where it is. At
 driver's limits are checked to sit inside the safety filter's (`vam_stack.robot.check_layers`).
 /vam/estop true: the measured position
 becomes the target at once and later targets are ignored (the watchdog then keeps holding)
-until false. Safe state on every exit path:
-destroy_node, Ctrl-C and exceptions hold the measured position, then turn torque off as
-configured. `use_emulator` runs the same driver against emulated buses (yam_driver.emulators).
+until false. `use_emulator` runs the same driver against emulated buses (yam_driver.emulators).
+
+No message, service call or timer tick ends the node (a YAM has no brakes): a target with a
+missing joint or a NaN/inf value, a refused stamp or source, a malformed e-stop, an invalid
+lifecycle transition (`cleanup` while active: ChangeState answers false, the state stays) and a
+failing ~/home are refused with a rate-limited log line (the first reason of each second in full,
+then a count; `vam_stack.refusals`) and the arm holds (the last accepted target, then the
+watchdog's hold). A tick that raises is logged the same way, the driver holds, and ticks go on.
+Torque goes off only when an operator asks: the cleanup and shutdown transitions, and SIGINT /
+SIGTERM (Ctrl-C, launch's stop) with `torque_off_on_exit` (or a motor fault with
+`on_fault: torque_off`). An exception that ends the process anyway (`ros.spin_nodes` calls
+`hold_on_exit`) and a transition that raises (on_error) hold the measured position with torque
+ON, and the log says so; after on_error the node is finalized and keeps holding until stopped.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -84,12 +95,14 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         self._ticks: list[float] = []
         self.pub = {k: ros.publisher(self, k) for k in ("joint_states", "diagnostics")}
         self.targets_in = ArrivalStats(cfg.rate_hz)   # policy -> driver: latency, period jitter, missed ticks
+        self._refused = ros.refusal_log(self, "joint targets")   # one line a second, then a count
+        self._tick_error: str | None = None        # the newest tick that raised (diagnostics), None once ticks work
         sub = ros.subscription(self, "joint_targets", self._on_targets)
         self._targets_topic = sub.topic_name  # as resolved (and remapped) for this node
         self.estop_group = MutuallyExclusiveCallbackGroup()   # not behind another group's callback if multi-threaded
         ros.subscription(self, "estop", self._on_estop, self.estop_group)
-        self.create_service(Trigger, "~/home", self._on_home)
-        self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
+        ros.service(self, Trigger, "~/home", self._on_home)
+        ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
         if p["autostart"]:     # `ros2 launch` without a lifecycle manager: configure and activate now
             self.autostart(lambda step: RuntimeError(f"yam_driver: autostart could not {step} the driver: "
                                                      f"{self._last_error}"))
@@ -115,7 +128,7 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
             self.get_logger().error(f"configure failed: {self._last_error}")
             self._release()
             return TransitionCallbackReturn.FAILURE
-        self._tick_timer = self.create_timer(self.cfg.period_s, self._tick)
+        self._tick_timer = ros.timer(self, self.cfg.period_s, self._tick, "driver tick", on_error=self._tick_failed)
         where = " (emulated)" if self.rig else (f" on {type(self.driver.bus).__name__}" if self._given else "")
         self.get_logger().info(f"{self.cfg.bus} driver connected{where}: {len(self.names)} motors, torque off")
         return TransitionCallbackReturn.SUCCESS
@@ -146,6 +159,20 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         self._release()
         self.get_logger().info("cleaned up: torque off, disconnected")
         return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state) -> TransitionCallbackReturn:
+        """A transition raised (an internal error, not an operator's request): hold the measured
+        position with torque on and stop following targets; FAILURE finalizes the node, which keeps
+        ticking (holding) until the operator stops it (SIGINT: torque off as configured)."""
+        with self._cmd_lock:
+            self.active = False
+        if self.driver is not None:
+            self.driver.hold()
+        torque = bool(self.driver is not None and self.driver.bus.torque_enabled)
+        self.get_logger().error(f"a lifecycle transition failed ({self._last_error or 'it raised'}): holding, "
+                                f"torque {'ON' if torque else 'off'}, targets ignored; the node is finalized: "
+                                f"stop it (Ctrl-C turns torque off as configured) and start it again")
+        return TransitionCallbackReturn.FAILURE
 
 
     def _on_home(self, request, response):
@@ -184,8 +211,12 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
             missing = [n for n in self.names if n not in js.names]
             if missing:
                 raise ValueError(f"targets lack joints {missing} (got {js.names})")
+            target = js.position[[js.names.index(n) for n in self.names]]
+            bad = ~np.isfinite(target)
+            if bad.any():    # the driver core refuses them too; refused here, before the gate counts the stamp
+                raise ValueError(f"non-finite targets { {self.names[i]: float(target[i]) for i in np.flatnonzero(bad)} }")
         except ValueError as e:  # MessageError is a ValueError too
-            self.get_logger().error(f"joint targets rejected (holding): {e}")
+            self._refused.refuse(f"{e} (holding)")
             return
         now = self.get_clock().now().nanoseconds * 1e-9
         before = self.gate.last_reason
@@ -193,14 +224,18 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         if refusal is not None:
             if self.gate.last_reason == "publishers":
                 self.driver.hold()                       # hold where the arm is while a second publisher exists
-            if self._refusal is None or self.gate.last_reason != before:   # once per kind, not at 30 Hz
-                self.get_logger().error(f"joint targets refused: {refusal}")
+            if self._refusal is None or self.gate.last_reason != before:   # a new kind: said at once (rate-limited)
+                self._refused.refuse(refusal)
             self._refusal = refusal
             return
+        try:
+            self.driver.set_targets(target)
+        except ValueError as e:                          # the core's own checks (shape, values): refused, holding
+            self._refused.refuse(f"{e} (holding)")
+            return
         if self._refusal is not None:
-            self.get_logger().info("joint targets followed again")
+            self.get_logger().info("joint targets followed again", throttle_duration_sec=1.0)
             self._refusal = None
-        self.driver.set_targets(js.position[[js.names.index(n) for n in self.names]])
 
     def _on_estop(self, msg) -> None:
         with self._cmd_lock:
@@ -217,6 +252,7 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
     def _tick(self) -> None:
         driver = self.driver
         report = None if driver is None else driver.try_step()   # None once shut down (cleanup, destroy_node)
+        self._tick_error = None
         if report is None:
             return
         now = time.monotonic()
@@ -230,7 +266,18 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
             self.pub["joint_states"].publish(ros.to_ros(msgs.joint_state_msg(
                 self.names, report.position, vel, eff, stamp_s=ros.stamp(self))))
 
+    def _tick_failed(self, e: Exception) -> None:
+        """A tick raised (an internal error; the guard logged it, rate-limited): never an exit, the arm
+        would lose its driver. Hold (the next tick that works holds the measured position; until then
+        the motors keep their last goal, torque on) and say so on /diagnostics until a tick works."""
+        from vam_stack.refusals import describe
+
+        self._tick_error = describe(e)
+        if self.driver is not None:
+            self.driver.hold()
+
     def _publish_diagnostics(self) -> None:
+        ros.flush_refusals(self)
         d = self.driver
         state = self._state_machine.current_state[1] if hasattr(self, "_state_machine") else "unknown"
         if d is None or d.mode in (Mode.IDLE, Mode.STOPPED):
@@ -246,18 +293,26 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         if self._refusal is not None:  # the target stream is not being followed
             level = "error" if self.gate.last_reason == "publishers" else ("warn" if level == "ok" else level)
             message = f"targets refused: {self._refusal}"
+        if self._tick_error is not None:
+            level, message = "error", f"tick failed (holding): {self._tick_error}"
         values = {"lifecycle_state": state, "mode": d.mode.value, "torque": bool(d.bus.torque_enabled),
                   "ticks": d.tick, "rate_hz": rate, "io_p50_ms": p50, "io_p99_ms": p99,
                   "estop": self.estopped, "faults": "; ".join(map(str, d.faults)) or "none",
-                  **{f"refused_{k}": v for k, v in self.gate.counts.items()}, **self.targets_in.summary("targets_")}
+                  **{f"refused_{k}": v for k, v in self.gate.counts.items()}, "refused_messages": self._refused.total,
+                  **self.targets_in.summary("targets_")}
         self.pub["diagnostics"].publish(ros.diagnostics(self, [{"task": "driver", "level": level, "message": message,
                                                                "hardware_id": self._hw_id, "values": values}]))
 
-    def _release(self) -> None:
-        """Hold, torque off as configured, disconnect; stop the tick timer and the emulators. Idempotent."""
+    def _release(self, torque_off: bool = True) -> None:
+        """Hold, torque off as configured (`torque_off` false: left on, holding), disconnect; stop the
+        tick timer and the emulators. Idempotent."""
         with self._cmd_lock:
             self.active = False
         if self.driver is not None:
+            if not torque_off and self.driver.config.torque_off_on_exit:
+                # the core's shutdown holds the measured position, then disables torque per its config:
+                # the same shutdown with torque_off_on_exit false holds and leaves the motors powered
+                self.driver.config = dataclasses.replace(self.driver.config, torque_off_on_exit=False)
             self.driver.shutdown()
         if self._tick_timer is not None:
             self.destroy_timer(self._tick_timer)
@@ -266,13 +321,22 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
             self.rig.stop()                   # (kept: tests read the emulators' state after a stop)
 
     def destroy_node(self) -> None:
-        """Safe state first (hold, torque off as configured), then the ROS entities."""
-        self._release()
+        """Safe state first, then the ROS entities. The operator's stop (SIGINT/SIGTERM, a direct
+        call): hold, torque off as configured. An internal error (`hold_on_exit`, set by
+        `ros.spin_nodes`): hold with torque ON (a YAM has no brakes), and say so."""
+        reason = getattr(self, "_exit_hold", None)
+        self._release(torque_off=reason is None)
         d = self.driver
         if d is None:
             super().destroy_node()
             return
-        torque = "torque off" if d.config.torque_off_on_exit else "torque left on (torque_off_on_exit: false)"
+        if reason is not None:
+            torque = "torque left ON, holding (an internal error, not an operator, stopped the driver: torque off " \
+                     "would drop the arm; power the motors down or restart the driver)"
+        elif d.config.torque_off_on_exit:
+            torque = "torque off"
+        else:
+            torque = "torque left on (torque_off_on_exit: false)"
         if d.shutdown_errors:
             self.get_logger().error(f"driver shut down with problems ({torque}): {'; '.join(d.shutdown_errors)}")
         else:

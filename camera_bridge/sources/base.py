@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ from typing import Callable
 import numpy as np
 
 from camera_bridge.config import CameraConfig
+from vam_stack.refusals import RefusalLog
+
+log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 
@@ -71,7 +75,7 @@ class SourceStats:
     reconnects: int = 0  # successful reopenings after a loss
     last_error: str = ""  # newest problem, empty when none happened yet
     measured_fps: float = 0.0  # rate of distinct frames over the last ~second
-    bad_stamps: int = 0  # frames refused for a non-finite capture stamp
+    bad_stamps: int = 0  # frames refused for a non-finite capture stamp, or one ahead of the host clock
 
 
 class CameraSource(abc.ABC):
@@ -87,6 +91,8 @@ class CameraSource(abc.ABC):
         self._next_attempt_at = 0.0  # deadline of the next reopen attempt
         self._ever_connected = False
         self._arrivals: collections.deque[float] = collections.deque(maxlen=64)
+        self._refused_since_new = 0  # frames refused (stamped ahead) since the newest accepted one
+        self._refusals = RefusalLog(log, f"camera {cfg.name!r}: frame", "warning", clock=time.monotonic)
 
     # ---- subclass hooks -------------------------------------------------------------
     @abc.abstractmethod
@@ -165,6 +171,8 @@ class CameraSource(abc.ABC):
         except Exception as e:  # SDK/driver error while reading (e.g. device unplugged): reopen
             self._lose(now, f"read failed: {type(e).__name__}: {e}")
             raise CameraDisconnected(self.name, self.stats.last_error) from e
+        if frame is not None and self._ahead(frame, now):
+            frame = None                     # refused by itself: the frames before it stay in use
         if frame is not None:
             self._accept(frame, now)
         elif (now - self._last_new_at) * 1000.0 > self.cfg.reconnect_after_ms:
@@ -176,8 +184,28 @@ class CameraSource(abc.ABC):
         # host's) cannot keep a stopped camera's frame "fresh"; non-finite stamps are refused on arrival
         age_ms = max(now - self._latest.stamp_s, now - self._last_new_at) * 1000.0
         if age_ms > max_age:
-            raise FrameStale(self.name, age_ms, max_age)
+            stale = FrameStale(self.name, age_ms, max_age)
+            if self._refused_since_new:          # say why nothing new came: its frames were refused
+                stale.detail += f"; {self._refused_since_new} newer frame(s) refused, the latest: {self.stats.last_error}"
+                stale.args = (f"camera {self.name!r}: {stale.detail}",)
+            raise stale
         return self._latest
+
+    def _ahead(self, frame: Frame, now: float) -> bool:
+        """Whether `frame` is stamped ahead of the host clock by more than one frame period (a
+        producer's clock ahead, a bad stamp): refused by itself, counted, logged rate-limited. Kept,
+        it would pass every freshness check until real time caught up with it, and the
+        synchroniser, which takes only frames newer than the newest it holds, would wait as long
+        for this camera (+5 s: the stacked window unavailable for 6.6 s)."""
+        ahead = frame.stamp_s - now
+        if not ahead > 1.0 / self.cfg.fps:      # NaN stamps are refused by _accept
+            return False
+        self.stats.bad_stamps += 1
+        self._refused_since_new += 1
+        self.stats.last_error = (f"frame {frame.seq} refused: capture stamp {frame.stamp_s:.6f} is {ahead:.3f} s "
+                                 f"ahead of the host clock ({now:.6f})")
+        self._refusals.refuse(self.stats.last_error)
+        return True
 
     # ---- helpers --------------------------------------------------------------------
     def _try_reconnect(self, now: float) -> None:
@@ -204,6 +232,7 @@ class CameraSource(abc.ABC):
             self.stats.dropped += frame.seq - prev.seq - 1
         self._latest = frame
         self._last_new_at = now
+        self._refused_since_new = 0
         self.stats.frames += 1
         self._arrivals.append(now)
         while self._arrivals and now - self._arrivals[0] > 1.0:

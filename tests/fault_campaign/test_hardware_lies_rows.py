@@ -202,7 +202,7 @@ def test_target_stamps_from_another_clock_the_future_or_nan_are_refused(stamp, m
 # ---- row 6: camera stamps ---------------------------------------------------------------------------
 def test_a_nan_camera_stamp_is_refused_and_a_stopped_camera_goes_stale():
     from camera_bridge.config import CameraConfig
-    from camera_bridge.sources.base import ClockMapper, FrameStale
+    from camera_bridge.sources.base import ClockMapper, FrameStale, NoFrameYet
     from camera_bridge.sources.push import PushSource
 
     clock = FakeClock()
@@ -211,8 +211,12 @@ def test_a_nan_camera_stamp_is_refused_and_a_stopped_camera_goes_stale():
     src.connect()
     with pytest.raises(ValueError, match="finite"):
         src.push(np.zeros((24, 32, 3), np.uint8), stamp_s=float("nan"))
-    src.push(np.zeros((24, 32, 3), np.uint8), stamp_s=clock.t + 10.0)          # a device clock far ahead
-    assert src.read_latest().stamp_s == clock.t + 10.0
+    src.push(np.zeros((24, 32, 3), np.uint8), stamp_s=clock.t + 10.0)          # a device clock far ahead:
+    with pytest.raises(NoFrameYet):                                           # refused by itself (issue 58 row 9)
+        src.read_latest()
+    assert src.stats.bad_stamps == 1
+    src.push(np.zeros((24, 32, 3), np.uint8), stamp_s=clock.t + 0.02)          # ahead, within one frame period
+    assert src.read_latest().stamp_s == clock.t + 0.02
     clock.t += 0.9                                                            # the camera stopped
     with pytest.raises(FrameStale):                                          # its arrival time ages it anyway
         src.read_latest()

@@ -56,23 +56,33 @@ def test_telemetry_becomes_plottable_topics_phase_and_images(monitor):
     assert not h.errors("tr_monitor_node")
 
 
-def test_malformed_telemetry_is_logged_and_counted(monitor):
+def test_malformed_telemetry_is_logged_rate_limited_and_counted(monitor):
+    """The first refusal of each second in full, then a count with the latest reason (issue 58 row 8)."""
     h, node, out = monitor
     h.publish("telemetry", msgs.string_msg("not json"))
     h.publish("telemetry", msgs.json_msg({"step": 0, "tr": 1.0}))
     h.publish("attention", msgs.float32_array_msg(np.zeros(4), ["flat"]))
-    assert h.spin_until(lambda: len(h.errors("tr_monitor_node")) >= 3)
-    errors = " ".join(h.errors("tr_monitor_node"))
-    assert "not JSON" in errors and "lacks" in errors and "attention rejected" in errors
+    # the second telemetry refusal inside the same second is counted, said at the next diagnostics
+    assert h.spin_until(lambda: any("1 more refused" in e for e in h.errors("tr_monitor_node")), timeout=10)
+    errors = h.errors("tr_monitor_node")
+    assert len(errors) == 3, errors
+    text = " ".join(errors)
+    assert "telemetry refused" in text and "not JSON" in text and "attention refused" in text
+    assert "telemetry: 1 more refused" in text and "lacks" in text
     assert node.monitor.rejected == 1 and not out["tr"]
     h.publish("telemetry", msgs.json_msg(telemetry(0, 1.0)))
     assert h.spin_until(lambda: len(out["tr"]) == 1), "the monitor must keep working after bad input"
+    values = msgs.diagnostics_to_dict(out["diagnostics"][-1])["tr_monitor_node: telemetry"]["values"]
+    assert values["refused_telemetry"] == "2" and values["refused_attention"] == "1"
 
 
 def test_new_instruction_resets_the_trace(monitor):
     h, node, out = monitor
     h.publish("telemetry", msgs.json_msg(telemetry(0, 1.0)))
     assert h.spin_until(lambda: len(out["tr"]) == 1)
+    h.publish("instruction", msgs.string_msg(" \u200b "))       # what the policy refuses: no episode, no reset
+    assert h.spin_until(lambda: any("instruction refused" in e for e in h.errors("tr_monitor_node")))
+    assert node.monitor.trace.resets == 0
     h.publish("instruction", msgs.string_msg("next task"))
     assert h.spin_until(lambda: node.monitor.trace.resets >= 1)
     assert json.loads(msgs.json_msg({"a": 1}).data) == {"a": 1}

@@ -139,7 +139,7 @@ def test_bad_messages_are_rejected_logged_and_the_arm_held(ros_harness):
     n = len(out["joint_targets"])
     h.spin_for(1.0, every=bad)
     errors = " ".join(h.errors("vam_policy_node"))
-    assert "joint state rejected" in errors and "lacks joints" in errors and "camera frame rejected" in errors
+    assert "joint state refused" in errors and "lacks joints" in errors and "camera frame refused" in errors
     held = np.array([msgs.joint_state_to_numpy(m).position for m in out["joint_targets"][n:]])
     assert len(held) > 0 and np.all(held == held[0]), "stale inputs must hold the last target"
 
@@ -170,7 +170,7 @@ def test_compressed_transport_takes_jpeg_frames_and_counts_their_arrival(ros_har
         h.publish("stacked_image_compressed", garbage)
         h.publish("joint_states", msgs.joint_state_msg(NAMES, HOME))
     assert h.spin_until(lambda: any("cannot decode 20 bytes of jpeg" in e for e in h.errors("vam_policy_node")), every=bad)
-    assert "camera frame rejected" in " ".join(h.errors("vam_policy_node"))
+    assert "camera frame refused" in " ".join(h.errors("vam_policy_node"))
     calls = policy.calls
     assert h.spin_until(lambda: policy.calls > calls, every=every), "the node stopped after a bad frame"
     with pytest.raises(ros.ParameterError, match="image_transport.*'theora'"):

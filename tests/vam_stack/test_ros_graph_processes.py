@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.adapter, pytest.mark.slow]
 
 HANDOVER = "pick up the blue block with the left arm and hand it to the right arm"
 # what a user must never see in a node's output on a normal run and a clean Ctrl-C
-BAD_OUTPUT = ("Traceback", "Failed to publish", "context is invalid", "telemetry rejected", "attention rejected",
+BAD_OUTPUT = ("Traceback", "Failed to publish", "context is invalid", "telemetry refused", "attention refused",
               "never retrieved", "incompatible QoS")
 
 
