@@ -76,3 +76,15 @@ class GravityModel:
         t = self.torque(position) * self.factor
         t = np.where(np.isfinite(t), t, 0.0)
         return np.clip(t, -self.limit, self.limit)
+
+
+def gravity_load(config: DriverConfig):
+    """A rig-level load model for the Damiao emulator (`EmulatedRig(..., load_fn=...)`): the torque
+    gravity applies to each joint at a pose, i.e. minus what holds it (factor 1: the emulated arm is
+    the model), so emulated motors sag by tau_g / kp without feed-forward, as a YAM does."""
+    model = GravityModel(config)
+
+    def load(position: np.ndarray) -> np.ndarray:
+        t = model.torque(position)
+        return -np.where(np.isfinite(t), t, 0.0)
+    return load

@@ -1,0 +1,93 @@
+"""Gravity feed-forward (issue 57): the model's torque is the gradient of the arm's potential
+energy, it is saturated and scaled as configured, and a driver on emulated Damiao motors under
+gravity holds its command with it and sags by tau_g / kp without it."""
+import dataclasses
+import time
+
+import mujoco
+import numpy as np
+import pytest
+
+from vam_stack.config import ConfigError
+from yam_driver.config import load_config
+from yam_driver.driver import YamDriver
+from yam_driver.emulators import EmulatedRig
+from yam_driver.gravity import GravityModel, gravity_load
+
+POSE = np.array([0.3, 2.0, 1.6, 0.5, -0.4, 0.7, 0.5, -0.2, 1.2, 1.0, -0.3, 0.6, 0.1, 1.0])
+
+
+def _potential(model: GravityModel, q_arm: np.ndarray, opening: float) -> float:
+    m, d = model.model, model.data
+    q = np.concatenate([q_arm, [opening]] * 2)
+    model.torque(q)                                   # sets qpos (both arms alike) and runs kinematics
+    return float(-(m.body_mass[1:] * (d.xipos[1:] @ m.opt.gravity)).sum())   # -sum m g.x
+
+
+@pytest.mark.unit
+def test_torque_is_the_gradient_of_the_potential_energy():
+    model = GravityModel(load_config(bus="damiao"))
+    q_arm, h = POSE[:6], 1e-6
+    tau = model.torque(np.concatenate([q_arm, [0.5]] * 2))[:6]
+    numeric = [(_potential(model, q_arm + h * e, 0.5) - _potential(model, q_arm - h * e, 0.5)) / (2 * h)
+               for e in np.eye(6)]
+    np.testing.assert_allclose(tau, numeric, atol=1e-5)
+    assert abs(tau[1]) > 5.0                          # joint 2 carries the arm: several Nm
+
+
+@pytest.mark.unit
+def test_feedforward_scales_saturates_and_skips_an_unknown_pose():
+    cfg = load_config(bus="damiao")
+    model = GravityModel(cfg)
+    tau, ff = model.torque(POSE), model.feedforward(POSE)
+    factor = np.tile(list(cfg.gravity_factor) + [0.0], 2)
+    np.testing.assert_allclose(ff, tau * factor)
+    assert ff[6] == ff[13] == 0.0                     # the gripper carries no gravity feed-forward
+    model.limit[:] = 0.5
+    assert np.abs(model.feedforward(POSE)).max() == pytest.approx(0.5)
+    pose = POSE.copy()
+    pose[2] = np.nan                                  # a joint not read: that arm's feed-forward is 0
+    out = GravityModel(cfg).feedforward(pose)
+    assert (out[:7] == 0).all() and (out[7:] != 0).any()
+
+
+@pytest.mark.unit
+def test_damiao_needs_an_explicit_factor_and_dynamixel_refuses_one():
+    cfg = load_config(bus="damiao")
+    with pytest.raises(ConfigError, match="gravity_factor"):
+        dataclasses.replace(cfg, gravity_factor=None)
+    with pytest.raises(ConfigError, match=r"\(1\.0, 3\.0"):
+        dataclasses.replace(cfg, gravity_factor=(1.0, 3.0, 1.0, 1.0, 1.0, 1.0))
+    with pytest.raises(ConfigError, match="dynamixel"):
+        dataclasses.replace(load_config(bus="dynamixel"), gravity_factor=(1.0,) * 6)
+
+
+def _hold_error(cfg) -> tuple[np.ndarray, np.ndarray]:
+    """A driver on emulated motors under gravity holds POSE for 1.5 s: (|measured - commanded|,
+    measured), each (14,)."""
+    cfg = dataclasses.replace(cfg, reply_timeout_ms=20.0, max_tracking_error=1.0)
+    with EmulatedRig(cfg, initial=POSE, load_fn=gravity_load(cfg)) as rig:
+        driver = YamDriver(rig.config)
+        driver.start()
+        try:
+            for _ in range(45):
+                driver.set_targets(POSE)
+                rep = driver.step()
+                time.sleep(1 / 30)
+            assert not driver.faults, driver.faults
+            return np.abs(rep.position - rep.commanded), rep.position
+        finally:
+            driver.shutdown()
+
+
+@pytest.mark.adapter
+def test_emulated_arm_under_gravity_holds_with_feedforward_and_sags_without():
+    cfg = dataclasses.replace(load_config(bus="damiao"), gravity_factor=(1.0,) * 6)
+    with_ff, _ = _hold_error(cfg)
+    without, sagged = _hold_error(dataclasses.replace(cfg, gravity_factor=(0.0,) * 6))
+    # the sagged pose is the fixed point q = q* - tau_g(q) / kp
+    sag = np.abs(GravityModel(cfg).torque(sagged)) / np.array([j.kp for _, j in cfg.joints])
+    arm = [i for i in range(14) if i % 7 != 6]
+    assert with_ff[arm].max() < 0.01, with_ff
+    np.testing.assert_allclose(without[arm], sag[arm], atol=0.01)   # tau_g / kp, within quantisation
+    assert without[1] > 0.1                                         # joint 2 at this reach
