@@ -42,7 +42,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export-lerobot": ("vam_data.export_cli", "a dataset as LeRobotDataset v3.0 (parquet + AV1 or lossless video)"),
     "ros-graph": ("vam_stack.process_graph", "start a launch file's nodes as processes, as `ros2 launch` would "
                                              "(for machines without launch)"),
-    "leader": ("yam_leader.cli", "the leader arm: calibrate its offsets (and trigger ends) at the follower's home pose"),
+    "leader": ("yam_leader.cli", "the leader arm: calibrate its offsets (and trigger ends) at the follower's pose"),
+    "joints": ("yam_leader.joints", "each joint read with torque off: id, position, the sign of each hand motion"),
 }
 
 # `vam-stack bench NAME`: benchmarks that print numbers (never timed unit tests).

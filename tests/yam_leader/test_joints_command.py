@@ -1,0 +1,52 @@
+"""vam-stack joints: every joint read with torque off and the sign of each hand motion, on emulated
+motors (the follower's Damiao arm over virtual CAN, the leader's Dynamixel chain over a pty)."""
+from __future__ import annotations
+
+import pytest
+
+from vam_cli.main import main
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_follower_is_read_with_torque_off_and_each_hand_motion_is_signed(capsys, monkeypatch):
+    from yam_driver.emulators import EmulatedRig
+
+    rigs = []
+    real_init = EmulatedRig.__init__
+
+    def keep(self, *a, **kw):
+        real_init(self, *a, **kw)
+        rigs.append(self)
+
+    monkeypatch.setattr(EmulatedRig, "__init__", keep)
+    assert main(["joints", "--emulated", "--seconds", "2.6", "--against", "home",
+                 "--emulate-move", "left_joint2=0.3", "--emulate-move", "right_joint4=-0.25"]) == 0
+    out = capsys.readouterr().out
+    assert "damiao, torque off" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] and "_" in line.split()[0]
+            and len(line.split()) >= 7}
+    assert rows["left_joint2"][1] == "2" and rows["right_gripper"][1] == "7"      # ids as the config says
+    assert rows["left_joint2"][-1] == "+0.000"                                  # at the home pose
+    assert "left_joint2     (id 2) +0.000 -> +0.300: moved +" in out
+    assert "right_joint4    (id 4) +0.000 -> -0.250: moved -" in out
+    assert out.strip().splitlines()[-1] == "moved: left_joint2 +, right_joint4 -"
+    assert not any(rigs[0].torque_enabled(n) for n in ("left_joint1", "left_joint2", "right_joint4"))
+
+
+def test_the_leader_reads_through_its_mapping(capsys):
+    assert main(["joints", "--leader", "--emulated", "--seconds", "1.6", "--emulate-move", "left_joint3=0.3"]) == 0
+    out = capsys.readouterr().out
+    assert "leader (gello_yam)" in out and "dynamixel, torque off" in out
+    assert "left_joint3     (id 3) +1.565 -> +1.866: moved +" in out    # follower units (the bus applies sign -1)
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--emulate-move", "left_joint2=0.3"], "needs --emulated"),
+    (["--emulated", "--emulate-move", "left_elbow=0.3"], "JOINT one of"),
+    (["--emulated", "--emulate-move", "left_joint2=up"], "DELTA must be a number"),
+    (["--emulated", "--against", "somewhere"], "--against must be home or zero"),
+])
+def test_bad_arguments_are_refused(argv, match):
+    with pytest.raises(ValueError, match=match):
+        main(["joints", "--seconds", "0", *argv])
