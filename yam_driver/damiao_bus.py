@@ -45,6 +45,8 @@ from .config import DriverConfig
 log = logging.getLogger(__name__)
 
 MIN_ROUND_S = 0.001  # a retry round needs at least this much of the budget left
+SETUP_REPLY_S = 0.05  # s: wait per round for replies at connect and fault reset (no tick budget to keep;
+#   a reply arrives in < 1 ms, so this only matters when the host is slow, and then it avoids a false refusal)
 _UNITS = {dmp.REG_PMAX: "rad", dmp.REG_VMAX: "rad/s", dmp.REG_TMAX: "Nm"}
 
 Parse = Callable[[int, bytes], object]  # (joint index, reply data) -> parsed reply; ValueError = not it
@@ -95,6 +97,7 @@ class DamiaoBus(JointBus):
 
     # --- connect / close -------------------------------------------------------------
     def connect(self) -> None:
+        self.last_mit = [None] * self.n      # nothing commanded yet on this connection: reads command no torque
         try:
             for ch in self.channels.values():
                 try:
@@ -121,7 +124,7 @@ class DamiaoBus(JointBus):
 
     def _check_present(self) -> dict[int, dmp.Feedback]:
         """Every motor answers the configured state read (BusMismatchError naming those that do not)."""
-        got, _, _ = self._transact(self._state_frames(range(self.n)), None, rounds=self.config.connect_retries)
+        got, _, _ = self._ask(self._state_frames(range(self.n)))
         missing = [i for i in range(self.n) if i not in got]
         if not missing:
             return got
@@ -130,8 +133,14 @@ class DamiaoBus(JointBus):
                                    f"{', '.join(self._describe(i) for i in missing)}; check ids, master ids and wiring")
         # firmware that ignores the status request still answers every MIT frame (zero gains: no torque)
         probe = {i: (self.can_ids[i], self._zero_gain_frame(i)) for i in missing}
-        answered, _, _ = self._transact(probe, None, rounds=self.config.connect_retries)
+        answered, _, _ = self._ask(probe)
         silent = [i for i in missing if i not in answered]
+        if answered:   # alive: ask once more, so a motor that was only slow is not taken for such firmware
+            late, _, _ = self._ask(self._state_frames(sorted(answered)))
+            got.update(late)
+            answered = {i: fb for i, fb in answered.items() if i not in late}
+            if not answered and not silent:
+                return got
         parts = []
         if answered:
             parts.append(f"Damiao motors answer an MIT frame but not the status request (0x7FF, 0xCC): "
@@ -151,8 +160,7 @@ class DamiaoBus(JointBus):
         for reg, attr in dmp.LIMIT_REGISTERS:
             frames = {i: (dmp.STATUS_REQUEST_ID, dmp.register_request(self.can_ids[i], dmp.REGISTER_READ, reg))
                       for i in range(self.n)}
-            got, reasons, _ = self._transact(frames, None, rounds=self.config.connect_retries,
-                                             parse=self._register_parser(reg))
+            got, reasons, _ = self._ask(frames, self._register_parser(reg))
             name = dmp.REGISTER_NAMES[reg]
             for i in range(self.n):
                 if i not in got:
@@ -189,7 +197,7 @@ class DamiaoBus(JointBus):
         disabled or enabled (BusError otherwise). Logs one line naming the motors."""
         frames = {i: (self.can_ids[i], dmp.CMD_CLEAR_ERROR) for i in indices}
         self._transact(frames, None, rounds=1)        # its reply (if the firmware sends one) is not relied on
-        back, reasons, _ = self._transact(self._state_frames(indices), None, rounds=self.config.connect_retries)
+        back, reasons, _ = self._ask(self._state_frames(indices))
         failed = {i: reasons.get(i, "no reply") if i not in back else f"still reports {back[i].error or back[i].state}"
                   for i in indices if i not in back or back[i].error}
         if failed:
@@ -205,7 +213,7 @@ class DamiaoBus(JointBus):
         joint): clears communication loss latched while the driver was stalled, so the reset can
         re-read and enable; other hardware errors stay for that re-read to report. CAN channels
         are not reopened (returns no names)."""
-        got, _, _ = self._transact(self._state_frames(range(self.n)), None, rounds=self.config.connect_retries)
+        got, _, _ = self._ask(self._state_frames(range(self.n)))
         lost = [i for i, fb in got.items() if fb.state == dmp.STATE_COMM_LOSS]
         if lost:
             self._clear_comm_loss(lost, "fault reset")
@@ -247,12 +255,19 @@ class DamiaoBus(JointBus):
         return parse
 
     # --- request / reply -------------------------------------------------------------
+    def _ask(self, frames: dict[int, tuple[int, bytes]], parse: Parse | None = None):
+        """A set-up exchange (connect, clearing, fault reset): `connect_retries` rounds of up to
+        SETUP_REPLY_S each; it returns as soon as every reply is in."""
+        return self._transact(frames, None, rounds=self.config.connect_retries, parse=parse, reply_s=SETUP_REPLY_S)
+
     def _transact(self, frames: dict[int, tuple[int, bytes]], deadline: float | None,
-                  rounds: int | None = None, parse: Parse | None = None) -> tuple[dict, dict[int, str], int]:
+                  rounds: int | None = None, parse: Parse | None = None,
+                  reply_s: float | None = None) -> tuple[dict, dict[int, str], int]:
         """Send `frames` (joint index -> (arbitration id, data)); collect one reply each.
 
         Retries the unanswered ones while `deadline` allows (or `rounds` times when given).
-        `parse` turns a reply into its value (default: a feedback frame).
+        `parse` turns a reply into its value (default: a feedback frame); `reply_s` is the wait
+        per round (default: reply_timeout_ms).
         Returns (reply per joint, reason per unanswered joint, number of re-sent frames).
         """
         parse = parse or self._parse_feedback
@@ -285,7 +300,7 @@ class DamiaoBus(JointBus):
                     ch.bus.send(can.Message(arbitration_id=arb, data=data, is_extended_id=False))
                 except (can.CanError, OSError, ValueError) as e:
                     reasons[idx] = f"send failed: {e}"
-            until = time.monotonic() + self._timeout_s
+            until = time.monotonic() + (self._timeout_s if reply_s is None else reply_s)
             if deadline is not None and rounds is None:
                 until = min(until, max(deadline, time.monotonic()))
             self._collect({i: f for i, f in pending.items() if self._channel_of[i].name not in lost}, got, reasons,
@@ -355,6 +370,7 @@ class DamiaoBus(JointBus):
     def enable(self) -> None:
         frames = {i: (self.can_ids[i], dmp.CMD_ENABLE) for i in range(self.n)}
         got, reasons, _ = self._transact(frames, None, rounds=self.config.connect_retries)
+        self.torque_enabled = True     # some may be on now: a failure below must still end in torque off
         lost = [i for i, fb in got.items() if fb.state == dmp.STATE_COMM_LOSS]
         if lost:                       # i2rt's motor_on: clear the error, then enable again
             self._clear_comm_loss(lost, "torque enable")
@@ -365,7 +381,6 @@ class DamiaoBus(JointBus):
                 else:
                     del got[i]
                     reasons[i] = why[i]
-        self.torque_enabled = True
         for idx, fb in got.items():
             if fb.error:
                 reasons[idx] = f"motor reports {fb.error} (error code {fb.state:#x})"

@@ -1,6 +1,5 @@
 """Fault campaign (issue 58): the bus under timing it does not control. Each test is one row of
 the issue and fails on the behaviour before the fix."""
-import dataclasses
 import time
 
 import numpy as np

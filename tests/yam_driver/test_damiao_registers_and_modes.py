@@ -33,7 +33,8 @@ def test_a_motor_whose_vmax_register_differs_from_its_type_is_refused_naming_joi
         assert not bus.connected
         rig.set_register("left_joint2", dmp.REG_VMAX, 10.0)
         rig.set_register("right_gripper", dmp.REG_TMAX, 5.0)    # a DM3507's TMAX where the config says DM4310
-        with pytest.raises(BusMismatchError, match=r"right_gripper: TMAX register 5\.0 Nm, config \(DM4310\) 10\.0") as e:
+        with pytest.raises(BusMismatchError,
+                           match=r"right_gripper: TMAX register 5\.0 Nm, config \(DM4310\) 10\.0") as e:
             bus.connect()
         assert "left_joint2" not in str(e.value)
 
@@ -143,6 +144,18 @@ def test_firmware_ignoring_status_requests_is_refused_at_connect_naming_the_sett
         assert rig.emulators["can_left"].seen["mit"] >= 7     # the probe that found it out
 
 
+def test_a_motor_only_slow_to_answer_status_requests_is_not_taken_for_firmware_ignoring_them():
+    """Its replies to every status request round at connect are lost (a loaded host, a busy bus);
+    the MIT probe finds it alive, and asked once more it answers: connect goes on."""
+    cfg = _cfg()
+    with EmulatedRig(cfg, tau_s=0.003) as rig:
+        faults, motor_id = rig.faults("right_joint4")
+        faults.drop(motor_id, cfg.connect_retries)
+        with make_bus(rig.config) as bus:
+            assert _read(bus).ok.all()
+        assert faults.dropped == cfg.connect_retries
+
+
 # --- load model --------------------------------------------------------------------------------
 def _mit(emu, can_id, position, kp, kd, t_ff, limits):
     return emu._handle(can_id, dmp.pack_mit(dmp.MitCommand(position, 0.0, kp, kd, t_ff), limits))
@@ -207,7 +220,8 @@ def test_rig_load_in_driver_units_is_cancelled_by_the_bus_feed_forward():
                     bus.write_targets(start, torque_ff=ff)
                     time.sleep(0.01)
                 reading = _read(bus)
-                assert abs(reading.position[j2] - start[j2] - expected) < 1.5e-3, (ff[j2], reading.position[j2] - start[j2])
+                moved = reading.position[j2] - start[j2]
+                assert abs(moved - expected) < 1.5e-3, (ff[j2], moved)
                 others = np.arange(14) != j2
                 np.testing.assert_allclose(reading.position[others], start[others], atol=2e-3)
         assert seen and seen[-1].shape == (14,) and abs(seen[-1][j2] - start[j2]) < 0.05

@@ -55,8 +55,9 @@ def test_a_new_driver_restarts_an_arm_a_killed_driver_left_in_communication_loss
     every motor's 400 ms timeout has latched communication loss (0xD) and disabled it, and the
     unpowered arm sagged. A new driver on the same motors must connect (clearing 0xD, one log
     line naming the motors), enable without moving anything, start its commands at the measured
-    pose and ramp to a target."""
-    cfg = _cfg()
+    pose and ramp to a target. (Reply timeout and fault count are loosened so that emulator
+    threads starved on a loaded 2-core host do not fault the first driver: not what is tested.)"""
+    cfg = _cfg(reply_timeout_ms=20.0, fault_after_failures=6)
     with EmulatedRig(cfg, tau_s=0.02, can_timeout_s=0.4) as rig:
         names = rig.config.joint_names
         old = YamDriver(rig.config)
