@@ -73,15 +73,21 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vam-stack", description=__doc__.splitlines()[0], epilog=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_)
+        p = sub.add_parser(name, help=_literal(help_))
         p.set_defaults(_module=module)
     if BENCHES:
         bench = sub.add_parser("bench", help="benchmarks: " + ", ".join(BENCHES))
         bsub = bench.add_subparsers(dest="bench", metavar="BENCH")
         for name, (module, help_) in BENCHES.items():
-            p = bsub.add_parser(name, help=help_)
+            p = bsub.add_parser(name, help=_literal(help_))
             p.set_defaults(_module=module)
     return parser
+
+
+def _literal(text: str) -> str:
+    """A help text as argparse prints it literally: argparse reads `%` as a format (`95 % interval`
+    raised a TypeError from `vam-stack --help`), so every `%` is doubled."""
+    return text.replace("%", "%%")
 
 
 def _resolve(argv: list[str]) -> tuple[str | None, str, list[str]]:
