@@ -97,6 +97,12 @@ class JointBus(abc.ABC):
     def _close_ports(self) -> None:
         """Release the ports."""
 
+    def prepare_reset(self) -> list[str]:
+        """Called by the driver's fault reset before it re-reads every joint: undo what a stall or
+        an unplugged adapter left behind (a lost port reopened, a motor's latched communication
+        loss cleared). Returns one line per thing done, for the log; nothing to do by default."""
+        return []
+
     # --- shared behaviour --------------------------------------------------------------
     def write_targets(self, targets: np.ndarray, mask: np.ndarray | None = None,
                       deadline: float | None = None, torque_ff: np.ndarray | None = None) -> WriteResult:

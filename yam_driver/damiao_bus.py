@@ -25,7 +25,7 @@ type (or does not answer, unless `damiao_check_registers: false`), refuses a mot
 reports a hardware error, except communication loss (0xD): the motor's own command timeout
 (i2rt: 400 ms) latches it when the process commanding it died with torque on, and it is
 cleared (FF..FB) here, as i2rt's `motor_on` does, so the arm restarts without a power cycle.
-`enable()` clears 0xD the same way, and so does the driver's fault reset (`reopen_lost`).
+`enable()` clears 0xD the same way, and so does the driver's fault reset (`prepare_reset`).
 """
 from __future__ import annotations
 
@@ -208,11 +208,11 @@ class DamiaoBus(JointBus):
                     ", ".join(self.joint_names[i] for i in indices))
         return back
 
-    def reopen_lost(self) -> list[str]:
+    def prepare_reset(self) -> list[str]:
         """The driver's fault-reset hook (`YamDriver.clear_faults` calls it before re-reading every
         joint): clears communication loss latched while the driver was stalled, so the reset can
         re-read and enable; other hardware errors stay for that re-read to report. CAN channels
-        are not reopened (returns no names)."""
+        are not reopened. `_clear_comm_loss` logs the motors it cleared."""
         got, _, _ = self._ask(self._state_frames(range(self.n)))
         lost = [i for i, fb in got.items() if fb.state == dmp.STATE_COMM_LOSS]
         if lost:

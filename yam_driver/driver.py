@@ -284,10 +284,8 @@ class YamDriver(HardwareChecks):
     def _clear_faults(self) -> None:
         if self.mode != Mode.FAULT:
             return
-        reopen = getattr(self.bus, "reopen_lost", None)     # a port that was unplugged and is back
-        if reopen is not None:
-            for name in reopen():
-                log.warning("yam_driver: port %s reopened", name)
+        for line in self.bus.prepare_reset():     # a port unplugged and back, a motor's latched comm loss
+            log.warning("yam_driver: %s", line)
         present = self._read_all_or_raise("fault reset")
         self._present, self._command = present.copy(), np.clip(present, self._lower, self._upper)
         self._seen_t[:] = time.monotonic()

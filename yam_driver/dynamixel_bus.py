@@ -197,6 +197,10 @@ class DynamixelBus(JointBus):
         reason = port.packet.getTxRxResult(result) if result != sdk.COMM_SUCCESS else port.packet.getRxPacketError(err)
         raise BusError(f"joint {self.joint_names[idx]!r} (id {dxl_id}): write of address {addr} failed: {reason}")
 
+    def prepare_reset(self) -> list[str]:
+        """The driver's fault-reset hook: reopen every port marked lost (see `reopen_lost`)."""
+        return [f"port {name} reopened" for name in self.reopen_lost()]
+
     def reopen_lost(self) -> list[str]:
         """Reopen every port marked lost (the adapter is back); returns the names reopened. A port
         that still fails stays lost, its reason updated."""
