@@ -99,7 +99,7 @@ def _trigger_ends(bus, rig, names) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run(args) -> int:
-    from yam_driver.bus import make_bus
+    from yam_driver.bus import BusError, make_bus
 
     claim_out_file(args.out, args.overwrite, flag="--out")       # before any hardware is touched
     mapping, bus_cfg = load_leader(args.config)
@@ -116,7 +116,11 @@ def run(args) -> int:
               f"negated), triggers {EMULATED_TRIGGER[0]} released / {EMULATED_TRIGGER[1]} squeezed")
     bus = make_bus(bus_cfg)
     try:
-        bus.connect()                                     # pings every servo; torque is never enabled
+        try:
+            bus.connect()                                 # pings every servo; torque is never enabled
+        except (BusError, OSError) as e:
+            raise SystemExit(f"{e} (the leader's adapter plugged in, ids as configured? vam-stack joints "
+                             f"--leader)") from None
         print(f"leader ({mapping.build}, {bus_cfg.bus} on {[a.port for a in bus_cfg.arms]}): hold it at --pose "
               f"{args.pose}; reading...")
         servo = median_servo_angles(bus)

@@ -105,23 +105,31 @@ def run(args) -> int:
             rig.stop()
 
 
-def _watch(args, cfg, what, reference, moves, rig, ports) -> int:
-    from yam_driver.bus import make_bus
+def _connect(args, cfg):
+    """(driver or None, bus, present position, ok): the follower through the driver, the leader
+    through its bus. A bus that cannot open or a motor that does not answer is one line, exit 2."""
+    from yam_driver.bus import BusError, make_bus
     from yam_driver.driver import YamDriver
 
-    leader = args.leader is not None
-    driver = None if leader else YamDriver(cfg)
-    bus = make_bus(cfg) if leader else driver.bus
-    if leader:
-        bus.connect()                             # pings every servo; a leader is never powered
-        first = bus.read_state()
-        present, ok = first.position, first.ok
-    else:
-        present = driver.connect()                # every motor answers, inside its limits; torque off
-        ok = np.isfinite(present)
     try:
-        names = cfg.joint_names
-        ids = [(port, j.id) for port, (_, j) in zip(ports, cfg.joints)]
+        if args.leader is not None:
+            bus = make_bus(cfg)
+            bus.connect()                         # pings every servo; a leader is never powered
+            first = bus.read_state()
+            return None, bus, first.position, first.ok
+        driver = YamDriver(cfg)
+        present = driver.connect()                # every motor answers, inside its limits; torque off
+        return driver, driver.bus, present, np.isfinite(present)
+    except (BusError, OSError) as e:
+        raise SystemExit(f"{e} (adapter plugged in, CAN up at 1 Mbit/s, ids as configured? docs/bring_up.md)") from None
+
+
+def _watch(args, cfg, what, reference, moves, rig, ports) -> int:
+    driver, bus, present, ok = _connect(args, cfg)
+    names = cfg.joint_names
+    ids = [(port, j.id) for port, (_, j) in zip(ports, cfg.joints)]
+    moved: dict[str, str] = {}
+    try:
         servo = bus.joint_map.to_motor(present)
         print(f"{what}: {cfg.bus}, torque off")
         print(f"{'joint':15s} {'id':>4s} {'port':14s} {'position':>9s} {'servo rad':>9s} {'limits':>17s}"
@@ -133,37 +141,58 @@ def _watch(args, cfg, what, reference, moves, rig, ports) -> int:
             if reference is not None:
                 row += f" {_z(present[i] - reference[i]):+9.3f}"
             print(row)
-        last = present.copy()
+        anchor, prev = present.copy(), present.copy()     # last reported position; last tick's
+        hand: list[list] = []                      # emulated hand motions: [joint, from, to, start, done]
         t0 = time.monotonic()
-        moved: dict[str, str] = {}
-        next_move = 1.0
-        print(f"move each joint by hand now ({args.seconds:g} s; a line per {args.step:g} moved)", flush=True)
+        print(f"move each joint by hand now ({args.seconds:g} s): a line when a joint has moved {args.step:g} "
+              f"and stopped", flush=True)
         while time.monotonic() - t0 < args.seconds:
             t = time.monotonic() - t0
-            if rig is not None and moves and t >= next_move:
-                name, delta = moves.pop(0)
-                i = names.index(name)
-                rig.move_by_hand(name, float(last[i] + delta))
-                next_move += 1.0
-            if leader:
+            if rig is not None:
+                _emulate_hand(rig, names, moves, hand, prev, t)
+            if driver is None:
                 r = bus.read_state()
                 pos, good = r.position, r.ok
             else:
                 report = driver.step()
                 pos, good = report.position, report.read_ok
-            for i in np.flatnonzero(good & (np.abs(pos - last) >= args.step)):
-                sign = "+" if pos[i] > last[i] else "-"
+                for f in report.new_faults:
+                    print(f"t={t:5.2f}s FAULT {f}", flush=True)
+            still = good & (np.abs(pos - prev) < 0.01)        # a hand that paused (< 0.3 rad/s)
+            for i in np.flatnonzero(still & (np.abs(pos - anchor) >= args.step)):
+                sign = "+" if pos[i] > anchor[i] else "-"
                 moved[names[i]] = moved.get(names[i], "") + sign
-                print(f"t={t:5.2f}s {names[i]:15s} (id {ids[i][1]}) {last[i]:+.3f} -> {pos[i]:+.3f}: moved {sign}",
-                      flush=True)
-                last[i] = pos[i]
+                print(f"t={t:5.2f}s {names[i]:15s} (id {ids[i][1]}) {_z(anchor[i]):+.3f} -> {_z(pos[i]):+.3f}: "
+                      f"moved {sign} (servo {float(bus.joint_map.to_motor(pos)[i]):+.3f} rad)", flush=True)
+                anchor[i] = pos[i]
+            prev = np.where(good, pos, prev)
             time.sleep(cfg.period_s)
     except KeyboardInterrupt:
         print("interrupted")
     finally:
-        if leader:
+        if driver is None:
             bus.close(disable_torque=False)
         else:
             driver.shutdown()                     # torque was never on: nothing to hold or switch off
     print("moved: " + (", ".join(f"{n} {s}" for n, s in moved.items()) if moved else "nothing"))
     return 0
+
+
+HAND_SPEED = 1.0     # driver units per second an emulated hand moves a joint (the driver refuses jumps)
+HAND_EVERY = 1.5     # s between the starts of two --emulate-move motions
+
+
+def _emulate_hand(rig, names, moves, hand, prev, t) -> None:
+    """Start the next --emulate-move every HAND_EVERY s (the first at 1 s); move each started one
+    toward its end at HAND_SPEED, a step per tick, as a hand would."""
+    if moves and t >= 1.0 + HAND_EVERY * len(hand):
+        name, delta = moves.pop(0)
+        i = names.index(name)
+        hand.append([i, float(prev[i]), float(prev[i] + delta), t, False])
+    for motion in hand:
+        i, a, b, ts, done = motion
+        if done:
+            continue
+        frac = min(1.0, HAND_SPEED * (t - ts) / max(abs(b - a), 1e-9))
+        rig.move_by_hand(names[i], a + frac * (b - a))
+        motion[4] = frac >= 1.0

@@ -20,7 +20,7 @@ def test_the_follower_is_read_with_torque_off_and_each_hand_motion_is_signed(cap
         rigs.append(self)
 
     monkeypatch.setattr(EmulatedRig, "__init__", keep)
-    assert main(["joints", "--emulated", "--seconds", "2.6", "--against", "home",
+    assert main(["joints", "--emulated", "--seconds", "3.4", "--against", "home",
                  "--emulate-move", "left_joint2=0.3", "--emulate-move", "right_joint4=-0.25"]) == 0
     out = capsys.readouterr().out
     assert "damiao, torque off" in out
@@ -28,17 +28,28 @@ def test_the_follower_is_read_with_torque_off_and_each_hand_motion_is_signed(cap
             and len(line.split()) >= 7}
     assert rows["left_joint2"][1] == "2" and rows["right_gripper"][1] == "7"      # ids as the config says
     assert rows["left_joint2"][-1] == "+0.000"                                  # at the home pose
-    assert "left_joint2     (id 2) +0.000 -> +0.300: moved +" in out
-    assert "right_joint4    (id 4) +0.000 -> -0.250: moved -" in out
+    assert "left_joint2     (id 2) +0.000 -> +0.300: moved + (servo +0.300 rad)" in out
+    assert "right_joint4    (id 4) +0.000 -> -0.250: moved - (servo -0.250 rad)" in out
     assert out.strip().splitlines()[-1] == "moved: left_joint2 +, right_joint4 -"
     assert not any(rigs[0].torque_enabled(n) for n in ("left_joint1", "left_joint2", "right_joint4"))
 
 
 def test_the_leader_reads_through_its_mapping(capsys):
-    assert main(["joints", "--leader", "--emulated", "--seconds", "1.6", "--emulate-move", "left_joint3=0.3"]) == 0
+    assert main(["joints", "--leader", "--emulated", "--seconds", "1.9", "--emulate-move", "left_joint3=0.3"]) == 0
     out = capsys.readouterr().out
     assert "leader (gello_yam)" in out and "dynamixel, torque off" in out
     assert "left_joint3     (id 3) +1.565 -> +1.866: moved +" in out    # follower units (the bus applies sign -1)
+
+
+def test_a_bus_that_does_not_open_is_one_line(capsys, tmp_path):
+    from vam_cli.main import entry
+    from vam_stack.paths import config_dir
+
+    leader = tmp_path / "leader.yaml"                                    # ports where nothing is plugged in
+    leader.write_text((config_dir() / "yam_leader.yaml").read_text().replace("/dev/ttyUSB", str(tmp_path / "none")))
+    assert entry(["joints", "--leader", str(leader), "--seconds", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("vam-stack joints: error: ") and "docs/bring_up.md" in err[0]
 
 
 @pytest.mark.parametrize("argv, match", [
