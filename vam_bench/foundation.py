@@ -9,7 +9,6 @@ file and a 10.5 GB checkpoint; the import peaked at 12.5 GB of memory here (docs
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import shutil
 import subprocess
@@ -80,8 +79,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"foundation import, preset {r['preset']}: {r['import_s']} s, peak RSS {r['peak_rss_gb']} GB; "
           f"native DiT {r['dit_file_gb']} GB + VAE {r['vae_folder_gb']} GB -> checkpoint {r['checkpoint_gb']} GB "
           f"(inputs written in {r['write_inputs_s']} s)")
-    if args.json == "-":
-        print(json.dumps(r, indent=2))
-    elif args.json:
-        Path(args.json).write_text(json.dumps(r, indent=2) + "\n")
+    if args.json:
+        from vam_stack.outputs import write_json_output
+        write_json_output(args.json, r)
     return 0

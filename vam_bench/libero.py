@@ -84,17 +84,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"  render both     {_stats(t_both)}")
     print(f"  env.step total  {_stats(t_step)}")
     if args.json:
-        import json
-        from pathlib import Path
+        from vam_stack.outputs import write_json_output
 
         r = {"suite": args.suite, "task": args.task, "episodes": args.episodes, "steps": steps,
              "expert_successes": successes,
              **{k: _numbers(v) for k, v in (("reset", t_reset), ("step_no_render", t_phys), ("agentview", t_agent),
                                             ("wrist", t_wrist), ("render_both", t_both), ("step_total", t_step))}}
-        if args.json == "-":
-            print(json.dumps(r, indent=2))
-        else:
-            Path(args.json).write_text(json.dumps(r, indent=2) + "\n")
+        write_json_output(args.json, r)
     return 0
 
 

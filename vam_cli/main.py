@@ -120,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     args = full.parse_args(rest)
     for f in files:              # an earlier run's report is never replaced by accident
         claim_out_file(getattr(args, f[2:]), args.overwrite, flag=f)
+    if "--json" in files and str(getattr(args, "json", None)) == "-":
+        from vam_stack.outputs import json_owns_stdout
+        with json_owns_stdout():     # stdout: the JSON alone; progress and tables: stderr
+            return int(module.run(args) or 0)
     return int(module.run(args) or 0)
 
 

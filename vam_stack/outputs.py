@@ -5,8 +5,10 @@ numbers), used by the benchmarks' `--json`, run summaries and the JSON status me
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +71,48 @@ def write_json_atomic(path: str | Path, obj: Any) -> Path:
     return path
 
 
+# where `write_json_output('-')` writes while `json_owns_stdout()` has lent stdout to stderr
+_json_stdout: Any = None
+
+
+@contextlib.contextmanager
+def json_owns_stdout():
+    """For `--json -`: while the command runs, everything it prints (progress, tables, the
+    processes it starts) goes to stderr, and stdout carries only what `write_json_output('-')`
+    writes, so `| python -m json.tool` (or jq) reads one JSON document."""
+    global _json_stdout
+    real = sys.stdout
+    real.flush()
+    saved_fd = None
+    try:                                        # children inherit fd 1: point it at stderr too
+        if real.fileno() == 1:
+            saved_fd = os.dup(1)
+            sys.stderr.flush()
+            os.dup2(sys.stderr.fileno(), 1)
+    except (AttributeError, OSError, ValueError):   # a test's capture object has no real fd
+        saved_fd = None
+    target = os.fdopen(os.dup(saved_fd), "w") if saved_fd is not None else real
+    _json_stdout = target
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _json_stdout = None
+        sys.stderr.flush()
+        if saved_fd is not None:
+            target.close()
+            os.dup2(saved_fd, 1)
+            os.close(saved_fd)
+
+
 def write_json_output(path: str | Path, obj: Any) -> None:
-    """A benchmark's `--json PATH`: '-' prints the JSON to stdout; a path gets its parent
-    directories and an atomic write, and the path is printed."""
+    """A benchmark's `--json PATH`: '-' prints the JSON to stdout (the real one while
+    `json_owns_stdout()` holds it); a path gets its parent directories and an atomic write, and
+    the path is printed."""
     if str(path) == "-":
-        print(json.dumps(obj, indent=2, default=jsonable))
+        out = _json_stdout if _json_stdout is not None else sys.stdout
+        out.write(json.dumps(obj, indent=2, default=jsonable) + "\n")
+        out.flush()
         return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,6 @@ Real LIBERO needs its own environment: `--libero-python <venv>/bin/python` or $V
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +172,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--libero-python", help="interpreter of the LIBERO environment (default $VAM_LIBERO_PYTHON)")
     p.add_argument("--backend", choices=("libero", "mock"), default="libero",
                    help="mock: serve the mocked bridge through the server (tests the check itself)")
-    p.add_argument("--json", type=Path, help="also write the report here")
+    p.add_argument("--json", type=Path, help="also write the report here ('-' = stdout)")
     p.add_argument("--markdown", type=Path, help="also write the comparison table here")
 
 
@@ -206,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"MISMATCH: {f}")
     print("conventions match" if not fail else f"{len(fail)} convention mismatch(es)")
     if args.json is not None:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        from vam_stack.outputs import write_json_output
+        write_json_output(args.json, report)
     if args.markdown is not None:
         args.markdown.write_text(table + "\n")
     return 1 if fail else 0
