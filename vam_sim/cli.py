@@ -17,7 +17,7 @@ from pathlib import Path
 
 from vam_model.guidance import GUIDANCE_LABELS, SCHEDULES as GUIDANCE
 from vam_stack.msgs import JPEG_QUALITY_DEFAULT
-from vam_stack.outputs import claim_out_dir, write_json_atomic
+from vam_stack.outputs import claim_out_dir, remove_empty_dirs, write_json_atomic
 from vam_stack.recording import Interrupted, stop_on_signals
 
 from .cli_executor import add_executor_arguments, latency_options
@@ -371,6 +371,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 backend=getattr(args, "backend", "torch"), **_weights(args))
             for g in schedules for suite in suites for seed in seeds}   # every config checked up front
     out = claim_out_dir(args.out, getattr(args, "overwrite", False))
+    out_existed = out.exists()
     by_schedule: dict[str, list[dict]] = {}          # schedule -> finished episodes, in run order
     weights = _weights_of(args)
 
@@ -408,8 +409,12 @@ def run_eval(args: argparse.Namespace) -> int:
             _write_md(out, suites, schedules, results["by_guidance"])
             print(f"\ninterrupted ({name}) after {done} episodes; kept {out / 'results.json'} and "
                   f"{out / 'results.md'} (complete: false)", file=sys.stderr)
+        elif remove_empty_dirs(out, keep_root=out_existed):   # the cell folders it had made, still empty
+            print(f"\ninterrupted ({name}) before the first episode finished; nothing kept, and --out "
+                  f"{str(out)!r} is as it was (a rerun starts there)", file=sys.stderr)
         else:
-            print(f"\ninterrupted ({name}) before the first episode finished; nothing written", file=sys.stderr)
+            print(f"\ninterrupted ({name}) before the first episode finished; no results, but {out} holds "
+                  f"files: rerun with --overwrite to write over them", file=sys.stderr)
         return code
     table = _write_md(out, suites, schedules, results["by_guidance"])
     print(table)

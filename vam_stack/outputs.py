@@ -42,6 +42,26 @@ def claim_out_dir(out: str | Path, overwrite: bool, flag: str = "--out") -> Path
     return out
 
 
+def remove_empty_dirs(root: str | Path, keep_root: bool = True) -> bool:
+    """Remove the empty directories under `root`, deepest first (a run interrupted before it had
+    anything to keep leaves no empty folders that would make its rerun's `claim_out_dir` refuse),
+    and `root` too when it ends up empty unless `keep_root`. Files are never touched. True when
+    nothing is left under `root`."""
+    root = Path(root)
+    if not root.is_dir():
+        return True
+    for d in sorted((p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()),
+                    key=lambda p: len(p.parts), reverse=True):
+        try:
+            d.rmdir()                            # only succeeds on an empty directory
+        except OSError:
+            pass
+    empty = not any(root.iterdir())
+    if empty and not keep_root:
+        root.rmdir()
+    return empty
+
+
 def claim_out_file(path: str | Path | None, overwrite: bool, flag: str = "--json") -> None:
     """Refuse (FileExistsError) a report file `path` that already exists unless `overwrite`, before
     the run starts (not after its minutes of work); None and '-' (stdout) pass."""
