@@ -111,6 +111,17 @@ class Running:
         return self.popen.poll()
 
 
+def _check_files(procs: list[Process]) -> None:
+    """A `checkpoint:=` that names no file is refused here, in one line, before anything starts
+    (the policy node found it only after its worker process had started, ~12 s in, and printed
+    its traceback twice)."""
+    for proc in procs:
+        ckpt = str((proc.overrides or {}).get("checkpoint") or "")
+        if ckpt and not (Path(ckpt).is_file() or Path(ckpt).expanduser().is_file()):
+            raise FileNotFoundError(f"checkpoint:={ckpt!r} is not a file ({proc.name or proc.executable} would "
+                                    f"fail at configure); leave it out for models/<preset>.safetensors")
+
+
 class ProcessGraph:
     """See the module docstring. A context manager: leaving it stops every process."""
 
@@ -119,6 +130,7 @@ class ProcessGraph:
                  sigterm_timeout_s: float = 5.0, sigkill_timeout_s: float = 5.0):
         self.launch = launch
         self.processes = processes(launch, args or {})        # checked before anything starts
+        _check_files(self.processes)
         self.log_dir = Path(log_dir) if log_dir is not None else None   # None: a new temporary folder at start
         self.env = dict(os.environ if env is None else env)
         self.env.setdefault("PYTHONUNBUFFERED", "1")
@@ -259,7 +271,7 @@ def run(args) -> int:
             time.sleep(0.2)
         print(f"[ros-graph] {', '.join(graph.exited())} exited; stopping the others", flush=True)
     except KeyboardInterrupt as e:
-        print(f"[ros-graph] {e or 'Ctrl-C'}: SIGINT to every process", flush=True)
+        print(f"[ros-graph] {str(e) or 'Ctrl-C'}: SIGINT to every process", flush=True)
     codes = graph.stop()
     for label, code in codes.items():
         print(f"[ros-graph] {label}: exit code {code}")

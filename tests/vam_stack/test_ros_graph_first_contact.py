@@ -1,0 +1,63 @@
+"""`vam-stack ros-graph` refuses a missing checkpoint in one line before it starts anything, and
+names the signal that stops it (issue 61 rows 6 and 17).
+
+Before: the graph started, and ~12 s later the policy node's worker failed to load the file and
+printed ~55 lines of doubled traceback; and Ctrl-C printed "[ros-graph] : SIGINT to every process".
+"""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from vam_cli.main import entry
+from vam_stack import process_graph
+from vam_stack.process_graph import ProcessGraph
+
+pytestmark = pytest.mark.unit
+
+
+def _no_process(*a, **k):
+    raise AssertionError("a process was started")
+
+
+@pytest.mark.parametrize("launch_args", [["robot", "sim:=mujoco", "preset:=yam64"], ["robot"], ["sim"]])
+def test_a_missing_checkpoint_is_one_line_before_any_process_starts(tmp_path, monkeypatch, capsys, launch_args):
+    monkeypatch.setattr(subprocess, "Popen", _no_process)
+    missing = tmp_path / "nope" / "model.safetensors"
+    assert entry(["ros-graph", *launch_args, f"checkpoint:={missing}", "--log-dir", str(tmp_path / "logs")]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("vam-stack ros-graph: error: checkpoint:=") and str(missing) in err
+    assert "Traceback" not in out + err and not (tmp_path / "logs").exists()
+    with pytest.raises(FileNotFoundError, match="checkpoint"):
+        ProcessGraph(launch_args[0], {"checkpoint": str(missing)})
+
+
+def test_an_existing_checkpoint_and_none_pass(tmp_path):
+    ckpt = tmp_path / "m.safetensors"
+    ckpt.write_bytes(b"x")
+    ProcessGraph("robot", {"sim": "mujoco", "preset": "yam64", "checkpoint": str(ckpt)})
+    ProcessGraph("robot", {"sim": "mujoco", "preset": "yam64"})
+
+
+def test_ctrl_c_is_named(monkeypatch, capsys):
+    class Graph:
+        processes, log_dir = ["p"], "/tmp/logs"
+
+        def __init__(self, *a, **k):
+            pass
+
+        def start(self):
+            return self
+
+        def exited(self):
+            raise KeyboardInterrupt            # what Ctrl-C raises: no message
+
+        def stop(self):
+            return {"p": 0}
+
+    monkeypatch.setattr(process_graph, "ProcessGraph", Graph)
+    monkeypatch.setattr(process_graph.signal, "signal", lambda *a: None)   # keep pytest's own handlers
+    assert entry(["ros-graph", "robot"]) == 0
+    out = capsys.readouterr().out
+    assert "[ros-graph] Ctrl-C: SIGINT to every process" in out and "[ros-graph] :" not in out
