@@ -83,6 +83,8 @@ def plan_lerobot(root: str | Path, contract: DataContract, mapping: LeRobotMappi
     root, m = Path(root), mapping or LeRobotMapping()
     info = _json(root / "meta" / "info.json")
     where = str(root / "meta" / "info.json")
+    if not isinstance(info, dict):
+        raise LeRobotFormatError(f"{where}: not a JSON object")
     version = info.get("codebase_version")
     if version != CODEBASE_VERSION:
         raise LeRobotFormatError(f"{where}: codebase_version is {version!r}, this importer reads {CODEBASE_VERSION!r} "
@@ -123,16 +125,18 @@ def plan_lerobot(root: str | Path, contract: DataContract, mapping: LeRobotMappi
     ep_col, frame_col = _column(data, "episode_index", dwhere), _column(data, "frame_index", dwhere)
     ts_col, task_col = _column(data, "timestamp", dwhere).astype(np.float64), _column(data, "task_index", dwhere)
     phase_col = _column(data, m.phase, dwhere) if m.phase in data.column_names else None
-    sidecar = json.loads((root / SIDECAR).read_text()) if (root / SIDECAR).is_file() else None
+    sidecar = _json(root / SIDECAR) if (root / SIDECAR).is_file() else None
+    if sidecar is not None and not isinstance(sidecar, dict):
+        raise LeRobotFormatError(f"{root / SIDECAR}: not a JSON object")
     fps = float(info["fps"])
     plans = []
     rows = eps.to_pylist()
+    _check_episode_table(root, info, rows, ep_col, sidecar)
     columns = (state, action, ep_col, frame_col, ts_col, task_col, phase_col)
     for k, row in enumerate(sorted(rows, key=lambda r: r["episode_index"])):
         try:
             plans.append(_plan_episode(root, contract, m, k, row, columns, task_text, views, video_path, fps,
-                                       sidecar if sidecar is not None and len(sidecar.get("episodes", [])) == len(rows)
-                                       else None))
+                                       sidecar))
         except (ContractError, LeRobotFormatError) as err:
             if skipped is None:
                 raise
@@ -141,6 +145,36 @@ def plan_lerobot(root: str | Path, contract: DataContract, mapping: LeRobotMappi
         raise LeRobotFormatError(f"{root}: no episodes" + (f" passed their checks; the first: {skipped[0]['reason']}"
                                                            if skipped else ""))
     return plans, info | ({"sidecar": sidecar} if sidecar else {})
+
+
+def _check_episode_table(root: Path, info: dict, rows: list[dict], ep_col: np.ndarray, sidecar: dict | None) -> None:
+    """meta/episodes, data/, info.json and the sidecar agree on which episodes there are (dataset-wide:
+    `--skip-bad` does not pass them). Before, a missing row dropped its data rows silently, a row listed
+    twice imported the episode twice, and a sidecar of another length was ignored (seeds None)."""
+    where = root / "meta" / "episodes"
+    try:
+        listed = [int(r["episode_index"]) for r in rows]
+    except (KeyError, TypeError, ValueError):
+        raise LeRobotFormatError(f"{where}: a row without an integer episode_index") from None
+    twice = sorted({e for e in listed if listed.count(e) > 1})
+    if twice:
+        raise LeRobotFormatError(f"{where}: meta/episodes lists episode {twice[0]} twice"
+                                 + (f" (and {twice[1:]})" if len(twice) > 1 else ""))
+    in_data, counts = np.unique(ep_col, return_counts=True)
+    unlisted = [(int(e), int(n)) for e, n in zip(in_data, counts) if int(e) not in set(listed)]
+    if unlisted:
+        e, n = unlisted[0]
+        raise LeRobotFormatError(f"{root}: data holds {n} rows of episode {e}, which meta/episodes does not list"
+                                 + (f" (nor episodes {[u for u, _ in unlisted[1:]]})" if len(unlisted) > 1 else ""))
+    total = info.get("total_episodes")
+    if total is not None and total != len(rows):
+        raise LeRobotFormatError(f"{root / 'meta' / 'info.json'}: total_episodes is {total!r}, meta/episodes "
+                                 f"lists {len(rows)}")
+    if sidecar is not None:
+        side = sidecar.get("episodes")
+        if not isinstance(side, list) or len(side) != len(rows):
+            raise LeRobotFormatError(f"{root / SIDECAR}: lists {len(side) if isinstance(side, list) else 'no'} "
+                                     f"episodes, meta/episodes {len(rows)}: its seeds and tasks would not line up")
 
 
 def _plan_episode(root, contract, m, k, row, columns, task_text, views, video_path, fps, sidecar) -> _Plan:

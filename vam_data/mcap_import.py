@@ -26,11 +26,13 @@ Every recording is checked completely before the first episode is written.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from rosbags.rosbag2 import ReaderError
 
 from vam_stack.config import check
 
@@ -150,14 +152,43 @@ def read_episode(path: Path, contract: DataContract, m: McapMapping) -> Imported
                                                                             contract.view_height)))
     except (RecordingFormatError, ContractError):
         raise
-    except (MessageError, ValueError, KeyError, OSError) as e:
+    except (ReaderError, MessageError, ValueError, KeyError, IndexError, EOFError, OSError, struct.error) as e:
+        # an empty, truncated or footer-less file: rosbags' ReaderError ("File end magic is invalid")
         raise RecordingFormatError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
     if not targets:
         raise RecordingFormatError(f"{path}: no messages on {m.targets}")
+    for topic, rows in ((m.targets, targets), (m.joint_states, states)):
+        _check_stamps(path, topic, rows)
+    for topic, rows in frames.items():
+        _check_stamps(path, topic, rows, values=False)
     return _align(path, contract, m, states, targets, texts, phases, frames)
 
 
+def _check_stamps(path: Path, topic: str, rows: list, values: bool = True) -> None:
+    """A stream's stamps, in the order the messages were recorded, never step back, and a stamp is
+    never reused for other values (`values`: rows are (stamp, names, positions)): sorting such a
+    stream by stamp would silently run the recording backwards or keep two actions for one tick.
+    A message repeated exactly (same stamp, names and values) is dropped."""
+    t0 = rows[0][0] if rows else 0.0
+    keep = rows[:1]
+    for prev, row in zip(rows, rows[1:]):
+        if row[0] < prev[0]:
+            raise ContractError(f"{path}: {topic} stamps step back {prev[0] - row[0]:.3f} s at {prev[0] - t0:.2f} s "
+                                f"into the recording ({prev[0]:.6f} -> {row[0]:.6f}): reordered or replayed messages")
+        if row[0] == prev[0] and values:
+            if row[1] != prev[1] or not np.array_equal(row[2], prev[2]):
+                raise ContractError(f"{path}: {topic} has two messages stamped {row[0]:.6f} ({row[0] - t0:.2f} s "
+                                    f"in) with different values: which one is the tick's is unknown")
+            continue                                    # an exact repeat
+        keep.append(row)
+    rows[:] = keep
+
+
 def _reorder(path: Path, what: str, names: list[str], want: tuple[str, ...], values: np.ndarray) -> np.ndarray:
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ContractError(f"{path}: {what} names {twice} more than once ({len(names)} names); which value is the "
+                            f"joint's is unknown")
     missing = [n for n in want if n not in names]
     if missing or len(names) != len(values):
         raise ContractError(f"{path}: {what} lacks joints {missing} (has {names}; the contract needs {list(want)})")

@@ -67,7 +67,7 @@ def _place(src: Path, dst: Path) -> None:
 
 def merge_datasets(roots: list[str | Path], out: str | Path, progress=None) -> dict:
     """Write the merged dataset to `out`; returns its info."""
-    from vam_train.dataset import DatasetError, compute_stats, episode_path, write_meta
+    from vam_train.dataset import DatasetError, check_finite, compute_stats, episode_path, write_meta
 
     roots = [Path(r) for r in roots]
     if len(roots) < 2:
@@ -90,8 +90,10 @@ def merge_datasets(roots: list[str | Path], out: str | Path, progress=None) -> d
                 if not src.is_file():
                     raise DatasetError(f"{root}: episode {ep.get('index')} file {ep['file']!r} is missing")
                 with np.load(src) as z:
-                    arrays["action"].append(np.asarray(z["actions"]))
-                    arrays["proprio"].append(np.asarray(z["proprio"]))
+                    act, prop = np.asarray(z["actions"]), np.asarray(z["proprio"])
+                check_finite(src, {"actions": act, "proprio": prop})     # a NaN would merge into NaN statistics
+                arrays["action"].append(act)
+                arrays["proprio"].append(prop)
                 dst = episode_path(tmp, len(metas))
                 _place(src, dst)
                 metas.append({**ep, "index": len(metas), "file": str(dst.relative_to(tmp)),

@@ -217,6 +217,19 @@ def _check_stats(path: Path, stats: dict) -> None:
                                    f"({'must be finite and > 0' if part == 'std' else 'must be finite'})")
 
 
+def check_finite(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Every value of the numeric `arrays` (proprio, actions) finite, or DatasetError naming the file,
+    the array, the first bad [step, dim] and its value: a NaN action poisons the statistics and then
+    training (a FloatingPointError at step 2), an inf proprio loads silently."""
+    for key, a in arrays.items():
+        bad = ~np.isfinite(np.asarray(a, dtype=np.float64))
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise DatasetError(f"{path}: {key}[{', '.join(map(str, idx))}] = {float(a[idx])!r} "
+                               f"({int(bad.sum())} non-finite value{'s' if bad.sum() > 1 else ''}): "
+                               f"demonstrations must hold finite numbers")
+
+
 def _check_frames(path: Path, ep: "Episode") -> None:
     """Frame offsets increase within the blob and every frame starts with the PNG signature (a cheap
     check of all frames now; a frame that still fails to decode later is named with its file)."""
@@ -267,6 +280,7 @@ class Dataset:
                 raise DatasetError(f"{path}: unreadable episode file ({type(e).__name__}: {e})") from None
             if not (len(ep.proprio) == len(ep.actions) == len(ep.phase) == len(ep.offsets) - 1 == m["length"]):
                 raise DatasetError(f"{path}: array lengths disagree with the listed length {m['length']}")
+            check_finite(path, {"proprio": ep.proprio, "actions": ep.actions})
             _check_frames(path, ep)
             start = m.get("train_from", 0)
             if not (isinstance(start, int) and not isinstance(start, bool) and 0 <= start < m["length"]):
