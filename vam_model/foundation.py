@@ -26,6 +26,7 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Mapping
 
@@ -62,46 +63,89 @@ class FoundationError(ValueError):
 
 
 # ---- reading files ----------------------------------------------------------------------------
+def _load_safetensors(path: Path) -> dict:
+    """A .safetensors file's tensors, or FoundationError naming the file (truncated, a header that
+    claims 2**62 bytes, not safetensors at all)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise FoundationError(f"{path}: not a readable safetensors file ({str(e).splitlines()[0][:200]})") from None
+
+
+def _load_error(e: BaseException) -> str:
+    """torch.load's reason in one short line: the weights-only unpickler's own finding (e.g.
+    "Trying to load unsupported GLOBAL posix.system ...", "Unsupported operand 149"), without its
+    advice paragraphs."""
+    boiler = ("Weights only load failed", "Please file an issue", "Check the documentation")
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip() and not ln.strip().startswith(boiler)]
+    return (lines[0] if lines else str(e).splitlines()[0] if str(e) else type(e).__name__)[:200]
+
+
 def read_tensor_file(path: str | Path, trust_pickle: bool = False) -> dict:
     """A `.safetensors` file, or a torch pickle (`.pt`/`.pth`) read with weights_only unless trusted."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"weights file not found: {str(path)!r}")
     if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
+        return _load_safetensors(path)
 
-        return load_file(str(path))
+    def load(mmap: bool):
+        with warnings.catch_warnings():          # "Detected pickle protocol 4 ...": the refusal says it all
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.load(str(path), map_location="cpu", weights_only=not trust_pickle, mmap=mmap)
+
     try:
-        return torch.load(str(path), map_location="cpu", weights_only=not trust_pickle, mmap=True)
-    except RuntimeError as e:   # mmap needs the zip format; an old-format pickle loads without it
-        if "mmap" not in str(e):
-            raise FoundationError(f"{path}: not a readable torch checkpoint ({str(e).splitlines()[0]})") from None
-        return torch.load(str(path), map_location="cpu", weights_only=not trust_pickle)
-    except Exception as e:     # weights_only refuses objects it cannot prove harmless
-        if trust_pickle:
-            raise FoundationError(f"{path}: not a readable torch checkpoint ({e})") from None
+        try:
+            raw = load(True)
+        except RuntimeError as e:   # mmap needs the zip format; an old-format pickle loads without it
+            if "mmap" not in str(e):
+                raise FoundationError(f"{path}: not a readable torch checkpoint ({str(e).splitlines()[0]})") from None
+            raw = load(False)
+    except FoundationError:
+        raise
+    except Exception as e:     # weights_only refuses objects it cannot prove harmless; or not a checkpoint at all
+        first = _load_error(e)
+        if trust_pickle or "Weights only load failed" not in str(e):
+            raise FoundationError(f"{path}: not a readable torch checkpoint ({type(e).__name__}: {first})") from None
         raise FoundationError(
-            f"{path}: the pickle holds objects beyond tensors ({str(e).splitlines()[0][:200]}); loading it runs "
-            f"code from the file, so it is refused unless you trust its source: pass --trust-pickle") from None
+            f"{path}: the pickle holds objects beyond tensors, or is no torch checkpoint ({first}); loading it "
+            f"runs code from the file, so it is refused unless you trust its source: pass --trust-pickle") from None
+    if not isinstance(raw, Mapping):
+        raise FoundationError(f"{path}: holds a {type(raw).__name__}, not a state dict of tensors")
+    return raw
+
+
+def _json_object(path: Path, what: str) -> dict:
+    """A JSON file that must hold an object (a list or `null` config.json silently skipped the
+    comparison with the preset, or raised)."""
+    try:
+        obj = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise FoundationError(f"{path}: {what} is not JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise FoundationError(f"{path}: {what} holds {json.dumps(obj)[:40]}, not a JSON object")
+    return obj
 
 
 def read_diffusers_folder(folder: str | Path, what: str) -> tuple[dict, dict]:
     """(config.json, state dict) of a diffusers model folder (single or sharded safetensors)."""
-    from safetensors.torch import load_file
-
     folder = Path(folder)
     cfg_file = folder / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{what} folder {str(folder)!r} has no config.json (expected a diffusers "
                                 f"'{what}/' folder written by save_pretrained)")
-    try:
-        config = json.loads(cfg_file.read_text())
-    except json.JSONDecodeError as e:
-        raise FoundationError(f"{cfg_file}: config.json is not JSON ({e})") from None
+    config = _json_object(cfg_file, "config.json")
     index = sorted(folder.glob("*.safetensors.index.json"))
     if index:
-        shards = sorted(set(json.loads(index[0].read_text())["weight_map"].values()))
-        files = [folder / s for s in shards]
+        weight_map = _json_object(index[0], "the shard index").get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map or \
+                not all(isinstance(v, str) for v in weight_map.values()):
+            raise FoundationError(f"{index[0]}: 'weight_map' is missing or not a mapping of tensor names to shard "
+                                  f"files")
+        files = [folder / s for s in sorted(set(weight_map.values()))]
     else:
         files = sorted(folder.glob("*.safetensors"))
     if not files:
@@ -110,7 +154,7 @@ def read_diffusers_folder(folder: str | Path, what: str) -> tuple[dict, dict]:
     for f in files:
         if not f.is_file():
             raise FileNotFoundError(f"{what} folder {str(folder)!r}: shard {f.name!r} named by the index is missing")
-        state.update(load_file(str(f)))
+        state.update(_load_safetensors(f))
     return config, state
 
 
