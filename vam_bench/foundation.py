@@ -18,7 +18,8 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", default="real", help="preset whose DiT/VAE shapes the files take (default real)")
+    parser.add_argument("--preset", default="real", help="preset whose DiT/VAE shapes the files take: one built on the "
+                                                         "Cosmos DiT and Wan VAE (real or libero; default real)")
     parser.add_argument("--dir", default=None, help="work folder (default: a temporary one, removed afterwards)")
     parser.add_argument("--json", default=None, help="also write the results as JSON here ('-' = stdout)")
 
@@ -45,7 +46,20 @@ def write_published(preset: str, folder: Path) -> tuple[Path, Path]:
     return dit, vae
 
 
+def check_preset(preset: str) -> None:
+    """The import fills a preset's Cosmos DiT and Wan VAE: a preset with its own frame encoder
+    (tiny, libero64, yam64) is refused here, before any file is written (it raised an
+    AttributeError after writing the DiT file)."""
+    from vam_model.networks.config import load_config
+
+    cfg = load_config(preset)
+    if cfg.tokenizer.type != "wan":
+        raise SystemExit(f"preset {preset!r} encodes frames with its own {cfg.tokenizer.type!r} encoder, not the Wan "
+                         f"VAE the foundation import fills; bench a preset built on the public weights: real or libero")
+
+
 def bench(preset: str, folder: Path) -> dict:
+    check_preset(preset)
     folder.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     dit, vae = write_published(preset, folder)
