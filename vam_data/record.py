@@ -8,7 +8,9 @@ scene of the same episode and seed id) and the scripted expert as teleoperator, 
 demo_recorder. It calls /demo_recorder/start, then /yam_mujoco_sim/start_teleop, waits until the
 world reports the task solved (or the expert's plan ran out, or the task's time limit passed),
 records `--tail-s` more and calls /demo_recorder/stop; a failed episode is discarded
-(/demo_recorder/discard) unless `--keep-failures`. Then every process is stopped with SIGINT and
+(/demo_recorder/discard) unless `--keep-failures`, and a kept one that `import --format mcap
+--preset yam64` would refuse (a pause or a slow rate on a loaded machine) is moved to
+`<out>/refused/` and not counted. Then every process is stopped with SIGINT and
 must exit 0. Episodes are tried in order until `--episodes` were kept (at most twice as many
 tries). `--joint-noise`, `--noise-every` and `--noise-where` perturb the teleoperator's executed arm
 targets exactly as `collect`'s options of the same names do (the recorded raw command stays clean).
@@ -105,6 +107,33 @@ def record_episode(args, index: int, out: Path) -> dict:
     return result
 
 
+def import_refusal(path: Path) -> str | None:
+    """What `vam-stack import --format mcap --preset yam64` would refuse in this recording (its
+    checks, with the default mapping), or None. A loaded machine can record a pause or a slow
+    rate that the import then refuses; record checks each kept episode the same way."""
+    from .contract import ContractError, contract_for
+    from .mcap_import import McapMapping, RecordingFormatError, read_episode
+
+    try:
+        read_episode(path, contract_for("yam64"), McapMapping())
+    except (ContractError, RecordingFormatError) as e:
+        return str(e)
+    return None
+
+
+def _import_gate(out: Path, r: dict) -> None:
+    """A kept episode the import would refuse is moved to `<out>/refused/` (where `import` does
+    not look) and not counted; the try says why."""
+    if not r.get("file"):
+        return
+    reason = import_refusal(out / r["file"])
+    if reason is None:
+        return
+    (out / "refused").mkdir(exist_ok=True)
+    (out / r["file"]).rename(out / "refused" / r["file"])
+    r.update(file=None, refused=f"refused/{r['file']}", import_refusal=reason)
+
+
 def run(args: argparse.Namespace) -> int:
     from vam_sim.episode import wilson_interval
     from vam_stack.process_graph import isolate_ros
@@ -123,20 +152,27 @@ def run(args: argparse.Namespace) -> int:
     tries, kept = [], 0
     while kept < args.episodes and len(tries) < 2 * args.episodes:
         r = record_episode(args, len(tries), out)
+        _import_gate(out, r)
         tries.append(r)
         kept += r["file"] is not None
         k, n = sum(t["solved"] for t in tries), len(tries)
         lo, hi = wilson_interval(k, n)
+        fate = ("kept " + r["file"] if r["file"] else
+                f"NOT kept: the import would refuse it ({r['import_refusal']}); moved to {r['refused']}"
+                if r.get("refused") else "discarded")
         print(f"try {r['try']} (scene seed {r['episode_seed']}): {'solved' if r['solved'] else 'NOT solved'} after "
-              f"{r['seconds']:.1f} s, {r['ticks']} teleop ticks; {'kept ' + r['file'] if r['file'] else 'discarded'}; "
-              f"exit codes {r['exit_codes']}  [kept {kept}/{args.episodes}; expert {k}/{n} = "
-              f"{100 * lo:.0f}-{100 * hi:.0f} %]", flush=True)
+              f"{r['seconds']:.1f} s, {r['ticks']} teleop ticks; {fate}; "
+              f"exit codes {r['exit_codes']}  [kept {kept}/{args.episodes}; expert solved {k}/{n} "
+              f"(95 % interval {100 * lo:.0f}-{100 * hi:.0f} %)]", flush=True)
         write_json_atomic(out / "episodes.json", {"task": args.task, "seed": args.seed, "ros_domain_id": domain,
                                                   "kept": kept, "tries": tries})
     bad = [t["try"] for t in tries if any(c != 0 for c in t["exit_codes"].values())]
     if bad:
         print(f"tries {bad}: a process did not exit 0 (logs under {out}/logs)")
     if kept < args.episodes:
-        print(f"only {kept} of {args.episodes} episodes were solved in {len(tries)} tries")
+        refused = sum(1 for t in tries if t.get("refused"))
+        print(f"only {kept} of {args.episodes} episodes were solved" + (f" and importable ({refused} solved but "
+              f"refused by the import's checks, in {out}/refused: a loaded machine records pauses and slow rates)"
+              if refused else "") + f" in {len(tries)} tries")
         return 1
     return 1 if bad else 0
