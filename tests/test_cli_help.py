@@ -52,3 +52,27 @@ def test_the_console_script_alone_and_with_help_prints_usage_not_a_traceback():
         assert r.stdout.startswith("usage: vam-stack") and "ros-eval" in r.stdout
         assert "95 % interval" in r.stdout
         assert r.returncode == (0 if argv else 2)
+
+
+def test_each_command_describes_itself_with_its_table_line_not_a_cut_docstring(capsys):
+    # before: `eval --help` said "Entry module for `vam-stack eval` (see vam_sim.cli)."; sim's, model-info's
+    # and others' descriptions stopped mid-sentence (a docstring's first line); collect's named only LIBERO
+    for argv, (_, line) in [([n], v) for n, v in cli.COMMANDS.items()] + [(["bench", n], v) for n, v in cli.BENCHES.items()]:
+        with pytest.raises(SystemExit):
+            cli.entry(argv + ["--help"])
+        out = " ".join(capsys.readouterr().out.split())
+        assert " ".join(line.split())[1:] + "." in out, argv
+        assert "Entry module" not in out
+    assert "MuJoCo YAM" in cli.COMMANDS["collect"][1]
+
+
+@pytest.mark.parametrize("bench", ["policy", "backends"])
+def test_backend_lists_take_commas_and_repeats(bench):
+    # before: `bench policy --backend torch,onnxruntime` was refused ("invalid choice") though the help says backend(s)
+    full = argparse.ArgumentParser()
+    importlib.import_module(cli.BENCHES[bench][0]).add_arguments(full)
+    assert full.parse_args(["--backend", "torch,onnxruntime"]).backend == ["torch", "onnxruntime"]
+    assert full.parse_args(["--backend", "torch", "--backend", "onnxruntime"]).backend == ["torch", "onnxruntime"]
+    assert full.parse_args([]).backend is None
+    with pytest.raises(SystemExit):
+        full.parse_args(["--backend", "torch,tpu"])

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from vam_bench import backend_list
 from vam_model.backends import BACKENDS, PARITY_BOUNDS, BackendConfig, BackendUnavailable, make_backend, parity, within_bounds
 
 CALLS = ("velocity", "features")
@@ -117,8 +118,9 @@ def bench_backends(preset: str, backends: list[str], repeats: int, threads: int 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="tiny", help="preset (2 B presets need a GPU to finish in minutes)")
-    p.add_argument("--backend", action="append", choices=BACKENDS,
-                   help="backend(s) to measure (default: torch and onnxruntime, plus tensorrt when CUDA is present)")
+    p.add_argument("--backend", action="extend", type=backend_list, metavar="B[,B...]",
+                   help=f"backend(s) of {', '.join(BACKENDS)} to measure, comma-separated or the flag repeated "
+                        f"(default: torch and onnxruntime, plus tensorrt when CUDA is present)")
     p.add_argument("--compile", action="store_true", help="also measure torch.compile")
     p.add_argument("--precision", default="bf16", choices=["fp32", "fp16", "bf16", "fp8"], help="tensorrt precision")
     p.add_argument("--repeats", type=int, default=5, help="timed rounds (after the warm-up/parity call)")

@@ -31,6 +31,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from vam_bench import backend_list
 from vam_model.backends import BACKENDS, BackendConfig
 from vam_model.guidance import GuidanceConfig
 from vam_model.networks.action_head import ActionHead
@@ -253,8 +254,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=int, default=5, help="measured rounds per mode (after one warm-up)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
     p.add_argument("--device", default="auto", help="policy device: auto | cpu | cuda | cuda:N (default auto)")
-    p.add_argument("--backend", action="append", choices=BACKENDS,
-                   help="backend(s), measured side by side; the first is the reference (default: torch)")
+    p.add_argument("--backend", action="extend", type=backend_list, metavar="B[,B...]",
+                   help=f"backend(s) of {', '.join(BACKENDS)}, comma-separated or the flag repeated, measured "
+                        f"side by side; the first is the reference (default: torch)")
     p.add_argument("--autocast", default="none", choices=sorted(AUTOCAST), help="torch backend autocast precision")
     p.add_argument("--no-batch-compare", action="store_true", help="skip the unbatched-branches comparison")
     p.add_argument("--cache-dir", default=None, help="exported graphs / engines cache (default ~/.cache/vam_stack)")

@@ -17,7 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model-info": ("vam_model.networks.info", "parameters, tokens, sigma grid and FLOPs of a preset"),
     "sim": ("vam_sim.cli", "closed-loop episodes: mocked LIBERO, real LIBERO or the MuJoCo YAM (summary, TR plots, MCAP)"),
     "eval": ("vam_sim.cli_eval", "success per task and suite, ID vs OOD, across guidance schedules"),
-    "collect": ("vam_train.collect", "scripted-expert demonstrations into a dataset on disk"),
+    "collect": ("vam_train.collect", "scripted-expert demonstrations (mocked LIBERO or the MuJoCo YAM) into a "
+                                      "dataset on disk"),
     "train": ("vam_train.train", "train the video-action model (joint or two-stage)"),
     "tr-study": ("vam_experiments.tr_study", "TR of a trained model by expert phase and against sigma_v"),
     "tr-block": ("vam_experiments.tr_block", "TR by phase against the feature block k and sigma_v: table and figure"),
@@ -84,6 +85,16 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _summary(argv: list[str]) -> str:
+    """A command's --help description: its line of the command table, as `vam-stack --help` shows it
+    (a module docstring's first line was cut mid-sentence, or read "Entry module for ...")."""
+    if argv and argv[0] in COMMANDS:
+        text = COMMANDS[argv[0]][1]
+    else:
+        text = BENCHES[argv[1]][1]
+    return text[:1].upper() + text[1:] + "."
+
+
 def _literal(text: str) -> str:
     """A help text as argparse prints it literally: argparse reads `%` as a format (`95 % interval`
     raised a TypeError from `vam-stack --help`), so every `%` is doubled."""
@@ -110,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 2
     module = importlib.import_module(module_name)
-    full = argparse.ArgumentParser(prog=prog, description=(module.__doc__ or "").strip().splitlines()[0])
+    full = argparse.ArgumentParser(prog=prog, description=_summary(argv))
     module.add_arguments(full)
     from vam_stack.outputs import claim_out_file
     opts = full._option_string_actions

@@ -36,10 +36,13 @@ graph; these are the graphs the `tensorrt` backend builds engines from.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import hashlib
 import json
+import logging
 import time
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -154,13 +157,30 @@ def _export(module: nn.Module, args: tuple, dynamic: tuple, path: Path, inputs: 
         raise ExportError("ONNX export needs the 'onnxscript' package (pip install onnxscript)") from None
     # torch.export first: under torch.onnx.export's own tracing, diffusers' attention
     # processor sees is_in_onnx_export() and turns head counts into tensors (data-dependent repeats).
-    ep = torch.export.export(module, args, dynamic_shapes=dynamic, strict=False)
-    size = sum(p.numel() * p.element_size() for p in module.parameters())
-    torch.onnx.export(ep, args, str(path), dynamo=True, opset_version=OPSET, input_names=inputs,
-                      output_names=outputs, export_params=with_weights,
-                      external_data=with_weights and size > LARGE_MODEL_BYTES, verbose=False,
-                      optimize=with_weights)  # constant folding reads weights: none without them
+    with _quiet_exporter():
+        ep = torch.export.export(module, args, dynamic_shapes=dynamic, strict=False)
+        size = sum(p.numel() * p.element_size() for p in module.parameters())
+        torch.onnx.export(ep, args, str(path), dynamo=True, opset_version=OPSET, input_names=inputs,
+                          output_names=outputs, export_params=with_weights,
+                          external_data=with_weights and size > LARGE_MODEL_BYTES, verbose=False,
+                          optimize=with_weights)  # constant folding reads weights: none without them
     _name_dims(path, args, dynamic)
+
+
+@contextlib.contextmanager
+def _quiet_exporter():
+    """Without the exporter's noise on every graph: "torchvision is not installed. Skipping
+    torchvision::nms" (4 lines; no torchvision op is exported here) and torch's own FutureWarning
+    about `LeafSpec` from inside torch.export. Real warnings and errors still show."""
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registration.level
+    registration.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*LeafSpec.*", category=FutureWarning)
+            yield
+    finally:
+        registration.setLevel(level)
 
 
 def _name_dims(path: Path, args: tuple, dynamic: tuple) -> None:

@@ -80,8 +80,8 @@ def run_suite(cfg: SimConfig, out: Path, policy=None, quiet: bool = False, runne
             ran.append(ep)
             episodes.append(ep)
             ok = sum(e["success"] for e in ran)
-            bar.set_postfix_str(f"success {ok}/{len(ran)}, last {ep['steps']} steps")
-            bar.update(1)
+            bar.set_postfix_str(f"success {ok}/{len(ran)}, last {ep['steps']} steps", refresh=False)
+            bar.update(1)                # one redraw, with the count and the success of the same episodes
             if on_episode is not None:
                 on_episode(runner)
         bar.close()
@@ -325,7 +325,7 @@ def _eval_parallel(cfgs: dict, out: Path, workers: int, threads: int, by_schedul
         nonlocal ok
         by_schedule.setdefault(labels[n], []).append(ep)
         ok += bool(ep["success"])
-        bar.set_postfix_str(f"success {ok}/{bar.n + 1}")
+        bar.set_postfix_str(f"success {ok}/{bar.n + 1}", refresh=False)
         bar.update(1)
         write(False)
 

@@ -184,9 +184,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--view-size", default="64x48", metavar="WxH",
                    help="yam-mujoco: stored size of each of the three views (default 64x48)")
     p.add_argument("--sim-config", help="yam-mujoco: simulator YAML (default config/yam_mujoco.yaml)")
-    p.add_argument("--episodes-per-task", type=int, default=50)
+    p.add_argument("--episodes-per-task", type=int, default=50, help="episodes of each task (default 50)")
     p.add_argument("--seed", type=int, default=100, help="seed id of the initial states (eval uses 0)")
-    p.add_argument("--noise", type=float, default=0.1, help="expert translation noise std (action units)")
+    p.add_argument("--noise", type=float, default=0.1, help="libero-mock: expert translation noise std (action units)")
     p.add_argument("--noise-every", type=int, default=2, help="perturb every n-th episode")
     p.add_argument("--joint-noise", type=float, default=0.0,
                    help="yam-mujoco: std [rad] of the expert's arm-joint target perturbation (labels stay clean)")
@@ -201,7 +201,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--miss-when", choices=("before-lift", "at-meet"), default="before-lift",
                    help="yam-mujoco, handover: where the expert notices the miss (at-meet: after carrying the empty "
                         "gripper to the meeting point, then it goes back for the block)")
-    p.add_argument("--keep-failures", action="store_true")
+    p.add_argument("--keep-failures", action="store_true", help="keep episodes the expert failed (default: dropped)")
     p.add_argument("--workers", type=int, default=1, help="processes (the dataset is identical for any number)")
     p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
     p.add_argument("--out", required=True, help="dataset directory (new or empty, or a dataset with --overwrite)")
@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
                                noise_where=args.noise_where.replace("-", "_"), miss_m=args.miss_m,
                                miss_every=args.miss_every, miss_when=args.miss_when.replace("-", "_"))
         bar = progress_bar(total=len(cfg.tasks) * cfg.episodes_per_task, unit="ep", desc="collect", file=sys.stdout)
-        info = collect_yam(cfg, args.out, progress=lambda t, k: (bar.set_postfix_str(t), bar.update(1)),
+        info = collect_yam(cfg, args.out, progress=lambda t, k: (bar.set_postfix_str(t, refresh=False), bar.update(1)),
                            overwrite=args.overwrite)
         bar.close()
         print(json.dumps({k: info[k] for k in ("total_episodes", "total_frames", "expert_success", "collect_s")}))
@@ -239,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
                         noise_every=args.noise_every, keep_failures=args.keep_failures, workers=args.workers,
                         mock_config=args.mock_config)
     bar = progress_bar(total=cfg.total_episodes, unit="ep", desc="collect", file=sys.stdout)
-    info = collect(cfg, args.out, progress=lambda s, t, k: (bar.set_postfix_str(f"{s} task {t}"), bar.update(1)),
+    info = collect(cfg, args.out, progress=lambda s, t, k: (bar.set_postfix_str(f"{s} task {t}", refresh=False), bar.update(1)),
                    overwrite=args.overwrite)
     bar.close()
     print(json.dumps({k: info[k] for k in ("total_episodes", "total_frames", "expert_success_rate", "collect_s")}))

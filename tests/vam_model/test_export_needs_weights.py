@@ -46,3 +46,26 @@ def _args(tmp_path, flag):
     p = argparse.ArgumentParser()
     export.add_arguments(p)
     return p.parse_args(["onnx", "--preset", "tiny", "--out", str(tmp_path / "o"), *flag])
+
+
+def test_an_export_prints_no_exporter_noise(tmp_path, capfd):
+    """Before: every first export printed "torchvision is not installed. Skipping torchvision::nms" (and
+    roi_align, roi_pool, deform_conv2d) per graph, and torch's FutureWarning about LeafSpec."""
+    import dataclasses
+    import logging
+    import warnings
+
+    import torch
+
+    from vam_model.networks.model import VideoActionModel
+
+    cfg = export.load_model("tiny", meta=True).cfg
+    small = dataclasses.replace(cfg, dit=dataclasses.replace(cfg.dit, layers=1, feature_block=1))
+    torch.manual_seed(0)
+    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.NOTSET)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        export.export_onnx(VideoActionModel(small).eval(), tmp_path, head=False, progress=lambda m: None)
+    err = capfd.readouterr().err
+    assert "torchvision" not in err, err[:500]
+    assert not [w for w in caught if "LeafSpec" in str(w.message)]
