@@ -242,8 +242,8 @@ class PolicyEpisode:
         `execute`, and the replan latency."""
         lat = [x["latency_ms"] for x in self.replans if x["latency_ms"] is not None]
         return timing | {"held_ticks": self.held, "late_ticks": self.late,
-                         "replan_ms_p50": float(np.median(lat)) if lat else None,
-                         "replan_ms_p95": float(np.percentile(lat, 95)) if lat else None}
+                         "replan_ms_p50": round(float(np.median(lat)), 1) if lat else None,      # 0.1 ms: the
+                         "replan_ms_p95": round(float(np.percentile(lat, 95)), 1) if lat else None}   # printed line
 
 
 class RealtimeLoop:
