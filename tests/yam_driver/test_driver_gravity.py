@@ -4,7 +4,6 @@ gravity holds its command with it and sags by tau_g / kp without it."""
 import dataclasses
 import time
 
-import mujoco
 import numpy as np
 import pytest
 

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                 ep = runner.run_episode(i)
                 episodes.append(ep)
                 write(False)
-                how = "success" if ep["success"] else f"{ep['termination']} (furthest: {ep['furthest']})"
+                how = "success" if ep["success"] else f"{ep['termination']} (furthest: {ep['furthest'] or 'none'})"
                 print(f"  {ep['name']}: {how} in {ep['steps']} steps", flush=True)
         write(True)
     except KeyboardInterrupt as e:
