@@ -2,9 +2,9 @@
 
 In: the stacked camera frame (raw, or JPEG on its /compressed topic with image_transport:=compressed;
 a frame window, the newest frame is the current observation),
-/joint_states (proprio, matched by name), /vam/instruction (the newest starts an episode: one
-arriving while a start is in flight replaces the waiting one, so a burst starts at most two
-episodes, the last the newest; one arriving mid-episode logs what it replaced;
+/joint_states (proprio, matched by name), /vam/instruction (the newest starts an episode, at most
+one start every 0.5 s: one arriving meanwhile replaces the waiting one, so a burst ends with the
+newest and no stale episode starts after it; one arriving mid-episode logs what it replaced;
 `vam_policy_node.instructions`),
 /vam/estop (true latches a hold and stops the policy; false releases the latch, motion waits
 for the next episode), services ~/start_episode and ~/reset (std_srvs/Trigger).
@@ -222,8 +222,7 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
         self.runtime = rt = PolicyRuntime(self.policy, ex_cfg, cfg, state_names, self._publish_target,
                                           self._publish_telemetry, safety, log=self.get_logger())
         self.mailbox = InstructionMailbox(lambda text, done: rt.request_start(text, on_done=done),
-                                          lambda: rt.instruction if rt.executor.running else None,
-                                          timeout_s=cfg.command_timeout_s)
+                                          lambda: rt.instruction if rt.executor.running else None)
         if self._estop_latched:
             self.runtime.estop(True)
         self.get_logger().info(f"{s.action_type} policy, {s.action_dim} actions at {s.rate_hz} Hz, "
@@ -424,11 +423,23 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
              "message": f"{self.frames_in.count} frames received",
              "values": self.frames_in.summary("frames_")}]))
 
+    # launch sends SIGTERM 5 s after SIGINT and SIGKILL 5 s after that: the node stops within this
+    STOP_BUDGET_S = 7.0
+
     def destroy_node(self) -> None:
-        """Safe state: stop the executor (the driver then holds), then the ROS entities."""
+        """Safe state: stop the executor (the driver then holds), then the ROS entities. Nothing is
+        published once this begins. Stopping waits for an inference in flight (up to 5 s, on a
+        loaded machine more, and an episode start in the control thread before it); past
+        STOP_BUDGET_S the node goes on without waiting, so launch never has to SIGKILL it: its
+        threads are daemons and the policy's child process ends with the process."""
         with self._publish_lock:
             self._closing = True
-        self._release()
+        releasing = threading.Thread(target=self._release, name="policy-release", daemon=True)
+        releasing.start()
+        releasing.join(self.STOP_BUDGET_S)
+        if releasing.is_alive():
+            self.get_logger().warning(f"the policy is still stopping after {self.STOP_BUDGET_S:.0f} s (an inference or "
+                                      f"an episode start in flight); exiting without waiting: the driver holds")
         super().destroy_node()
 
 

@@ -215,47 +215,371 @@ def test_rows1_2_an_internal_error_that_ends_the_driver_holds_with_torque_on(tmp
     assert all(node.rig.torque_enabled(n) for n in node.names), "torque went off on an internal error"
 
 
+# ---- the robot graph, as its processes ----------------------------------------------------------------
+GRAPH_ARGS = {"preset": "tiny_real", "camera_config": "cameras_synthetic.yaml", "use_emulated_driver": "true",
+              "instruction": "fold the towel", "use_rviz": "false"}
+LOAD_S = float(os.environ.get("VAM_LOAD_TEST_S", "10"))     # the issue's load test: 30 s per window
+JUNK_HZ = 300.0
+
+# Junk at JUNK_HZ on every input topic of the graph, from its own process (as a misbehaving node
+# would send it), each message malformed in a way its reader must refuse: empty and torn images,
+# JointStates with a joint missing or NaN, instructions with no visible character, telemetry that is
+# not JSON, attention of the wrong shape, and e-stop releases that release nothing. A second
+# publisher on /vam/joint_targets makes the driver hold (its command gate) for as long as it exists.
+JUNK_PUBLISHER = r"""
+import math, sys, time
+import rclpy
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from builtin_interfaces.msg import Time
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Bool, Float32MultiArray, Header, String
+
+rate, chosen = float(sys.argv[1]), sys.argv[2].split(",")
+rclpy.init()
+node = rclpy.create_node("junk_publisher")
+best_effort = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
+pubs = {
+    "image": node.create_publisher(Image, "/camera/stacked/image_raw", best_effort),
+    "states": node.create_publisher(JointState, "/joint_states", 10),
+    "targets": node.create_publisher(JointState, "/vam/joint_targets", 10),
+    "instruction": node.create_publisher(String, "/vam/instruction", 10),
+    "estop": node.create_publisher(Bool, "/vam/estop", 10),
+    "telemetry": node.create_publisher(String, "/vam/telemetry", 10),
+    "attention": node.create_publisher(Float32MultiArray, "/vam/attention", 10),
+}
+for key in set(pubs) - set(chosen):
+    node.destroy_publisher(pubs.pop(key))
+names = [f"{a}_{j}" for a in ("left", "right") for j in ("joint1", "joint2", "joint3", "joint4", "joint5",
+                                                         "joint6", "gripper")]
+images = [Image(height=0, width=672, encoding="rgb8", step=2016),                   # height 0
+          Image(height=168, width=0, encoding="rgb8", step=0),                      # width 0
+          Image(height=168, width=672, encoding="rgb8", step=7, data=bytes(1176)),  # step < width * 3
+          Image(height=168, width=672, encoding="rgb8", step=2016, data=bytes(10))]  # data too short
+n = 0
+
+def tick():
+    global n
+    now = time.time_ns()
+    header = Header(stamp=Time(sec=now // 10**9, nanosec=now % 10**9), frame_id="vam_safety_filter")
+    junk = {"image": images[n % 4], "states": JointState(header=header, name=names[:-1], position=[0.0] * 13),
+            "targets": JointState(header=header, name=names, position=[math.nan] + [0.0] * 13),
+            "instruction": String(data=" \u200b "), "estop": Bool(data=False),
+            "telemetry": String(data="not json {"), "attention": Float32MultiArray(data=[-1.0, 2.0])}
+    for key, pub in pubs.items():
+        pub.publish(junk[key])
+    n += 1
+
+node.create_timer(1.0 / rate, tick)
+print("junk publishing", flush=True)
+try:
+    rclpy.spin(node)
+except KeyboardInterrupt:
+    pass
+print(f"junk sent {n} rounds", flush=True)
+"""
+
+
+# every input topic a node of the graph reads from outside it; /vam/joint_targets is the graph's own
+# command topic: a second publisher there holds the arm by design (yam_driver.command_gate)
+INPUTS = ("image", "states", "instruction", "estop", "telemetry", "attention")
+
+
+@contextlib.contextmanager
+def junk(rate_hz: float = JUNK_HZ, topics=INPUTS):
+    proc = subprocess.Popen([sys.executable, "-c", JUNK_PUBLISHER, str(rate_hz), ",".join(topics)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "junk publishing", proc.communicate()[0]
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.output = proc.communicate(timeout=10)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.output = proc.communicate()[0]
+
+
+@pytest.fixture(scope="module")
+def robot_graph(tmp_path_factory):
+    """The emulated robot graph (`robot.launch.py preset:=tiny_real camera_config:=cameras_synthetic.yaml
+    use_emulated_driver:=true instruction:=...`) for the module's graph rows; stopped at the end."""
+    from vam_stack.process_graph import ProcessGraph
+
+    graph = ProcessGraph("robot", GRAPH_ARGS, log_dir=tmp_path_factory.mktemp("graph_logs"))
+    graph.start()
+    try:
+        yield graph
+    finally:
+        graph.stop()
+
+
+@pytest.fixture
+def running_graph(robot_graph, ros_harness):
+    """The graph replanning (telemetry flowing) with the harness capturing its outputs."""
+    h = ros_harness
+    out = {k: h.capture(k) for k in ("joint_states", "joint_targets", "telemetry", "diagnostics")}
+    assert h.spin_until(lambda: len(out["telemetry"]) >= 2 and len(out["joint_targets"]) > 30
+                        or bool(robot_graph.exited()), timeout=240), {k: len(v) for k, v in out.items()}
+    assert not robot_graph.exited(), {k: robot_graph.log(k)[-3000:] for k in robot_graph.exited()}
+    return robot_graph, h, out
+
+
+def _values(diags, name: str) -> dict:
+    return _status(diags, name).get("values", {})
+
+
+def _window(h, out, seconds: float, every=None) -> dict:
+    """Counters of the window from the driver's and the policy node's diagnostics (read at both ends)."""
+    drv, pol = "yam_driver: driver", "vam_policy_node: executor"
+    assert h.spin_until(lambda: _values(out["diagnostics"], drv) and _values(out["diagnostics"], pol), timeout=10)
+    d0, p0 = _values(out["diagnostics"], drv), _values(out["diagnostics"], pol)
+    n_diag, t0 = len(out["diagnostics"]), time.monotonic()
+    h.spin_for(seconds, every=every)
+    h.spin_for(1.2)                                 # the diagnostics that close the window
+    d1, p1 = _values(out["diagnostics"], drv), _values(out["diagnostics"], pol)
+    # each driver status has the longest target gap over its last 300 arrivals (10 s at 30 Hz)
+    gaps = [float(msgs.diagnostics_to_dict(m)[drv]["values"]["targets_period_ms_max"])
+            for m in out["diagnostics"][n_diag:] if drv in msgs.diagnostics_to_dict(m)]
+    return {"seconds": round(time.monotonic() - t0, 1),
+            "targets_received": int(d1["targets_received"]) - int(d0["targets_received"]),
+            "targets_missed": int(d1["targets_missed"]) - int(d0["targets_missed"]),
+            "target_gap_ms_max": max(gaps[-max(1, int(seconds // 10)):]) if gaps else float("nan"),
+            "executor_missed_ticks": int(float(p1["missed_ticks"]) - float(p0["missed_ticks"])),
+            "replans": int(float(p1["replans"]) - float(p0["replans"]))}
+
+
+_LOAD: dict = {}      # the load run, measured once for the two row-8 tests
+
+
+def _load_run(graph, h, out) -> dict:
+    """A no-junk baseline window, then a window with JUNK_HZ junk on every input topic, on the same
+    running graph; each window's counters, the log lines of the junk window, the junk sent."""
+    if not _LOAD:
+        baseline = _window(h, out, LOAD_S)
+        n_logs, n_tel = len(h.log_stamps), len(out["telemetry"])
+        with junk() as jp:
+            h.spin_for(1.0)                          # discovery: the junk reaches every reader
+            loaded = _window(h, out, LOAD_S)
+            alive = jp.poll() is None
+        _LOAD.update(baseline=baseline, loaded=loaded, junk_alive=alive, junk_output=jp.output.strip(),
+                     lines=[(n, m) for n, m, _ in h.log_stamps[n_logs:] if not n.endswith("test_harness")],
+                     telemetry=len(out["telemetry"]) - n_tel, exited=dict(graph.exited()))
+        print(f"\nload test ({LOAD_S:.0f} s windows, junk at {JUNK_HZ:.0f} Hz on {len(INPUTS)} topics, load average "
+              f"{os.getloadavg()[0]:.1f}): baseline {baseline}; with junk {loaded}; {len(_LOAD['lines'])} log lines "
+              f"in the junk window ({_LOAD['junk_output']})")
+    return _LOAD
+
+
+@pytest.mark.slow
+def test_row8_junk_on_every_input_topic_is_refused_quietly_and_no_node_stops(running_graph):
+    """issue 58 row 8: 300 Hz junk instructions and malformed images for 30 s beside the 30 Hz
+    targets and the inference: every junk message logged at ERROR (~280 lines a second), 22 missed
+    ticks, SIGKILL at stop. Now, with junk at 300 Hz on every input topic, every node keeps running,
+    each refusal kind is one line a second plus a count, the targets keep flowing (the stop test
+    below stops the graph under junk)."""
+    graph, h, out = running_graph
+    r = _load_run(graph, h, out)
+    assert r["junk_alive"], r["junk_output"]
+    assert not r["exited"], {k: graph.log(k)[-3000:] for k in r["exited"]}
+    assert r["loaded"]["targets_received"] > 30 * LOAD_S * 0.8, r["loaded"]
+    refused = {n.rsplit("/", 1)[-1] for n, m in r["lines"] if "refused" in m}
+    assert {"vam_policy_node", "tr_monitor_node"} <= refused, refused
+    # 4 refusal kinds in the policy node, 4 in the monitor: <= 2 lines a second each
+    assert len(r["lines"]) / (LOAD_S + 1) < 20, f"{len(r['lines'])} lines in {LOAD_S + 1:.0f} s: {r['lines'][:20]}"
+
+
+@pytest.mark.slow
+def test_row8_junk_costs_no_tick_beyond_the_baseline_and_no_watchdog_gap(running_graph):
+    """issue 58 row 8, timing: a 664 ms gap between targets (the driver's watchdog is 0.2 s) and 22
+    missed ticks against 0-2 under junk. Now: no missed tick beyond the no-junk baseline (one of
+    slack, VAM_LOAD_TEST_SLACK), no target gap over the watchdog, at the driver and at the policy's
+    tick thread. The comparison needs a machine that keeps the graph on time without junk: when the
+    baseline itself misses ticks (other work on the machine) the test is skipped with its numbers."""
+    graph, h, out = running_graph
+    r = _load_run(graph, h, out)
+    base, loaded = r["baseline"], r["loaded"]
+    watchdog_ms = 200.0
+    if base["targets_missed"] > 1 or base["target_gap_ms_max"] > watchdog_ms / 2:
+        pytest.skip(f"the machine misses ticks without junk (load average {os.getloadavg()[0]:.1f}): baseline "
+                    f"{base}, with junk {loaded}")
+    slack = int(os.environ.get("VAM_LOAD_TEST_SLACK", "1"))
+    assert loaded["target_gap_ms_max"] < watchdog_ms, (base, loaded)
+    assert loaded["targets_missed"] <= base["targets_missed"] + slack, (base, loaded)
+    assert loaded["executor_missed_ticks"] <= base["executor_missed_ticks"] + slack, (base, loaded)
+
+
+@pytest.mark.slow
+def test_row4_an_image_with_height_0_is_refused_and_the_policy_keeps_replanning(running_graph):
+    """issue 58 row 4: an Image with height 0 on /camera/stacked/image_raw raised ZeroDivisionError in
+    `view_layout_problem`; the policy node's spin ended and it hung until killed. Now it (and width
+    0, a step too small, data too short) is refused with its reason, and the node keeps replanning."""
+    from sensor_msgs.msg import Image
+
+    graph, h, out = running_graph
+    pub = h.node.create_publisher(Image, "/camera/stacked/image_raw", 10)
+    assert h.spin_until(lambda: pub.get_subscription_count() >= 2, timeout=20)
+    n_logs = len(h.log_stamps)
+    for img in (Image(height=0, width=672, encoding="rgb8", step=2016),
+                Image(height=168, width=0, encoding="rgb8", step=0),
+                Image(height=168, width=672, encoding="rgb8", step=7, data=bytes(1176)),
+                Image(height=168, width=672, encoding="rgb8", step=2016, data=bytes(10))):
+        pub.publish(img)
+        h.spin_for(0.3)
+    n_tel = len(out["telemetry"])
+    assert h.spin_until(lambda: len(out["telemetry"]) >= n_tel + 3, timeout=60), "the policy stopped replanning"
+    assert not graph.exited(), {k: graph.log(k)[-3000:] for k in graph.exited()}
+    said = [m for n, m, _ in h.log_stamps[n_logs:] if n.endswith("vam_policy_node") and "camera frame" in m]
+    assert said and "empty image has no views" in said[0], said
+
+
+@pytest.mark.slow
+def test_row3_an_invalid_transition_is_refused_and_the_policy_keeps_its_state(running_graph):
+    """issue 58 row 3: `/vam_policy_node/change_state` with `cleanup` while active ended the policy
+    node (RCLError from the service callback). Now the lifecycle refuses it and the node stays active,
+    replanning."""
+    from lifecycle_msgs.msg import Transition
+
+    graph, h, out = running_graph
+    assert _lifecycle(h, "/vam_policy_node") == "active"
+    assert not _lifecycle(h, "/vam_policy_node", Transition.TRANSITION_CLEANUP)
+    assert not _lifecycle(h, "/vam_policy_node", Transition.TRANSITION_UNCONFIGURED_SHUTDOWN)
+    n_tel = len(out["telemetry"])
+    assert h.spin_until(lambda: len(out["telemetry"]) >= n_tel + 3, timeout=60), "the policy stopped replanning"
+    assert not graph.exited(), {k: graph.log(k)[-3000:] for k in graph.exited()}
+    assert _lifecycle(h, "/vam_policy_node") == "active"
+    said = [m for n, m, _ in h.log_stamps if n.endswith("vam_policy_node") and "lifecycle transition" in m]
+    assert said and "'cleanup' is not a transition from state 'active'" in said[0], said
+
+
+@pytest.mark.slow
+def test_row7_a_burst_of_instructions_ends_with_the_newest_episode_at_once(running_graph):
+    """issue 58 row 7: 779 valid instructions at 100 Hz kept starting stale episodes for ~75 s after
+    the burst, and the newest was never started. Now the newest starts within seconds of the burst,
+    nothing older starts after it, an episode starts at most every 0.5 s meanwhile, and a
+    replacement says what it replaced."""
+    from std_msgs.msg import String
+
+    graph, h, out = running_graph
+    pub = h.node.create_publisher(String, "/vam/instruction", 10)
+    assert h.spin_until(lambda: pub.get_subscription_count() >= 2, timeout=20)
+    n_logs = len(h.log_stamps)
+    sent = iter(range(779))
+    t_begin = time.time()
+    done = {"n": 0}
+
+    def burst():
+        i = next(sent, None)
+        if i is not None:
+            pub.publish(String(data=f"task {i}"))
+            done["n"] = i + 1
+    assert h.spin_until(lambda: done["n"] == 779, timeout=779 / 100 + 10, every=burst, period=0.01), done
+    h.spin_for(0.05)
+    t_end = time.time()
+
+    def starts():
+        return [(t, m) for n, m, t in h.log_stamps[n_logs:] if n.endswith("vam_policy_node")
+                and m.startswith("episode started")]
+    assert h.spin_until(lambda: any("'task 778'" in m for _, m in starts()), timeout=20), starts()[-5:]
+    t_newest = next(t for t, m in starts() if "'task 778'" in m)
+    h.spin_for(5.0)
+    after = [m for t, m in starts() if t > t_newest]
+    assert not after, f"stale episodes started after the newest: {after[:5]}"
+    stamps = [t for t, _ in starts()]
+    print(f"\nburst of 779 in {t_end - t_begin:.1f} s: {len(stamps)} episodes started, the newest "
+          f"{t_newest - t_end:+.2f} s after the burst")
+    assert len(stamps) <= (t_end - t_begin) / 0.5 + 2, f"{len(stamps)} episodes started in {t_end - t_begin:.1f} s"
+    assert min(np.diff(stamps)) > 0.45, np.diff(stamps)       # at most one start every 0.5 s
+    replaced = [m for n, m, _ in h.log_stamps[n_logs:] if n.endswith("vam_policy_node") and "replaces" in m]
+    assert replaced and "replaces the episode 'fold the towel'" in replaced[0], replaced[:3]
+    assert not graph.exited(), {k: graph.log(k)[-3000:] for k in graph.exited()}
+
+
+@pytest.mark.slow
+def test_rows_3_4_7_8_the_graph_stops_cleanly_under_junk(running_graph):
+    """issue 58 row 8's stop: under junk the graph needed SIGKILL. Now SIGINT (launch's stop) ends
+    every process with exit code 0 while the junk still flows, and no node printed a traceback."""
+    graph, h, out = running_graph
+    with junk():
+        h.spin_for(2.0)
+        codes = graph.stop()
+    logs = {label: graph.log(label) for label in codes}
+    assert codes == {label: 0 for label in codes}, {k: logs[k][-3000:] for k, c in codes.items() if c != 0}
+    for label, text in logs.items():
+        assert "Traceback" not in text, f"{label}:\n{text[-4000:]}"
+    assert "driver shut down: arm held, torque off" in logs["yam_driver"]    # the operator's stop: torque off
+
+
 # ---- row 7: instructions, the newest wins ----------------------------------------------------------
-def test_row7_a_burst_of_instructions_starts_at_most_two_episodes_the_last_the_newest():
-    """issue 58 row 7 (the core): 779 valid instructions while a start takes its time queued 779
-    starts (75 s of stale episodes after a burst at 100 Hz, the newest last). The mailbox keeps one
-    start in flight and one instruction waiting: the burst starts the first and the newest, the rest
-    are counted as coalesced, and each replacement names what it replaced."""
-    from vam_policy_node.instructions import InstructionMailbox
-
-    started, answers, running = [], [], {"now": "pick up the cup"}
-
-    def start(text, done):                       # the runtime's control thread answers later
-        started.append(text)
-        answers.append(done)
-
-    box = InstructionMailbox(start, lambda: running["now"])
-    offers = [box.offer(f"task {i}") for i in range(779)]
-    assert started == ["task 0"] and offers[0].started and offers[0].replaced_running == "pick up the cup"
-    assert not offers[1].started and offers[1].replaced_waiting is None and offers[1].replaced_running == "task 0"
-    assert offers[2].replaced_waiting == "task 1" and box.waiting == "task 778"
-    answers[0](True, "episode started: 'task 0'")             # the first start is answered: the newest goes
-    assert started == ["task 0", "task 778"] and box.waiting is None
-    answers[1](True, "episode started: 'task 778'")
-    assert started == ["task 0", "task 778"]                  # nothing stale left to start
-    assert (box.offered, box.started, box.coalesced) == (779, 2, 777)
-    answers[0](True, "a late duplicate answer")               # an answer for a start already done: ignored
-    assert started == ["task 0", "task 778"]
-
-
-def test_row7_a_start_that_is_never_answered_does_not_jam_the_mailbox():
+def test_row7_a_burst_of_instructions_starts_an_episode_at_most_every_half_second_the_last_the_newest():
+    """issue 58 row 7 (the core): 779 valid instructions at 100 Hz queued 779 starts (75 s of stale
+    episodes after the burst, the newest last). The mailbox keeps one start in flight and one
+    instruction waiting, and starts at most one episode every 0.5 s: the burst starts 16, the last
+    the newest, right after the burst; the rest are counted as coalesced and each replacement names
+    what it replaced."""
     from vam_policy_node.instructions import InstructionMailbox
 
     clock = {"t": 0.0}
-    started = []
-    box = InstructionMailbox(lambda text, done: started.append(text), lambda: None, timeout_s=10.0,
-                             clock=lambda: clock["t"])
-    box.offer("a")
-    box.offer("b")                                            # waits behind "a", whose answer never comes
-    clock["t"] = 10.5
-    assert box.offer("c").started and started == ["a", "c"]  # written off after the command timeout
-    box.clear()
-    assert box.offer("d").started and started == ["a", "c", "d"]
+    started, timers, running = [], [], {"now": "pick up the cup"}
+
+    def start(text, done):                       # the runtime's control thread answers 20 ms later
+        started.append((clock["t"], text))
+        timers.append((clock["t"] + 0.02, lambda: done(True, f"episode started: {text!r}")))
+
+    def schedule(delay, fn):
+        timers.append((clock["t"] + delay, fn))
+
+    def advance(to):
+        while True:
+            due = sorted((t, i) for i, (t, _) in enumerate(timers) if t <= to)
+            if not due:
+                break
+            t, i = due[0]
+            clock["t"] = t
+            timers.pop(i)[1]()
+        clock["t"] = to
+
+    box = InstructionMailbox(start, lambda: running["now"], clock=lambda: clock["t"], schedule=schedule)
+    offers = []
+    for i in range(779):
+        advance(i / 100)
+        offers.append(box.offer(f"task {i}"))
+    assert offers[0].started and offers[0].replaced_running == "pick up the cup"
+    assert not offers[1].started and offers[1].replaced_running == "task 0" and offers[1].replaced_waiting is None
+    assert offers[2].replaced_waiting == "task 1"
+    advance(20.0)
+    assert started[-1][1] == "task 778" and started[-1][0] - 7.78 <= 0.5 + 1e-9      # the newest, at once
+    assert [t for t, _ in started] == sorted(t for t, _ in started)
+    assert all(b - a >= 0.5 - 1e-9 for (a, _), (b, _) in zip(started, started[1:]))
+    assert 14 <= len(started) <= 17 and box.started == len(started)     # ~7.8 s / (0.5 s + the start's 20 ms)
+    assert box.coalesced == 779 - len(started)
+    assert box.waiting is None
+
+
+def test_row7_a_single_instruction_starts_at_once_and_a_slow_start_is_never_doubled():
+    from vam_policy_node.instructions import InstructionMailbox
+
+    clock = {"t": 0.0}
+    started, answers = [], []
+
+    def start(text, done):
+        started.append(text)
+        answers.append(done)
+
+    timers = []
+    box = InstructionMailbox(start, lambda: None, clock=lambda: clock["t"],
+                             schedule=lambda delay, fn: timers.append((clock["t"] + delay, fn)))
+    assert box.offer("a").started and started == ["a"]
+    clock["t"] = 30.0
+    assert not box.offer("b").started and started == ["a"]   # "a" still starting (an inference in flight)
+    answers[0](False, "episode not started: the previous inference is still running")
+    assert started == ["a"] and timers[-1][0] == 30.5        # answered: "b" goes 0.5 s after that answer
+    clock["t"] = 30.5
+    timers[-1][1]()
+    assert started == ["a", "b"]
+    box.clear()                                               # the runtime went away: "b" is never answered
+    clock["t"] = 31.0
+    assert box.offer("c").started and started == ["a", "b", "c"]
 
 
 # ---- row 8: refusals are logged at a rate, not per message ------------------------------------------
