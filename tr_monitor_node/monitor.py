@@ -81,8 +81,8 @@ class TRMonitor:
     def on_frame(self, frame: np.ndarray) -> None:
         """Keep the latest stacked camera frame (RGB uint8 HxWx3) for the overlay."""
         if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.ndim != 3 \
-                or frame.shape[2] != 3:
-            raise ValueError(f"frame must be RGB uint8 HxWx3, got "
+                or frame.shape[2] != 3 or 0 in frame.shape[:2]:    # an empty one would break every overlay after it
+            raise ValueError(f"frame must be RGB uint8 HxWx3 with H, W > 0, got "
                              f"{getattr(frame, 'dtype', type(frame).__name__)} "
                              f"{getattr(frame, 'shape', '')}")
         self.frame = frame
