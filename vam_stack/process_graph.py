@@ -266,10 +266,19 @@ def run(args) -> int:
     graph.start()
     print(f"[ros-graph] {args.launch}: {len(graph.processes)} processes, logs in {graph.log_dir}; Ctrl-C stops them",
           flush=True)
+    # a process that exits by itself is reported and the others keep running, as under ros2 launch:
+    # only the operator (Ctrl-C, SIGTERM) stops them. SIGINT is their operator's stop: the driver turns
+    # torque off, which must not follow from another node's exit (a YAM has no brakes).
+    said: set[str] = set()
     try:
-        while not graph.exited():
+        while len(graph.exited()) < len(graph.running):
+            for label, code in graph.exited().items():
+                if label not in said:
+                    said.add(label)
+                    print(f"[ros-graph] {label} exited with code {code}; the others keep running (Ctrl-C stops "
+                          f"them)", flush=True)
             time.sleep(0.2)
-        print(f"[ros-graph] {', '.join(graph.exited())} exited; stopping the others", flush=True)
+        print("[ros-graph] every process exited", flush=True)
     except KeyboardInterrupt as e:
         print(f"[ros-graph] {str(e) or 'Ctrl-C'}: SIGINT to every process", flush=True)
     codes = graph.stop()

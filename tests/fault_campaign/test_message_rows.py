@@ -727,3 +727,40 @@ def test_lower_the_safety_filter_refuses_complex_numbers_and_numeric_strings(kin
     with pytest.raises(ValueError, match="real number"):
         f.reset([str(v) for v in home])
     assert f.filter(home, stamp=100.0, now=100.0).reason is None     # a real command still goes
+
+
+def test_rows1_2_under_ros_graph_another_process_exiting_does_not_stop_the_driver(monkeypatch, capsys):
+    """issue 58, the same rule for `vam-stack ros-graph`: when one process exited (the policy node on
+    a bad message), the runner sent SIGINT to the others, and the driver's SIGINT stop turns torque
+    off. Now it reports the exit and the others keep running until the operator's Ctrl-C."""
+    import argparse
+
+    from vam_stack import process_graph
+
+    class FakeGraph:
+        def __init__(self, *args, **kwargs):
+            self.running = ["yam_driver", "vam_policy_node"]
+            self.processes, self.log_dir, self.polls, self.stops = [], "/tmp", 0, 0
+
+        def start(self):
+            return self
+
+        def exited(self):
+            self.polls += 1
+            if self.polls > 5:
+                raise KeyboardInterrupt("SIGINT")            # the operator's Ctrl-C, later
+            return {"vam_policy_node": 1} if self.polls > 1 else {}
+
+        def stop(self):
+            self.stops += 1
+            return {"yam_driver": 0, "vam_policy_node": 1}
+
+    graphs = []
+    monkeypatch.setattr(process_graph, "ProcessGraph", lambda *a, **k: graphs.append(FakeGraph()) or graphs[-1])
+    monkeypatch.setattr(process_graph.signal, "signal", lambda *a: None)
+    monkeypatch.setattr(process_graph.time, "sleep", lambda s: None)
+    args = argparse.Namespace(launch="robot", arguments=[], log_dir=None, quiet=True, dry_run=False)
+    assert process_graph.run(args) == 1
+    out = capsys.readouterr().out
+    assert "vam_policy_node exited with code 1; the others keep running" in out
+    assert graphs[0].polls > 5 and graphs[0].stops == 1 and "SIGINT: SIGINT to every process" in out
