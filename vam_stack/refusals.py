@@ -11,9 +11,15 @@ too). `total` counts every refusal for /diagnostics.
 Plain Python, thread-safe. `logger` is anything with `error`/`warning`/`info` methods (an rclpy
 logger or a `logging.Logger`); `level` picks one. Each level is written from its own line here:
 rclpy's logger refuses a call site whose severity changes between calls.
+
+The guards every node uses (as `vam_stack.ros.timer`, `ros.service`, ...; `ros.subscription` guards
+its callback with `guarded`) take a node and need no rclpy import here: `guarded` wraps a callback,
+`timer` and `service` make a timer or a service whose callback never raises into the executor,
+`refusal_log` makes a node's RefusalLog and `flush_refusals` prints what its logs still owe.
 """
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from typing import Any, Callable
@@ -94,3 +100,86 @@ def describe(e: BaseException) -> str:
         tb = tb.tb_next
     where = "" if tb is None else f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
     return f"{type(e).__name__}{where}: {e}"
+
+
+# --- guards: no message, service call or timer tick ends a node ------------------------------
+
+def refusal_log(node: Any, what: str, level: str = "error", verb: str = "refused") -> Any:
+    """A `RefusalLog` on the node's logger, registered on the node so that `flush_refusals` (from its
+    diagnostics timer) prints the count of a burst that stopped."""
+    log = RefusalLog(node.get_logger(), what, level, verb=verb)
+    node.__dict__.setdefault("_vam_refusal_logs", []).append(log)
+    return log
+
+
+def flush_refusals(node: Any) -> None:
+    for log in node.__dict__.get("_vam_refusal_logs", ()):
+        log.flush()
+
+
+def guarded(node: Any, what: str, fn: Any, on_error: Any = None, verb: str = "refused") -> Any:
+    """`fn` (a subscription or timer callback, plain or async) that never raises into the executor:
+    an exception is counted and logged by a rate-limited `refusal_log` (`what` refused: the first
+    reason of each second in full, then a count), then `on_error(exc)` runs (itself guarded: a
+    node's fallback, e.g. hold the arm). rclpy's executor ends the spin on any exception a
+    callback raises; what a message or a timer tick can do wrong must not end the node."""
+    log = refusal_log(node, what, verb=verb)
+
+    def failed(e: Exception) -> None:
+        log.refuse(describe(e))
+        if on_error is not None:
+            try:
+                on_error(e)
+            except Exception as e2:             # the fallback failed too: say so, keep spinning
+                log.refuse(f"and its fallback failed: {describe(e2)}")
+
+    if inspect.iscoroutinefunction(fn):
+        async def guarded_async(*args):
+            try:
+                return await fn(*args)
+            except Exception as e:
+                failed(e)
+        return guarded_async
+
+    def guarded_call(*args):
+        try:
+            return fn(*args)
+        except Exception as e:
+            failed(e)
+    return guarded_call
+
+
+def timer(node: Any, period_s: float, fn: Any, what: str, callback_group: Any = None, on_error: Any = None) -> Any:
+    """`node.create_timer` with its callback `guarded` (`what` names it in the log: "diagnostics";
+    `on_error(exc)` is the node's fallback after a tick that raised)."""
+    return node.create_timer(period_s, guarded(node, what, fn, on_error, verb="failed"), callback_group=callback_group)
+
+
+def service(node: Any, srv_type: Any, name: str, handler: Any, callback_group: Any = None) -> Any:
+    """`node.create_service` whose handler (plain or async) never raises into the executor: an
+    exception answers the call with success false (where the response has `success`) and the
+    reason in `message`, logged rate-limited."""
+    log = refusal_log(node, f"call of {name}", verb="failed")
+
+    def failed(e: Exception, response: Any) -> Any:
+        reason = f"internal error: {describe(e)}"
+        log.refuse(reason)
+        if hasattr(response, "success"):
+            response.success = False
+        if hasattr(response, "message"):
+            response.message = reason
+        return response
+
+    if inspect.iscoroutinefunction(handler):
+        async def call(request, response):
+            try:
+                return await handler(request, response)
+            except Exception as e:
+                return failed(e, response)
+    else:
+        def call(request, response):
+            try:
+                return handler(request, response)
+            except Exception as e:
+                return failed(e, response)
+    return node.create_service(srv_type, name, call, callback_group=callback_group)

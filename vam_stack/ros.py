@@ -23,6 +23,7 @@ import numpy as np
 from rosbags.typesys.base import Nodetype
 
 from vam_stack import msgs
+from vam_stack.refusals import flush_refusals, guarded, refusal_log, service, timer  # noqa: F401 (ros.timer, ...)
 from vam_stack.topics import Topic, resolve
 
 _TYPECODES = {"int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
@@ -80,109 +81,6 @@ def subscription(node: Any, key: str, callback: Any, callback_group: Any = None,
         callback = guarded(node, f"message on {t.name}", callback)
     return node.create_subscription(ros_class(t.msgtype), t.name, callback, qos(t, reader=True),
                                     callback_group=callback_group)
-
-
-# --- guards: no message, service call or timer tick ends a node -------------------------------
-
-def refusal_log(node: Any, what: str, level: str = "error", verb: str = "refused") -> Any:
-    """A `vam_stack.refusals.RefusalLog` on the node's logger, registered on the node so that
-    `flush_refusals` (its diagnostics timer) prints the count of a burst that stopped and
-    `refusal_counts` reports every one."""
-    from vam_stack.refusals import RefusalLog
-
-    log = RefusalLog(node.get_logger(), what, level, verb=verb)
-    node.__dict__.setdefault("_vam_refusal_logs", []).append(log)
-    return log
-
-
-def flush_refusals(node: Any) -> None:
-    for log in node.__dict__.get("_vam_refusal_logs", ()):
-        log.flush()
-
-
-def refusal_counts(node: Any) -> dict[str, int]:
-    """{what: refusals so far} of the node's refusal logs that refused anything."""
-    out: dict[str, int] = {}
-    for log in node.__dict__.get("_vam_refusal_logs", ()):
-        if log.total:
-            out[log.what] = out.get(log.what, 0) + log.total
-    return out
-
-
-def guarded(node: Any, what: str, fn: Any, on_error: Any = None, verb: str = "refused") -> Any:
-    """`fn` (a subscription or timer callback, plain or async) that never raises into the executor:
-    an exception is counted and logged by a rate-limited `refusal_log` (`what` refused: the first
-    reason of each second in full, then a count), then `on_error(exc)` runs (itself guarded: a
-    node's fallback, e.g. hold the arm). rclpy's executor ends the spin on any exception a
-    callback raises; what a message or a timer tick can do wrong must not end the node."""
-    import inspect
-
-    from vam_stack.refusals import describe
-
-    log = refusal_log(node, what, verb=verb)
-
-    def failed(e: Exception) -> None:
-        log.refuse(describe(e))
-        if on_error is not None:
-            try:
-                on_error(e)
-            except Exception as e2:             # the fallback failed too: say so, keep spinning
-                log.refuse(f"and its fallback failed: {describe(e2)}")
-
-    if inspect.iscoroutinefunction(fn):
-        async def guarded_async(*args):
-            try:
-                return await fn(*args)
-            except Exception as e:
-                failed(e)
-        return guarded_async
-
-    def guarded_call(*args):
-        try:
-            return fn(*args)
-        except Exception as e:
-            failed(e)
-    return guarded_call
-
-
-def timer(node: Any, period_s: float, fn: Any, what: str, callback_group: Any = None, on_error: Any = None) -> Any:
-    """`node.create_timer` with its callback `guarded` (`what` names it in the log: "diagnostics";
-    `on_error(exc)` is the node's fallback after a tick that raised)."""
-    return node.create_timer(period_s, guarded(node, what, fn, on_error, verb="failed"), callback_group=callback_group)
-
-
-def service(node: Any, srv_type: Any, name: str, handler: Any, callback_group: Any = None) -> Any:
-    """`node.create_service` whose handler (plain or async) never raises into the executor: an
-    exception answers the call with success false (where the response has `success`) and the
-    reason in `message`, logged rate-limited."""
-    import inspect
-
-    from vam_stack.refusals import describe
-
-    log = refusal_log(node, f"call of {name}", verb="failed")
-
-    def failed(e: Exception, response: Any) -> Any:
-        reason = f"internal error: {describe(e)}"
-        log.refuse(reason)
-        if hasattr(response, "success"):
-            response.success = False
-        if hasattr(response, "message"):
-            response.message = reason
-        return response
-
-    if inspect.iscoroutinefunction(handler):
-        async def call(request, response):
-            try:
-                return await handler(request, response)
-            except Exception as e:
-                return failed(e, response)
-    else:
-        def call(request, response):
-            try:
-                return handler(request, response)
-            except Exception as e:
-                return failed(e, response)
-    return node.create_service(srv_type, name, call, callback_group=callback_group)
 
 
 # --- conversion ---------------------------------------------------------------------------
@@ -345,10 +243,10 @@ class SafeLifecycle:
     def _guard_change_state(self) -> None:
         from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
-        service = getattr(self, "_service_change_state", None)
-        if service is None:           # enable_communication_interface=False: no services to guard
+        srv = getattr(self, "_service_change_state", None)
+        if srv is None:               # enable_communication_interface=False: no services to guard
             return
-        inner = service.callback
+        inner = srv.callback
         log = refusal_log(self, "lifecycle transition", level="warning")
 
         def change_state(request, response):
@@ -364,7 +262,7 @@ class SafeLifecycle:
                            f"valid from here: {', '.join(valid) or 'none'}")
                 response.success = False
                 return response
-        service.callback = change_state
+        srv.callback = change_state
 
     def _released(self) -> Any:
         from rclpy.lifecycle import TransitionCallbackReturn
