@@ -89,6 +89,20 @@ class YamDriver(HardwareChecks):
         self._ff = np.zeros(self.n)               # feed-forward of the last write, Nm
         self.gripper_limit = GripperLimiter(config)
 
+    def effort_summary(self) -> dict[str, float | str]:
+        """What /diagnostics shows of the torques the driver adds: the gravity feed-forward of the last
+        write (Nm, the largest per arm and per joint) and which grippers are held to their force limit."""
+        if self.gravity is None:
+            out: dict[str, float | str] = {"gravity_ff": "none (bus without feed-forward)"}
+        elif not self.gravity.enabled:
+            out = {"gravity_ff": "OFF (gravity_factor all zeros: the arm sags)"}
+        else:
+            out = {f"gravity_ff_{n}_nm": round(float(v), 3)
+                   for n, v, g in zip(self.names, self._ff, self._gripper) if not g}
+        limited = [n for n, b in zip(self.names, self.gripper_limit.blocked) if b]
+        out["gripper_force_limited"] = ", ".join(limited) or "none"
+        return out
+
     def _feedforward(self, pose: np.ndarray) -> np.ndarray | None:
         """Joint-space gravity feed-forward at `pose` (the measured one), or None without a model."""
         if self.gravity is None:
@@ -240,15 +254,18 @@ class YamDriver(HardwareChecks):
                            f"move them inside by hand before starting")
         return reading.position
 
-    def shutdown(self) -> None:
-        """Hold where the arm is, then torque off (as configured), then close. Idempotent, and
-        safe from any thread: it waits for a tick in progress, and no tick runs after it."""
+    def shutdown(self, torque_off: bool | None = None) -> None:
+        """Hold where the arm is, then torque off (`torque_off`; None: as `torque_off_on_exit` says),
+        then close. Idempotent, and safe from any thread: it waits for a tick in progress, and no
+        tick runs after it. `torque_off=False` leaves the motors powered, holding (a YAM has no
+        brakes: what an exit that no operator asked for must do)."""
         with self._bus_lock:
-            self._shutdown()
+            self._shutdown(torque_off)
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, torque_off: bool | None = None) -> None:
         if self.mode == Mode.STOPPED:
             return
+        off = self.config.torque_off_on_exit if torque_off is None else bool(torque_off)
         errors: list[str] = []
         try:
             if self.bus.connected and self.bus.torque_enabled:
@@ -259,14 +276,14 @@ class YamDriver(HardwareChecks):
                     self.bus.write_targets(np.where(mask, hold, 0.0), mask, torque_ff=self._feedforward(hold))
                 except Exception as e:  # keep going: torque off matters more
                     errors.append(f"final hold failed: {e}")
-                if self.config.torque_off_on_exit:
+                if off:
                     try:
                         errors += [f"{self.names[i]}: torque off failed: {r}" for i, r in self.bus.disable().items()]
                     except Exception as e:
                         errors.append(f"torque off failed: {e}")
         finally:
             try:
-                self.bus.close(disable_torque=self.config.torque_off_on_exit)
+                self.bus.close(disable_torque=off)
             except Exception as e:
                 errors.append(f"close failed: {e}")
             self.mode = Mode.STOPPED
@@ -274,7 +291,7 @@ class YamDriver(HardwareChecks):
             if errors:
                 log.error("yam_driver shutdown problems: %s", "; ".join(errors))
             else:
-                log.info("yam_driver shut down (torque %s)", "off" if self.config.torque_off_on_exit else "on")
+                log.info("yam_driver shut down (torque %s)", "off" if off else "on")
 
     def clear_faults(self) -> None:
         """Operator reset after a fault: re-read every joint, hold it, torque on, ramp again."""

@@ -78,13 +78,16 @@ class GravityModel:
         return np.clip(t, -self.limit, self.limit)
 
 
-def gravity_load(config: DriverConfig):
+def gravity_load(config: DriverConfig, as_configured: bool = False):
     """A rig-level load model for the Damiao emulator (`EmulatedRig(..., load_fn=...)`): the torque
-    gravity applies to each joint at a pose, i.e. minus what holds it (factor 1: the emulated arm is
-    the model), so emulated motors sag by tau_g / kp without feed-forward, as a YAM does."""
+    gravity applies to each joint at a pose, i.e. minus what holds it, so emulated motors sag by
+    tau_g / kp without feed-forward, as a YAM does. The arm weighs the model (factor 1), or with
+    `as_configured` the model x the driver file's `gravity_factor` (the arm the file describes: the
+    factors say how much heavier than the model the real arm is, so its own feed-forward holds it)."""
     model = GravityModel(config)
+    scale = model.factor if as_configured else np.where(model._gripper, 0.0, 1.0)
 
     def load(position: np.ndarray) -> np.ndarray:
-        t = model.torque(position)
+        t = model.torque(position) * scale
         return -np.where(np.isfinite(t), t, 0.0)
     return load

@@ -33,7 +33,6 @@ ON, and the log says so; after on_error the node is finalized and keeps holding 
 """
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 
@@ -119,7 +118,12 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
             else:
                 if self.p["use_emulator"]:
                     from yam_driver.emulators import EmulatedRig
-                    self.rig = EmulatedRig(cfg)
+                    from yam_driver.gravity import gravity_load
+
+                    # emulated Damiao motors carry the weight of the arm the driver file describes (the
+                    # model x its gravity_factor), as a YAM's do: without feed-forward they sag by tau_g / kp
+                    load = gravity_load(cfg, as_configured=True) if cfg.bus == "damiao" else None
+                    self.rig = EmulatedRig(cfg, load_fn=load)
                     cfg = self.rig.config
                 self.driver = YamDriver(cfg)
             self.driver.connect()
@@ -299,6 +303,7 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
                   "ticks": d.tick, "rate_hz": rate, "io_p50_ms": p50, "io_p99_ms": p99,
                   "estop": self.estopped, "faults": "; ".join(map(str, d.faults)) or "none",
                   **{f"refused_{k}": v for k, v in self.gate.counts.items()}, "refused_messages": self._refused.total,
+                  **d.effort_summary(),
                   **self.targets_in.summary("targets_")}
         self.pub["diagnostics"].publish(ros.diagnostics(self, [{"task": "driver", "level": level, "message": message,
                                                                "hardware_id": self._hw_id, "values": values}]))
@@ -309,11 +314,9 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         with self._cmd_lock:
             self.active = False
         if self.driver is not None:
-            if not torque_off and self.driver.config.torque_off_on_exit:
-                # the core's shutdown holds the measured position, then disables torque per its config:
-                # the same shutdown with torque_off_on_exit false holds and leaves the motors powered
-                self.driver.config = dataclasses.replace(self.driver.config, torque_off_on_exit=False)
-            self.driver.shutdown()
+            # the core's shutdown holds the measured position, then disables torque as configured, or,
+            # on an exit no operator asked for, leaves the motors powered and holding
+            self.driver.shutdown(torque_off=None if torque_off else False)
         if self._tick_timer is not None:
             self.destroy_timer(self._tick_timer)
             self._tick_timer = None

@@ -78,6 +78,9 @@ def test_the_lifecycle_from_another_process(ros_harness, tmp_path):
 
         assert _transition(h, Transition.TRANSITION_ACTIVATE) and _state(h) == "active"
         assert h.spin_until(lambda: driver_status().get("torque") == "true")
+        # the gravity feed-forward each MIT command carries, per joint, and the gripper force limit's state
+        assert h.spin_until(lambda: abs(float(driver_status().get("gravity_ff_left_joint2_nm", 0.0))) > 0.1)
+        assert driver_status()["gripper_force_limited"] == "none"
         goal = start.copy()
         goal[0] += 0.2
 
