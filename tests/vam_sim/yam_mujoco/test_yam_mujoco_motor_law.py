@@ -29,6 +29,16 @@ def _driver(robot, **changes):
     return d
 
 
+def _with_driver(robot, run, **changes):
+    """`run(robot, driver)` on a started driver with `changes` to the simulated robot's driver config;
+    the driver is shut down whatever happens."""
+    driver = _driver(robot, **changes)
+    try:
+        return run(robot, driver)
+    finally:
+        driver.shutdown()
+
+
 def _hold_errors(robot, driver) -> list[np.ndarray]:
     """Per pose: the largest |measured - commanded| (14,) over the last 2 s of a 6 s hold."""
     sim, out = robot.sim, []
@@ -54,22 +64,14 @@ def robot():
 
 
 def test_feedforward_on_holds_four_poses_within_003_rad(robot):
-    driver = _driver(robot)
-    try:
-        errors = _hold_errors(robot, driver)
-    finally:
-        driver.shutdown()
+    errors = _with_driver(robot, _hold_errors)
     worst = max(float(e[ARM].max()) for e in errors)
     assert worst <= 0.03, [np.round(e[ARM], 4) for e in errors]
 
 
 def test_feedforward_off_sags_joint2_by_a_tenth_of_a_radian(robot):
     # tracking fault off (1 rad): the sag is what is measured here, not whether the driver notices it
-    driver = _driver(robot, gravity_factor=(0.0,) * 6, max_tracking_error=1.0)
-    try:
-        errors = _hold_errors(robot, driver)
-    finally:
-        driver.shutdown()
+    errors = _with_driver(robot, _hold_errors, gravity_factor=(0.0,) * 6, max_tracking_error=1.0)
     joint2 = max(float(max(e[1], e[8])) for e in errors)
     assert joint2 >= 0.1, [np.round(e[ARM], 4) for e in errors]
 
@@ -145,19 +147,11 @@ def _squeeze(robot, driver, hold_ticks: int = 60) -> float:
 
 
 def test_gripper_closing_on_a_block_squeezes_at_most_the_force_limit(robot):
-    driver = _driver(robot)
-    try:
-        force = _squeeze(robot, driver)
-    finally:
-        driver.shutdown()
+    force = _with_driver(robot, _squeeze)
     limit = robot.driver_cfg.gripper_force_limit
     assert 0.5 * limit <= force <= 1.1 * limit, force
 
 
 def test_without_the_limit_the_gripper_crushes_at_the_motor_peak(robot):
-    driver = _driver(robot, gripper_force_limit=0.0)
-    try:
-        force = _squeeze(robot, driver)
-    finally:
-        driver.shutdown()
+    force = _with_driver(robot, _squeeze, gripper_force_limit=0.0)
     assert force > 3 * robot.driver_cfg.gripper_force_limit, force     # 7 Nm through the transmission
