@@ -1,5 +1,6 @@
 """The robot stack: cameras, policy (executor + safety filter), TR monitor, YAM driver,
-and optionally rviz2 and rqt with the shipped layouts. With sim:=mujoco the simulated YAM
+and optionally (use_rviz:=true, use_rqt:=true; headless by default) rviz2 and rqt with the
+shipped layouts. With sim:=mujoco the simulated YAM
 (yam_mujoco_sim: the MuJoCo world with the same camera bridge and driver nodes on it) stands in
 for the cameras and the arm. Arguments, processes and their parameters: the one table in
 vam_stack/launch_args.py (`vam-stack ros-graph robot ...` starts the same processes without launch).
@@ -16,22 +17,10 @@ launch line; driver_config:=FILE gives the driver's YAML (its `bus:` must match;
 config/yam_driver_<bus>.yaml), and the policy node checks its limits against the same file.
 """
 from launch import LaunchDescription
-from launch.conditions import IfCondition
-from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import Node
-from launch_ros.substitutions import FindPackageShare
 
-from vam_stack.launch_args import declare, node_actions
+from vam_stack.launch_args import declare, gui_actions, node_actions
 
 
 def generate_launch_description():
-    share = FindPackageShare("vam_stack")
-    arg = LaunchConfiguration
-    return LaunchDescription([
-        *declare("robot"),
-        *node_actions("robot"),
-        Node(package="rviz2", executable="rviz2", name="rviz2", condition=IfCondition(arg("use_rviz")),
-             arguments=["-d", PathJoinSubstitution([share, "config", "vam_stack.rviz"])]),
-        Node(package="rqt_gui", executable="rqt_gui", name="rqt", condition=IfCondition(arg("use_rqt")),
-             arguments=["--perspective-file", PathJoinSubstitution([share, "config", "vam_stack.perspective"])]),
-    ])
+    # rviz2 / rqt only with use_rviz:=true / use_rqt:=true and where installed (gui_actions says so otherwise)
+    return LaunchDescription([*declare("robot"), *node_actions("robot"), *gui_actions("robot")])

@@ -59,9 +59,46 @@ TABLE: dict[str, tuple[str, dict[str, str]]] = {
                "through a safety filter after /yam_leader/engage (sim:=none); none = nobody",
                {"record": "expert"}),
     "out_dir": ("folder the demo recorder writes <prefix>_<NNN>.mcap episodes into", {"record": "runs/recordings"}),
-    "use_rviz": ("start rviz2 with config/vam_stack.rviz", {"robot": "true", "sim": "false"}),
-    "use_rqt": ("start rqt with config/vam_stack.perspective", {"robot": "false", "sim": "false"}),
+    "use_rviz": ("start rviz2 with config/vam_stack.rviz (only where the rviz2 package is installed: elsewhere "
+                 "launch says so and starts the rest)", {"robot": "false", "sim": "false"}),
+    "use_rqt": ("start rqt with config/vam_stack.perspective (only where the rqt_gui package is installed: "
+                "elsewhere launch says so and starts the rest)", {"robot": "false", "sim": "false"}),
 }
+
+# the optional viewers (headless by default: a robot computer with ros-base has neither):
+# flag argument -> (package, executable, node name, arguments before / after the shipped layout file)
+GUI: dict[str, tuple[str, str, str, str, str]] = {
+    "use_rviz": ("rviz2", "rviz2", "rviz2", "-d", "vam_stack.rviz"),
+    "use_rqt": ("rqt_gui", "rqt_gui", "rqt", "--perspective-file", "vam_stack.perspective"),
+}
+
+
+def package_installed(package: str) -> bool:
+    """Whether ament's index (a sourced ROS 2 install) has `package`; False without ament_index_python."""
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    except ImportError:
+        return False
+    try:
+        get_package_prefix(package)
+    except (PackageNotFoundError, KeyError, ValueError):
+        return False
+    return True
+
+
+def gui_plan(values: Mapping[str, str], installed=package_installed) -> list[tuple[str, bool, str]]:
+    """(flag argument, start?, what launch says) for each viewer asked for by the resolved argument
+    `values`: a viewer whose package is missing is not started and said, never a launch failure
+    (launch failed on the missing package after starting the stack, and left those nodes running)."""
+    out = []
+    for flag, (package, *_rest) in GUI.items():
+        if flag in values and typed("flag", values[flag], flag):
+            if installed(package):
+                out.append((flag, True, f"{flag}:=true: starting {package}"))
+            else:
+                out.append((flag, False, f"{flag}:=true but package {package!r} is not installed here (a headless "
+                                          f"ROS 2 base install): not started; the stack runs without it"))
+    return out
 
 # arguments with a closed set of values: launch refuses anything else before a node starts
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -327,6 +364,30 @@ def node_actions(launch: str) -> list:
                         parameters=[LaunchConfiguration("params_file"), *([params] if params else [])],
                         condition=condition, **kwargs))
     return out
+
+
+def gui_actions(launch: str) -> list:
+    """rviz2 / rqt as the use_rviz / use_rqt arguments ask, decided at launch time by `gui_plan`:
+    a viewer whose package is not installed is logged and left out (never a failed launch)."""
+    from launch.actions import LogInfo, OpaqueFunction
+    from launch_ros.actions import Node
+
+    def decide(context):
+        values = {flag: context.launch_configurations.get(flag, "false") for flag in GUI
+                  if flag in arguments(launch)}
+        actions = []
+        for flag, start, message in gui_plan(values):
+            actions.append(LogInfo(msg=message))
+            if start:
+                from ament_index_python.packages import get_package_share_directory
+
+                package, executable, name, option, layout = GUI[flag]
+                layout_path = str(Path(get_package_share_directory("vam_stack")) / "config" / layout)
+                actions.append(Node(package=package, executable=executable, name=name, output="screen",
+                                    arguments=[option, layout_path]))
+        return actions
+
+    return [OpaqueFunction(function=decide)]
 
 
 def is_mujoco():
