@@ -3,9 +3,12 @@
 `ProcessGraph(launch, args)` takes the rows of `vam_stack.launch_args` (the table the launch
 files read), writes each process's parameter overrides to a file as launch_ros does, and
 starts every node from its installed console script as its own OS process with exactly the
-launch files' ROS arguments. It stops them as launch does: SIGINT to every process, SIGTERM to
-those still running after `sigterm_timeout_s`, SIGKILL after `sigkill_timeout_s` more (launch's
-defaults: 5 s each), and reports each exit code. Every process's output goes to
+launch files' ROS arguments. It stops them as `ros2 launch` is stopped by a terminal's Ctrl-C
+(launch 3.4.3, jazzy): every process is in one process group (launch's), SIGINT goes to the whole
+group (the terminal's Ctrl-C reaches the nodes' own children too, e.g. the policy node's worker),
+SIGTERM to each process still running `sigterm_timeout_s` later and SIGKILL `sigkill_timeout_s`
+after that (launch's defaults: 5 s each); it reports each exit code and how long each process took
+to exit after the SIGINT (`stop_times`). Every process's output goes to
 `<log_dir>/<label>.log` and, with `echo`, to this terminal with a `[label]` prefix.
 
 Used by `vam-stack ros-graph` (the graph on a machine whose ROS 2 came from pip, where launch
@@ -80,6 +83,16 @@ def _parent_death_signal():
 _PREEXEC = _parent_death_signal()
 
 
+def _into_group(pgid: int):
+    """A preexec function: join process group `pgid` (0: a new group led by the child), then the
+    parent-death signal."""
+    def preexec() -> None:
+        os.setpgid(0, pgid)
+        if _PREEXEC is not None:
+            _PREEXEC()
+    return preexec
+
+
 def cpu_seconds(pid: int) -> float | None:
     """User + system CPU time of a process and its descendants (Linux /proc; None elsewhere or when
     the process is gone): the policy node's policy runs in a child process."""
@@ -137,6 +150,8 @@ class ProcessGraph:
         self.echo = echo
         self.sigterm_timeout_s, self.sigkill_timeout_s = sigterm_timeout_s, sigkill_timeout_s
         self.running: list[Running] = []
+        self.pgid: int | None = None                   # the graph's one process group (launch's)
+        self.stop_times: dict[str, float] = {}         # label -> seconds from the stop's SIGINT to its exit
         self._echo_lock = threading.Lock()
 
     def start(self) -> "ProcessGraph":
@@ -153,9 +168,16 @@ class ProcessGraph:
                 argv = proc.argv(overrides)
                 argv[0] = find_executable(argv[0])
                 log_path = self.log_dir / f"{label}.log"
+                # one process group for the graph, as under launch (not the terminal's: a terminal's
+                # Ctrl-C reaches us and we send it on to the group, as the terminal does under launch)
                 popen = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env,
-                                         start_new_session=True,   # a terminal's Ctrl-C reaches us; we forward it
-                                         preexec_fn=_PREEXEC)
+                                         preexec_fn=_into_group(self.pgid or 0))
+                if self.pgid is None:
+                    self.pgid = popen.pid
+                try:
+                    os.setpgid(popen.pid, self.pgid)       # (also from here: no race with a signal before exec)
+                except OSError:
+                    pass
                 reader = threading.Thread(target=self._pump, args=(label, popen, log_path), daemon=True,
                                           name=f"log-{label}")
                 reader.start()
@@ -204,18 +226,42 @@ class ProcessGraph:
                 except ProcessLookupError:
                     pass
 
+    def signal_group(self, sig: int) -> None:
+        """`sig` to the graph's process group: every node and every process a node started."""
+        if self.pgid is not None:
+            try:
+                os.killpg(self.pgid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def stop(self, labels: list[str] | None = None) -> dict[str, int]:
-        """SIGINT, then SIGTERM, then SIGKILL, as launch escalates; label -> exit code."""
+        """Stop as launch does after a terminal's Ctrl-C; label -> exit code. The whole graph
+        (`labels` None): SIGINT to the process group; some processes: SIGINT to each (launch's
+        SignalProcess). Then SIGTERM to each process still running after `sigterm_timeout_s`,
+        SIGKILL after `sigkill_timeout_s` more. `stop_times` gets each process's time to exit."""
         chosen = [r for r in self.running if labels is None or r.label in labels]
+        gone = {r.label for r in chosen if r.returncode is not None}    # exited before the stop: no stop time
+        t0 = time.monotonic()
         for sig, wait_s in ((signal.SIGINT, self.sigterm_timeout_s), (signal.SIGTERM, self.sigkill_timeout_s),
                             (signal.SIGKILL, 5.0)):
             alive = [r for r in chosen if r.returncode is None]
             if not alive:
                 break
-            self.signal(sig, [r.label for r in alive])
+            if sig == signal.SIGINT and labels is None:
+                self.signal_group(sig)
+            else:
+                self.signal(sig, [r.label for r in alive])
             end = time.monotonic() + wait_s
             while time.monotonic() < end and any(r.returncode is None for r in alive):
-                time.sleep(0.05)
+                for r in alive:
+                    if r.returncode is not None and r.label not in self.stop_times:
+                        self.stop_times[r.label] = time.monotonic() - t0
+                time.sleep(0.01)
+        for r in chosen:
+            if r.returncode is not None and r.label not in self.stop_times and r.label not in gone:
+                self.stop_times[r.label] = time.monotonic() - t0
+        if labels is None:              # nothing of the graph outlives it (a node's child left behind)
+            self.signal_group(signal.SIGKILL)
         for r in chosen:
             r.reader.join(2.0)
         return {r.label: r.returncode for r in chosen}
@@ -261,7 +307,9 @@ def run(args) -> int:
     def interrupt(signum, _frame):
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):   # stopped from outside: stop the graph as Ctrl-C would
+    # stopped from outside (a service manager's SIGTERM): stop the graph as Ctrl-C would. Here ros-graph
+    # differs from `ros2 launch`, which dies at SIGTERM and leaves every node running
+    for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupt)
     graph.start()
     print(f"[ros-graph] {args.launch}: {len(graph.processes)} processes, logs in {graph.log_dir}; Ctrl-C stops them",
@@ -280,8 +328,19 @@ def run(args) -> int:
             time.sleep(0.2)
         print("[ros-graph] every process exited", flush=True)
     except KeyboardInterrupt as e:
-        print(f"[ros-graph] {str(e) or 'Ctrl-C'}: SIGINT to every process", flush=True)
+        print(f"[ros-graph] {str(e) or 'Ctrl-C'}: SIGINT to the process group (every node and its children)",
+              flush=True)
+
+    def again(signum, _frame):       # as launch: a second Ctrl-C does not cut the stop short
+        print(f"[ros-graph] {signal.Signals(signum).name} again: still stopping (SIGTERM {graph.sigterm_timeout_s:g} s "
+              f"after the SIGINT, SIGKILL {graph.sigkill_timeout_s:g} s later)", flush=True)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, again)
     codes = graph.stop()
     for label, code in codes.items():
-        print(f"[ros-graph] {label}: exit code {code}")
-    return 0 if all(c == 0 for c in codes.values()) else 1
+        when = f" ({graph.stop_times[label]:.2f} s after the SIGINT)" if label in graph.stop_times else ""
+        print(f"[ros-graph] {label}: exit code {code}{when}")
+    # as `ros2 launch` (3.4.3) returns: 0 once the graph is down, whatever a node's exit code (launch
+    # returns 1 only for an error of launch itself); the nodes' codes are printed above
+    return 0

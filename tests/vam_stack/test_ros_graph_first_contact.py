@@ -43,6 +43,7 @@ def test_an_existing_checkpoint_and_none_pass(tmp_path):
 def test_ctrl_c_is_named(monkeypatch, capsys):
     class Graph:
         processes, log_dir = ["p"], "/tmp/logs"
+        stop_times, sigterm_timeout_s, sigkill_timeout_s = {"p": 0.4}, 5.0, 5.0
 
         def __init__(self, *a, **k):
             pass
@@ -60,4 +61,5 @@ def test_ctrl_c_is_named(monkeypatch, capsys):
     monkeypatch.setattr(process_graph.signal, "signal", lambda *a: None)   # keep pytest's own handlers
     assert entry(["ros-graph", "robot"]) == 0
     out = capsys.readouterr().out
-    assert "[ros-graph] Ctrl-C: SIGINT to every process" in out and "[ros-graph] :" not in out
+    assert "[ros-graph] Ctrl-C: SIGINT to the process group" in out and "[ros-graph] :" not in out
+    assert "[ros-graph] p: exit code 0 (0.40 s after the SIGINT)" in out
