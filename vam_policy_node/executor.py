@@ -153,7 +153,9 @@ class ChunkExecutor:
             if not np.all(np.isfinite(a)):
                 raise ValueError(f"actions contain non-finite values at rows {np.flatnonzero(~np.isfinite(a).all(1)).tolist()}")
         except Exception as e:  # logged with context; the schedule holds the arm
-            if isinstance(e, ValueError):   # a rejected input (e.g. window not ready): one line, no traceback
+            if self._stop.is_set():         # stopping: the policy was closed under the replan (abandoned)
+                log.debug("inference abandoned at stop: tick %d (%s: %s)", origin, type(e).__name__, e)
+            elif isinstance(e, ValueError):   # a rejected input (e.g. window not ready): one line, no traceback
                 log.warning("inference refused its input: tick %d, next chunk %d, obs %s: %s", origin,
                             self.schedule.chunk_id + 1, _describe(obs), e)
             else:
@@ -255,11 +257,17 @@ class ChunkExecutor:
         for t in self._threads:
             t.start()
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop ticking (the driver keeps the last target); waits up to `timeout` for inference."""
+    def request_stop(self) -> None:
+        """Stop ticking now (the driver keeps the last target), without waiting: the tick thread
+        sends no further target; an inference in flight finishes (or is abandoned, see
+        `ProcessPolicy.close`) and its result is dropped."""
         self._stop.set()
         with self._wake:
             self._wake.notify_all()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop ticking (the driver keeps the last target); waits up to `timeout` for inference."""
+        self.request_stop()
         for t in self._threads:
             t.join(timeout)
             if t.is_alive():
@@ -313,6 +321,8 @@ class ChunkExecutor:
                 origin, t_req, committed, obs = self._request
                 self._request = None
             res = self._run_policy(obs, origin, t_req, committed)
+            if self._stop.is_set():            # stopped during the replan: its result is not used
+                return
             if self.on_result is not None and res.error is None:
                 try:
                     self.on_result({"origin_tick": origin, "latency_s": res.latency_s, **(res.telemetry or {})})

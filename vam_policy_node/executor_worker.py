@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import multiprocessing as mp
+import signal
 import threading
 import traceback
 from types import SimpleNamespace
@@ -57,7 +58,15 @@ def _spec_fields(spec: Any) -> dict:
 
 
 def _serve(conn, factory: Callable[[], Any], torch_threads: int | None) -> None:
-    """Child process main loop: build the policy, then answer reset/infer until 'close'."""
+    """Child process main loop: build the policy, then answer reset/infer until 'close'.
+
+    SIGINT is ignored here: a terminal's Ctrl-C (or `ros-graph`'s, to the process group, as a
+    terminal sends it under `ros2 launch`) reaches this child too, and its parent node stops it
+    (`ProcessPolicy.close`); a KeyboardInterrupt here printed a traceback at every Ctrl-C. SIGINT
+    is blocked from before the spawn (`ProcessPolicy.__init__`) until it is ignored here."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         if torch_threads:
             import torch
@@ -104,7 +113,16 @@ class ProcessPolicy:
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, args=(child, factory, torch_threads), name="policy", daemon=True)
-        self._proc.start()
+        # the child inherits this thread's signal mask: SIGINT stays blocked in it until `_serve` ignores it
+        # (a Ctrl-C during the child's interpreter start-up would otherwise print a KeyboardInterrupt traceback)
+        blocked = hasattr(signal, "pthread_sigmask")
+        if blocked:
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            self._proc.start()
+        finally:
+            if blocked:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         child.close()
         self._lock = threading.Lock()  # one request/answer pair on the pipe at a time
         self._pending: dict = {}       # `configure` changes not yet sent
@@ -154,22 +172,30 @@ class ProcessPolicy:
         with self._pending_lock:
             self._pending.update({k: v for k, v in changes.items() if v is not None})
 
-    def close(self, timeout_s: float = 5.0) -> None:
-        """Ask the child to exit; terminate it if it does not within `timeout_s`."""
+    def close(self, timeout_s: float = 0.5) -> None:
+        """Stop the child within about 2 x `timeout_s`: asked to exit when it is idle; an inference
+        in flight is abandoned (its answer could no longer be used): the child is terminated at
+        once, and the thread waiting for it gets a PolicyProcessError. Launch sends SIGTERM 5 s
+        after SIGINT: a node must not wait for a replan (seconds on a loaded CPU) to exit."""
         if self._proc.is_alive():
-            idle = self._lock.acquire(timeout=timeout_s)  # let an infer in flight finish first
-            try:
-                if idle:
+            idle = self._lock.acquire(timeout=0.05)
+            if idle:
+                try:
                     self._conn.send(("close",))
-            except (BrokenPipeError, OSError) as e:
-                log.debug("policy process pipe already closed (%s)", e)
-            finally:
-                if idle:
+                except (BrokenPipeError, OSError) as e:
+                    log.debug("policy process pipe already closed (%s)", e)
+                finally:
                     self._lock.release()
-            self._proc.join(timeout_s)
+                self._proc.join(timeout_s)
+                if self._proc.is_alive():
+                    log.warning("policy process did not exit in %.1f s; terminating", timeout_s)
+            else:
+                log.info("policy process busy (an inference in flight): abandoned, terminating it")
             if self._proc.is_alive():
-                log.warning("policy process did not exit in %.1f s; terminating", timeout_s)
                 self._proc.terminate()
+                self._proc.join(timeout_s)
+            if self._proc.is_alive():
+                self._proc.kill()
                 self._proc.join(timeout_s)
         self._conn.close()
 

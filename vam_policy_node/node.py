@@ -24,6 +24,7 @@ then holds the arm (its watchdog), torque on.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 
@@ -43,6 +44,7 @@ from vam_policy_node.schedule import RTC_MODES, ExecutorConfig
 from vam_policy_node.runtime import OVERRUN_ACTIONS, PolicyRuntime, RuntimeConfig, warm_up
 from vam_stack.arrivals import ArrivalStats
 from vam_stack.instruction import check_instruction, shorten
+from vam_stack.pacing import IncreasingStamps
 from vam_stack.safety import SafetyFilter, load_safety_config
 from vam_stack import msgs, ros
 from vam_stack.robot import check_layers
@@ -53,6 +55,24 @@ TUNABLE = ("guidance", "tr_every_step", "w_lang_base", "w_plan_base", "s_max", "
 WEIGHT_RANGE = (0.0, 5.0)
 # The guidance, policy and runtime settings are generated from their config dataclasses (default
 # and description from the field and its comment); only the node's own wiring is written here.
+def _auto_backend(params) -> tuple:
+    """`backend` takes `auto` too, its default: onnxruntime on a CPU, torch on CUDA, as `vam-stack sim`
+    and `eval` choose (a yam64 replan took 7-16 s in torch on a loaded 2-core CPU, 0.13-0.4 s in
+    onnxruntime: the arm never moved)."""
+    return tuple(dataclasses.replace(q, default="auto", choices=("auto", *q.choices),
+                                     description="auto (onnxruntime on a CPU, torch on CUDA) | " + q.description)
+                 if q.name == "backend" else q for q in params)
+
+
+def resolve_backend(backend: str, device: str) -> str:
+    """The backend `auto` stands for on `device`; any other name as given."""
+    if backend != "auto":
+        return backend
+    from vam_model.device import resolve_device
+
+    return "onnxruntime" if resolve_device(device).type == "cpu" else "torch"
+
+
 PARAMS = (
     P("preset", "tiny", "model preset (models/<preset>.yaml) used when no checkpoint is given; with a "
                         "checkpoint it must be the checkpoint's preset (a mismatch is an error naming both)"),
@@ -66,8 +86,9 @@ PARAMS = (
     *ros.params_from(PolicyConfig, ("seed", "threads", "action_temperature", "device", "autocast"),
                      ranges={"seed": (0, 2**32 - 1), "threads": (0, 256), "action_temperature": (0.0, 1.0)},
                      choices={"autocast": tuple(AUTOCAST)}, live=("action_temperature",)),
-    *ros.params_from(BackendConfig, ("name", "precision"), rename={"name": "backend", "precision": "backend_precision"},
-                     choices={"name": BACKENDS, "precision": PRECISIONS}),
+    *_auto_backend(ros.params_from(BackendConfig, ("name", "precision"),
+                                   rename={"name": "backend", "precision": "backend_precision"},
+                                   choices={"name": BACKENDS, "precision": PRECISIONS})),
     *ros.params_from(ExecutorConfig, ("rtc",), choices={"rtc": RTC_MODES}),
     *ros.params_from(RuntimeConfig, ("max_frame_age_s", "max_state_age_s", "on_overrun"),
                      ranges={"max_frame_age_s": (0.01, 10.0), "max_state_age_s": (0.01, 10.0)},
@@ -113,7 +134,8 @@ def policy_from_params(p: dict):
     guidance = guidance_from(p)
     cfg = PolicyConfig(seed=p["seed"], threads=p["threads"], action_temperature=p["action_temperature"],
                        device=p["device"], autocast=p["autocast"], guidance=guidance,
-                       backend=BackendConfig(name=p["backend"], precision=p["backend_precision"]))
+                       backend=BackendConfig(name=resolve_backend(p["backend"], p["device"]),
+                                             precision=p["backend_precision"]))
     factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=guidance_label(guidance), config=cfg)
     if p["policy_process"]:
         from vam_policy_node.executor_worker import ProcessPolicy
@@ -139,6 +161,7 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
         p = self._params = ros.declare(self, PARAMS)
         self.pub = {k: ros.publisher(self, k) for k in ("joint_targets", "telemetry", "attention", "diagnostics")}
         self._publish_lock, self._closing = threading.Lock(), False
+        self._stamps = IncreasingStamps()                    # /vam/joint_targets stamps, strictly increasing
         self.frames_in = ArrivalStats(p["camera_rate_hz"])   # capture -> policy latency, gaps (diagnostics)
         self._compressed = p["image_transport"] == "compressed"
         self.mailbox: InstructionMailbox | None = None       # made with the runtime (configure)
@@ -251,10 +274,12 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
         if mailbox is not None:
             mailbox.clear()
         if runtime is not None:
-            runtime.close()
+            runtime.begin_close()          # no further target: the driver holds the last one
         policy, self.policy = self.policy, None
         if policy is not None and hasattr(policy, "close"):
-            policy.close()
+            policy.close()                 # a replan in flight is abandoned (its child process ends)
+        if runtime is not None:
+            runtime.close(self.STOP_BUDGET_S / 2)
 
     def _on_instruction(self, msg) -> None:
         mailbox = self.mailbox
@@ -380,7 +405,9 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
     def _publish_target(self, sent: np.ndarray) -> None:
         """Executor tick thread: the safety-filtered target, named (and, with command_outputs, the same
         target for ros2_control's controllers)."""
-        stamp = ros.stamp(self)
+        # strictly after the last target (the driver refuses a stamp that is not): under use_sim_time the node's
+        # clock is the last /clock received, which two ticks of this host-paced thread can both read
+        stamp = msgs.time_from_ns(self._stamps.next(self.get_clock().now().nanoseconds))
         self._publish("joint_targets", ros.to_ros(msgs.joint_state_msg(
             self.action_names, sent, stamp_s=stamp, frame_id=self._target_source)))
         if "joint_trajectory" in self.pub:
@@ -423,23 +450,24 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
              "message": f"{self.frames_in.count} frames received",
              "values": self.frames_in.summary("frames_")}]))
 
-    # launch sends SIGTERM 5 s after SIGINT and SIGKILL 5 s after that: the node stops within this
-    STOP_BUDGET_S = 7.0
+    # launch sends SIGTERM 5 s after SIGINT and SIGKILL 5 s after that; the node stops within this,
+    # well inside launch's first deadline: a replan in flight is abandoned, not waited for
+    STOP_BUDGET_S = 1.0
 
     def destroy_node(self) -> None:
-        """Safe state: stop the executor (the driver then holds), then the ROS entities. Nothing is
-        published once this begins. Stopping waits for an inference in flight (up to 5 s, on a
-        loaded machine more, and an episode start in the control thread before it); past
-        STOP_BUDGET_S the node goes on without waiting, so launch never has to SIGKILL it: its
-        threads are daemons and the policy's child process ends with the process."""
+        """Safe state: stop the executor (the driver then holds its last target), then the ROS
+        entities. Nothing is published once this begins. An inference in flight is abandoned (the
+        policy's child process is ended: its chunk could not be used after the stop) and an episode
+        start in the control thread does not begin; past STOP_BUDGET_S the node goes on without
+        waiting (its threads are daemons; the policy's child process ends with the process)."""
         with self._publish_lock:
             self._closing = True
         releasing = threading.Thread(target=self._release, name="policy-release", daemon=True)
         releasing.start()
         releasing.join(self.STOP_BUDGET_S)
         if releasing.is_alive():
-            self.get_logger().warning(f"the policy is still stopping after {self.STOP_BUDGET_S:.0f} s (an inference or "
-                                      f"an episode start in flight); exiting without waiting: the driver holds")
+            self.get_logger().warning(f"the policy is still stopping after {self.STOP_BUDGET_S:.0f} s; exiting without "
+                                      f"waiting: the driver holds")
         super().destroy_node()
 
 

@@ -305,11 +305,22 @@ class PolicyRuntime:
         out["overrun"] = bool(self.executor.overrun)
         return out
 
-    def close(self) -> None:
-        """Stop the executor (the driver then holds) and the control thread."""
+    def begin_close(self) -> None:
+        """At once, waiting for nothing: no further target goes out (the driver holds the last one),
+        no new episode starts, and the control thread is asked to exit."""
+        self._estop.set()                  # a start the control thread is in the middle of does not begin
+        self.pending = None
+        self.executor.request_stop()
         self._commands.put(("exit", None, None))
-        self._control.join(self.cfg.command_timeout_s)
-        self.executor.stop()
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Stop the executor (the driver then holds) and the control thread, waiting up to
+        `timeout_s` for each (None: command_timeout_s). Close the policy between `begin_close` and
+        this to abandon an inference in flight instead of waiting for it."""
+        timeout_s = self.cfg.command_timeout_s if timeout_s is None else timeout_s
+        self.begin_close()
+        self._control.join(timeout_s)
+        self.executor.stop(timeout_s)
 
 
 def warm_up(policy: Any, guidance: Any = None, seed: int | None = None) -> dict[str, float]:

@@ -37,7 +37,8 @@ TABLE: dict[str, tuple[str, dict[str, str]]] = {
     "checkpoint": ("policy checkpoint (safetensors); empty = models/<preset>.safetensors if shipped",
                    {"robot": "", "sim": ""}),
     "guidance": ("guidance schedule: none | flat | tr_adaptive", {"robot": "tr_adaptive", "sim": "tr_adaptive"}),
-    "backend": ("runtime of the DiT calls: torch | onnxruntime | tensorrt", {"robot": "torch", "sim": "torch"}),
+    "backend": ("runtime of the DiT calls: auto (onnxruntime on a CPU, torch on CUDA, as `vam-stack sim` picks) | "
+                "torch | onnxruntime | tensorrt", {"robot": "auto", "sim": "auto"}),
     "device": ("where the policy runs: auto (CUDA when present) | cpu | cuda | cuda:N", {"robot": "auto", "sim": "auto"}),
     "instruction": ("start an episode with this instruction once inputs arrive", {"robot": ""}),
     "use_emulated_driver": ("drive emulated motors instead of the arm (those of `bus`)", {"robot": "false"}),
@@ -103,7 +104,7 @@ def gui_plan(values: Mapping[str, str], installed=package_installed) -> list[tup
 # arguments with a closed set of values: launch refuses anything else before a node starts
 CHOICES: dict[str, tuple[str, ...]] = {
     "guidance": ("none", "flat", "tr_adaptive"),
-    "backend": ("torch", "onnxruntime", "tensorrt"),
+    "backend": ("auto", "torch", "onnxruntime", "tensorrt"),
     "sim": ("none", "mujoco"),
     "sim_task": ("handover", "relay", "tray_lift"),
     "teleop": ("none", "expert", "leader"),

@@ -130,3 +130,30 @@ def set_fifo_priority(priority: int) -> bool:
     except (AttributeError, PermissionError, OSError) as e:
         log.warning("could not set SCHED_FIFO priority %d for the tick thread (%s); normal scheduling", priority, e)
         return False
+
+
+class IncreasingStamps:
+    """Strictly increasing stamps [ns] for a stream of commands: `next(now_ns)` is `now_ns`, or the
+    last stamp + `step_ns` when the clock has not moved past it. The driver follows a target only
+    if it is stamped after the last one it followed (a replay is refused); under `use_sim_time` a
+    node's ROS clock is the last /clock it received, a step function (100 Hz, and it stands still
+    while the world waits for a poll or the executor is busy), read by a tick paced on the host's
+    clock: two ticks saw the same time and the second target was refused as "out of order"
+    (130-300 a run). `step_ns` (1 us) stays above a float64's resolution of epoch seconds."""
+
+    def __init__(self, step_ns: int = 1000):
+        if step_ns < 1:
+            raise ValueError(f"step_ns must be >= 1, got {step_ns!r}")
+        self.step_ns = int(step_ns)
+        self.last_ns: int | None = None
+        self.bumped = 0               # stamps moved past a clock that stood still
+        self._lock = threading.Lock()
+
+    def next(self, now_ns: int) -> int:
+        with self._lock:
+            ns = int(now_ns)
+            if self.last_ns is not None and ns <= self.last_ns:
+                ns = self.last_ns + self.step_ns
+                self.bumped += 1
+            self.last_ns = ns
+            return ns

@@ -59,3 +59,46 @@ def test_configure_reaches_the_child_with_the_next_infer_without_waiting_for_one
         pol.configure(action_temperature=0.25)                   # the newest value wins
         assert pol.infer({})["settings"] == {"action_temperature": 0.25}
         assert pol.infer({})["settings"] == {"action_temperature": 0.25}   # sent once, kept by the child
+
+
+def test_close_abandons_an_inference_in_flight_within_a_second():
+    """Launch sends SIGTERM 5 s after SIGINT: closing the policy at a node's stop must not wait for a
+    replan (it waited up to 5 s for the infer and 5 s more for the child)."""
+    import threading
+    import time
+
+    pol = ProcessPolicy(functools.partial(CpuBurnPolicy, 20_000.0, action_dim=7))    # a 20 s inference
+    errors = []
+
+    def infer():
+        try:
+            pol.infer({})
+        except PolicyProcessError as e:
+            errors.append(e)
+    t = threading.Thread(target=infer, daemon=True)
+    t.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    pol.close()
+    took = time.monotonic() - t0
+    t.join(2.0)
+    assert took < 1.0, f"close took {took:.2f} s with an inference in flight"
+    assert not t.is_alive() and errors, "the waiting infer did not end with a PolicyProcessError"
+    assert not pol._proc.is_alive()
+
+
+def test_the_child_ignores_sigint_a_terminal_sends_to_the_whole_group(capfd):
+    """A terminal's Ctrl-C reaches the policy's child too (launch's process group): it printed a
+    KeyboardInterrupt traceback and died under the node; the node stops it (close)."""
+    import os
+    import signal
+    import time
+
+    with ProcessPolicy(functools.partial(CpuBurnPolicy, 0.0, action_dim=7)) as pol:
+        os.kill(pol._proc.pid, signal.SIGINT)
+        time.sleep(0.3)
+        assert pol._proc.is_alive()
+        assert pol.infer({})["actions"].shape == (50, 7)
+    assert pol._proc.exitcode == 0
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err

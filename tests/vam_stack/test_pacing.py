@@ -71,3 +71,16 @@ def test_ticks_on_time_are_not_overruns():
     for _ in range(5):
         p.wait()
     assert p.ticks == 5 and p.overruns == 0 and p.missed == 0
+
+
+def test_increasing_stamps_never_repeat_a_clock_that_stands_still():
+    """Under use_sim_time a node's clock is the last /clock it received: two host-paced ticks read
+    the same time and the driver refused the second target as out of order."""
+    from vam_stack.pacing import IncreasingStamps
+
+    s = IncreasingStamps()
+    got = [s.next(t) for t in (5_000_000, 5_000_000, 5_000_000, 4_000_000, 15_000_000)]
+    assert got == [5_000_000, 5_001_000, 5_002_000, 5_003_000, 15_000_000] and s.bumped == 3
+    epoch = 1_760_000_000 * 10**9            # a system-clock stamp: the bump survives the driver's float seconds
+    a, b = s.next(epoch), s.next(epoch)
+    assert b * 1e-9 > a * 1e-9

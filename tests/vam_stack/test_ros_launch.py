@@ -155,6 +155,17 @@ def test_every_launch_file_is_headless_by_default_and_a_missing_viewer_is_said_n
             assert "gui_actions(" in path.read_text(), path.name
 
 
+def test_the_policy_backend_defaults_to_auto_onnxruntime_on_a_cpu_as_vam_stack_sim():
+    """The robot graph ran torch on a CPU by default: a yam64 replan took 7-16 s (onnxruntime 0.13-0.4 s)."""
+    from vam_policy_node.node import resolve_backend
+
+    for launch in ("robot", "sim"):
+        policy = next(p for p in launch_args.processes(launch) if p.executable == "vam_policy_node")
+        assert policy.overrides["backend"] == "auto" == node_params("vam_policy_node")["backend"].default, launch
+    assert resolve_backend("auto", "cpu") == "onnxruntime" and resolve_backend("torch", "cpu") == "torch"
+    assert launch_args.processes("robot", {"backend": "torch"})[1].overrides["backend"] == "torch"
+
+
 def test_processes_follow_the_launch_conditions_and_type_their_parameters():
     robot = {p.executable: p for p in launch_args.processes("robot")}
     assert list(robot) == ["camera_bridge", "vam_policy_node", "tr_monitor_node", "yam_driver"]

@@ -36,6 +36,7 @@ from rclpy.node import Node
 from vam_sim.yam_mujoco.runner import NOISE_WHERE, YamRunConfig
 from vam_sim.yam_mujoco.tasks import TASKS
 from vam_stack import msgs, ros
+from vam_stack.pacing import IncreasingStamps
 from vam_stack.topics import JOINT_TARGETS_SOURCE
 
 P = ros.Param
@@ -104,6 +105,7 @@ class YamMujocoSimNode(Node):
         self._requested = False
         self._phase = None
         self._teleop_pub = {k: ros.publisher(self, k) for k in ("joint_targets", "teleop_command", "instruction", "phase")}
+        self._stamps = IncreasingStamps()
         ros.subscription(self, "joint_states", self._on_joint_states)
         self.create_service(Trigger, "~/start_teleop", self._start_teleop)
         # on the node's clock: the world's /clock under use_sim_time, so the expert acts at the control rate of
@@ -143,7 +145,8 @@ class YamMujocoSimNode(Node):
                                    f"{noise.std if noise else 0:g} rad, {self.teleop.noise_where})")
         now = self._now()
         tick = self.teleop.tick(now, now)
-        stamp = ros.stamp(self)
+        # strictly after the last target: this timer runs on the world's /clock, which can fire it twice at one time
+        stamp = msgs.time_from_ns(self._stamps.next(self.get_clock().now().nanoseconds))
         self._teleop_pub["teleop_command"].publish(ros.to_ros(msgs.joint_state_msg(
             self._names, tick.command, stamp_s=stamp, frame_id="teleop")))
         self._teleop_pub["joint_targets"].publish(ros.to_ros(msgs.joint_state_msg(
