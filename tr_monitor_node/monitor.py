@@ -88,8 +88,10 @@ class TRMonitor:
         self.frame = frame
 
     def on_telemetry(self, telemetry: Mapping[str, Any],
-                     phase_label: str | None = None) -> MonitorOutput:
-        """Validate and add one replan; counts and re-raises rejected input."""
+                     phase_label: str | None = None, render: bool = True) -> MonitorOutput:
+        """Validate and add one replan; counts and re-raises rejected input. `render` false: no
+        image is drawn now (the node draws them only for a subscriber, at a bounded rate:
+        `take_trace`), the trace is marked as due for one."""
         previous = self.trace.phase if self.trace.replans else None
         try:
             rp = self.trace.update(telemetry, phase_label)
@@ -99,18 +101,26 @@ class TRMonitor:
             raise
         self._arrivals.append(self.clock())
         self._since_render += 1
-        image = None
-        if self._since_render >= self.cfg.render_every_replans or len(self.trace.replans) == 1:
-            image = self.render_trace()
-            self._since_render = 0
-        try:                 # the replan is in; an overlay that cannot be drawn does not undo it
-            overlay = self.render_overlay()
-        except ValueError as e:
-            overlay, self.last_error = None, f"attention overlay: {e}"
+        image = overlay = None
+        if render:
+            image = self.take_trace()
+            try:                 # the replan is in; an overlay that cannot be drawn does not undo it
+                overlay = self.render_overlay()
+            except ValueError as e:
+                overlay, self.last_error = None, f"attention overlay: {e}"
         return MonitorOutput(
             replan=rp, scalars={k: float(getattr(rp, k)) for k in SCALAR_KEYS},
             tr_steps=np.asarray(rp.tr_steps, dtype=np.float32), phase=rp.phase,
             phase_changed=rp.phase != previous, trace_image=image, attention_overlay=overlay)
+
+    def take_trace(self) -> np.ndarray | None:
+        """The trace image when one is due (every `render_every_replans` replans, and after the
+        first), else None; a drawn one is no longer due."""
+        n = len(self.trace.replans)
+        if n == 0 or not (self._since_render >= self.cfg.render_every_replans or (n == 1 and self._since_render)):
+            return None
+        self._since_render = 0
+        return self.render_trace()
 
     def render_trace(self, title: str | None = None, end_step: int | None = None) -> np.ndarray:
         return render_trace(self.trace, self.cfg.plot, title or self.cfg.title, end_step)

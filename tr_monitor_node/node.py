@@ -7,7 +7,12 @@ over the latest stacked camera frame; topics are not ordered against each other,
 not paired with a telemetry message), /vam/instruction (a new
 episode resets the trace). Out: /vam/tr, /vam/tr0, /vam/s, /vam/w_lang, /vam/w_plan,
 /vam/latency_ms, /vam/tr_steps, /vam/phase (latched, on change), /tr_monitor/trace_image,
-/tr_monitor/attention_overlay, /diagnostics. The work is `TRMonitor` (plain Python); a
+/tr_monitor/attention_overlay, /diagnostics. The images are drawn only while someone subscribes
+to them (`rqt_image_view`, rviz2) and at most `max_render_hz` (the trace from a timer, when new
+replans came; the overlay when an attention arrives): with nobody watching, the monitor draws
+nothing. The camera frame is kept as the message's own buffer, not copied. The process runs at
+`niceness` (default 10): on a machine it shares with the control path, the monitor yields. The
+work is `TRMonitor` (plain Python); a
 malformed message is refused, counted and logged rate-limited (the first reason of each second
 in full, then a count; `vam_stack.refusals`), never fatal; an instruction with no visible
 character (what the policy refuses too) does not reset the trace.
@@ -15,6 +20,8 @@ character (what the policy refuses too) does not reset the trace.
 from __future__ import annotations
 
 import dataclasses
+import os
+import time
 
 import numpy as np
 from rclpy.node import Node
@@ -28,6 +35,10 @@ P = ros.Param
 PARAMS = (
     P("config_file", "", "monitor YAML (section tr_monitor); empty = config/tr_monitor.yaml"),
     P("render_every_replans", 0, "redraw the trace every N replans; 0 = the config file's", range=(0, 1000)),
+    P("max_render_hz", 1.0, "at most this many trace redraws and overlays a second, each only while someone "
+                            "subscribes to its image [Hz]", range=(0.01, 30.0)),
+    P("niceness", 10, "nice value added to this process at start-up (os.nice): the monitor yields the CPU to the "
+                      "control path; 0 = unchanged", range=(0, 19)),
     ros.DIAGNOSTICS_PERIOD,
 )
 
@@ -40,7 +51,15 @@ class TRMonitorNode(Node):
         if p["render_every_replans"]:
             cfg = dataclasses.replace(cfg, render_every_replans=p["render_every_replans"])
         self.monitor = TRMonitor(cfg)
+        if p["niceness"]:
+            try:
+                os.nice(p["niceness"])
+            except OSError as e:
+                self.get_logger().warning(f"could not lower this process's priority (nice {p['niceness']}): {e}")
+        self._min_interval = 1.0 / p["max_render_hz"]
+        self._last_overlay = -float("inf")   # time.monotonic() of the last overlay drawn
         self._drawn = None   # the attention array of the last overlay published
+        self.renders = {"trace_image": 0, "attention_overlay": 0}   # images drawn (diagnostics, tests)
         keys = (*SCALAR_KEYS, "tr_steps", "phase", "trace_image", "attention_overlay", "diagnostics")
         self.pub = {k: ros.publisher(self, k) for k in keys}
         self._refused = {k: ros.refusal_log(self, k) for k in ("telemetry", "attention", "camera frame", "instruction")}
@@ -49,6 +68,7 @@ class TRMonitorNode(Node):
         ros.subscription(self, "stacked_image", self._on_frame)
         ros.subscription(self, "instruction", self._on_instruction)
         ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
+        ros.timer(self, self._min_interval, self._publish_trace, "trace image")
 
     def _on_instruction(self, msg) -> None:
         try:
@@ -69,19 +89,39 @@ class TRMonitorNode(Node):
         except ValueError as e:
             self._refused["attention"].refuse(str(e))
 
+    def _watched(self, key: str) -> bool:
+        return self.pub[key].get_subscription_count() > 0
+
     def _publish_overlay(self) -> None:
-        """One overlay per attention message, as soon as a telemetry message has named the token grid."""
+        """An overlay for a new attention message, as soon as a telemetry message has named the token
+        grid, while someone subscribes, at most max_render_hz (one that comes sooner is drawn by the
+        timer; an attention replaced meanwhile is not drawn)."""
         att = self.monitor.trace.latest_attention
-        if att is None or att is self._drawn:
+        if att is None or att is self._drawn or not self._watched("attention_overlay"):
+            return
+        now = time.monotonic()
+        if now - self._last_overlay < self._min_interval:
             return
         overlay = self.monitor.render_overlay()     # None until a grid and a frame arrived
         if overlay is not None:
-            self._drawn = att
+            self._drawn, self._last_overlay = att, now
+            self.renders["attention_overlay"] += 1
             self.pub["attention_overlay"].publish(ros.image(self, "attention_overlay", overlay))
 
+    def _publish_trace(self) -> None:
+        """Timer at max_render_hz: the trace image, when new replans came and someone subscribes (and an
+        overlay the rate held back)."""
+        self._publish_overlay()
+        if not self._watched("trace_image"):
+            return
+        image = self.monitor.take_trace()
+        if image is not None:
+            self.renders["trace_image"] += 1
+            self.pub["trace_image"].publish(ros.image(self, "trace_image", image))
+
     def _on_frame(self, msg) -> None:
-        try:
-            self.monitor.on_frame(msgs.image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/Image")))
+        try:    # the message's own buffer (no copy): kept alive by the array, read only when an overlay is drawn
+            self.monitor.on_frame(msgs.image_to_numpy(msg, copy=False))
         except ValueError as e:
             self._refused["camera frame"].refuse(str(e))
 
@@ -90,7 +130,7 @@ class TRMonitorNode(Node):
             tel = msgs.json_from_msg(msg)
             if not isinstance(tel, dict):
                 raise msgs.MessageError(f"telemetry must be a JSON object, got {type(tel).__name__}")
-            out = self.monitor.on_telemetry(tel)
+            out = self.monitor.on_telemetry(tel, render=False)     # images: _publish_trace, _publish_overlay
         except ValueError as e:
             self._refused["telemetry"].refuse(str(e))
             return
@@ -100,8 +140,6 @@ class TRMonitorNode(Node):
             self.pub["tr_steps"].publish(ros.to_ros(msgs.float32_array_msg(out.tr_steps, ["euler_step"])))
         if out.phase_changed:
             self.pub["phase"].publish(ros.to_ros(msgs.string_msg(out.phase)))
-        if out.trace_image is not None:
-            self.pub["trace_image"].publish(ros.image(self, "trace_image", out.trace_image))
         try:
             self._publish_overlay()      # an attention that arrived before the grid was known
         except ValueError as e:
@@ -111,7 +149,8 @@ class TRMonitorNode(Node):
         ros.flush_refusals(self)
         status = self.monitor.diagnostics()
         status["values"] = {**status.get("values", {}),
-                            **{f"refused_{k.replace(' ', '_')}": v.total for k, v in self._refused.items()}}
+                            **{f"refused_{k.replace(' ', '_')}": v.total for k, v in self._refused.items()},
+                            **{f"rendered_{k}": v for k, v in self.renders.items()}}
         self.pub["diagnostics"].publish(ros.diagnostics(self, [status]))
 
 
