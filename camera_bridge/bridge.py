@@ -8,7 +8,12 @@ that fail are reopened by their sources, so a camera that comes back is used aga
 a restart; the clip becomes ready once the ring again spans a gap-free window.
 
 `run()` / `start()` drive `tick()` at `tick_hz`, paced by deadlines, with the achieved rate
-in `loop_hz`. Everything takes an injectable clock, so tests run on simulated time.
+in `loop_hz`; where every source can say when its next frame is due (`next_frame_due`: the
+synthetic and simulated cameras), the loop also wakes at that instant, so a frame waits for no
+poll. Each tick that completes a stacked frame hands it to `on_stacked` (a `Stacked`: the frame,
+its capture stamp, when its last view reached the host, when it was stacked), in the loop's
+thread, before the next tick: whoever publishes does it when the frame is complete, not on a
+clock of its own. Everything takes an injectable clock, so tests run on simulated time.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -29,6 +35,7 @@ from camera_bridge.window import FrameRing, Window
 from vam_stack.pacing import DeadlinePacer
 
 log = logging.getLogger(__name__)
+FRAME_DUE_MARGIN_S = 0.0003  # wake this long after the frames are due (the sleep's own slack is ~0.1 ms)
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,17 @@ class TickResult:
     skew_ms: float | None  # skew of the matched (or best candidate) set
     reason: str  # why nothing was appended ("" when something was)
     problems: dict[str, str]  # camera -> problem found this tick
+
+
+@dataclass(frozen=True)
+class Stacked:
+    """A stacked frame just completed (what `on_stacked` receives), stamps on the bridge's clock [s]."""
+
+    frame: np.ndarray  # [H, W*cams, 3] RGB; valid until the next tick (copy it to keep it)
+    stamp_s: float  # capture: the matched views' mean capture stamp
+    skew_ms: float  # largest view-to-view stamp difference
+    arrival_s: float  # host arrival: when the bridge first read the set's last view
+    stacked_s: float  # when the stacked frame entered the ring
 
 
 @dataclass(frozen=True)
@@ -80,6 +98,9 @@ class CameraBridge:
         self._tick_starts: collections.deque[float] = collections.deque(maxlen=256)
         self.loop_hz = 0.0  # achieved tick rate over the last second of run()
         self.overruns = 0  # ticks lost because one ran longer than a whole period (the loop resynchronised)
+        self.on_stacked: Callable[[Stacked], None] | None = None  # called by tick() with each completed frame
+        self.on_stacked_errors = 0  # on_stacked calls that raised (logged; the bridge goes on)
+        self._arrived: dict[str, tuple[int, float]] = {}  # camera -> (seq, host time the bridge first read it)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def connect(self, strict: bool = True) -> dict[str, str]:
@@ -127,6 +148,8 @@ class CameraBridge:
                 problems[cam.name] = bad
                 self.sync.forget(cam.name)
                 continue
+            if self._arrived.get(cam.name, (None,))[0] != frame.seq:
+                self._arrived[cam.name] = (frame.seq, self.clock())
             self.sync.add(frame)
             dropped = src.stats.dropped - self._dropped_seen[cam.name]
             if dropped > 0:
@@ -147,7 +170,23 @@ class CameraBridge:
         with self._lock:
             self.ring.next_slot()[...] = self._scratch
             self.ring.commit(match.stamp_s, match.skew_ms)
-        return self._finish(TickResult(True, match.skew_ms, "", problems))
+        result = self._finish(TickResult(True, match.skew_ms, "", problems))
+        if self.on_stacked is not None:
+            arrival = max(self._arrived.get(f.camera, (None, now))[1] for f in match.frames)
+            self._hand_over(Stacked(self._scratch, match.stamp_s, match.skew_ms, arrival, self.clock()))
+        return result
+
+    def _hand_over(self, stacked: Stacked) -> None:
+        """`on_stacked(stacked)`; one that raises is counted and logged (once per kind of error), never
+        a camera problem: the ring and the windows go on."""
+        try:
+            self.on_stacked(stacked)
+        except Exception as e:
+            self.on_stacked_errors += 1
+            msg = f"{type(e).__name__}: {e}"
+            if msg != getattr(self, "_last_on_stacked_error", None):
+                self._last_on_stacked_error = msg
+                log.exception("camera bridge: on_stacked failed (%d so far): %s", self.on_stacked_errors, msg)
 
     def _finish(self, result: TickResult) -> TickResult:
         with self._lock:
@@ -239,7 +278,7 @@ class CameraBridge:
         # resync: a tick that ran long restarts the grid instead of a burst of catch-up ticks
         pacer = DeadlinePacer(self.cfg.tick_hz, resync=True, max_samples=0)
         pacer.start(delay_s=0.0)
-        while pacer.wait(stop) is not None:
+        while self._wait_for_frames(pacer, stop) or pacer.wait(stop) is not None:
             start = self.clock()
             self._tick_starts.append(start)
             while self._tick_starts and start - self._tick_starts[0] > 1.0:
@@ -255,6 +294,25 @@ class CameraBridge:
                         log.exception("camera bridge %s", msg)
                     self._problems["bridge"] = msg
             self.overruns = pacer.missed
+
+    def _frames_due(self) -> float | None:
+        """When (on self.clock) every source will have a frame newer than the last one it gave, where
+        every source says (`next_frame_due`); else None."""
+        due = [s.next_frame_due() for s in self.sources]
+        return None if not due or any(d is None for d in due) else max(due)
+
+    def _wait_for_frames(self, pacer: DeadlinePacer, stop: threading.Event) -> bool:
+        """Sleep until the sources' next frames are due, if that comes before the pacer's next tick;
+        True: tick now (an extra tick off the grid), False: wait for the grid."""
+        due = self._frames_due()
+        if due is None or pacer.t0 is None:
+            return False
+        now_mono = time.monotonic()
+        wake = now_mono + (due - self.clock()) + FRAME_DUE_MARGIN_S     # the bridge clock may be a simulation's
+        if wake >= pacer.t0 + pacer.next_tick * pacer.period or wake <= now_mono:
+            return False
+        stop.wait(wake - now_mono)
+        return not stop.is_set()
 
     def start(self) -> None:
         """Run the loop in a daemon thread (call `stop()` or `close()` to end it)."""

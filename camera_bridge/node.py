@@ -2,25 +2,30 @@
 (sensor-data QoS), plus /diagnostics with per-camera rate, frame age and skew.
 
 One `CameraBridge` (plain Python) reads, checks, synchronises, resizes and stacks the views
-in its own deadline-paced thread; a timer at the cameras' rate publishes each new stacked
-frame (frame id camera_stacked) and, optionally, its views cut back out of it (frame ids
+in its own deadline-paced thread, and publishes each stacked frame (frame id camera_stacked)
+from that thread the moment it is complete (`CameraBridge.on_stacked`: no second clock between
+the stacking and the publish), optionally with its views cut back out of it (frame ids
 <view>_camera, so every published view is exactly the part of the stacked frame the policy
-sees). Header stamps are the ROS time of the capture (now minus the frame's age). A stacked
-frame that is not ready (stale or failed cameras) is not published; diagnostics say why.
+sees). Header stamps are the ROS time of the capture (now minus the frame's age). Only a
+complete, synchronised set of views makes a stacked frame; a camera that is stale or failed
+stops the stream, and diagnostics say why. Each frame's stage times (capture, host arrival,
+stacked, published) go to `vam_stack.latency`'s debug topic for `vam-stack bench ros`.
 With `publish_compressed`, every image also goes out as a JPEG sensor_msgs/CompressedImage on
 <topic>/compressed, as image_transport's compressed transport names and formats it (for links
 where raw rgb8 is too much: 10 MB/s for the stacked 672x168 frame at 30 Hz, twice that with its views).
 The node takes no messages; its timers are guarded (`ros.timer`): one that raises is logged,
-rate-limited, and the next tick runs. A camera frame stamped ahead of the host clock by more
+rate-limited, and the next tick runs; a publish that raises is counted (`publish_errors`) and
+logged by the bridge, which goes on. A camera frame stamped ahead of the host clock by more
 than a frame period is refused by itself (`sources.base`), the window staying available.
 """
 from __future__ import annotations
 
 from rclpy.node import Node
 
-from camera_bridge.bridge import CameraBridge
+from camera_bridge.bridge import CameraBridge, Stacked
 from camera_bridge.config import load_bridge_config
 from vam_stack import msgs, ros
+from vam_stack.latency import FLUSH_PERIOD_S, LatencyTrace
 from vam_stack.topics import camera_topic
 
 P = ros.Param
@@ -51,33 +56,42 @@ class CameraBridgeNode(Node):
         self.view_jpeg_pubs = {name: ros.publisher(self, camera_topic(name, compressed=True).name)
                                for name in self.view_pubs} if jpeg else {}
         self.jpeg_bytes = 0   # size of the latest compressed stacked frame (diagnostics)
-        self._last_stamp = None
         self.published = 0   # stacked frames published (a subscriber's drop rate counts against it)
         self._last_skew_ms = float("nan")
+        self.latency = LatencyTrace("camera_bridge")
+        self._latency_pub = LatencyTrace.publisher(self)
         failed = self.bridge.connect(strict=False)
         for name, problem in failed.items():
             self.get_logger().error(f"camera {name!r} did not open ({problem}); retrying")
+        self.bridge.on_stacked = self._publish_frame    # published by the bridge's thread as each frame completes
         self.bridge.start()
-        # guarded: a timer tick that raises is logged (rate-limited) and the node keeps publishing
-        ros.timer(self, 1.0 / cfg.source_fps, self._publish_frame, "stacked frame publish")
         ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
+        ros.timer(self, FLUSH_PERIOD_S, lambda: self.latency.flush(self._latency_pub), "latency trace")
         h, w, _ = cfg.stacked_shape
         self.get_logger().info(f"{len(cfg.cameras)} cameras stacked to {w}x{h} at {cfg.source_fps} Hz")
 
-    def _publish_frame(self) -> None:
-        w = self.bridge.latest()
-        if not w.ready or w.stamps_s[-1] == self._last_stamp:
-            return
-        self._last_stamp, self._last_skew_ms = w.stamps_s[-1], float(w.skew_ms[-1])
-        ns = self.get_clock().now().nanoseconds - int((w.newest_age_ms or 0.0) * 1e6)
+    def _publish_frame(self, st: Stacked) -> None:
+        """The bridge's thread, once per completed stacked frame: publish it (and its views)."""
+        clock_now, wall_ns = self.bridge.clock(), LatencyTrace.now_ns()
+        ns = self.get_clock().now().nanoseconds - int((clock_now - st.stamp_s) * 1e9)
         stamp = msgs.time_from_ns(max(ns, 0))
-        frame = w.frames[-1]  # [H, W*cams, 3] RGB
-        self.stacked_pub.publish(ros.image(self, "stacked_image", frame, stamp))
+        self._last_skew_ms = float(st.skew_ms)
+        frame = st.frame  # [H, W*cams, 3] RGB, the bridge's buffer until its next tick (published before it)
+
+        def wall(t: float) -> int:       # a bridge-clock time as wall-clock ns
+            return wall_ns - int((clock_now - t) * 1e9)
+        msg = ros.image(self, "stacked_image", frame, stamp)
+        published = LatencyTrace.now_ns()
+        self.stacked_pub.publish(msg)
+        times = {"capture": wall(st.stamp_s), "arrival": wall(st.arrival_s), "stacked": wall(st.stacked_s),
+                 "published": published}
         if self.stacked_jpeg_pub is not None:
             jpeg = self._jpeg(frame, stamp, "camera_stacked")
             self.jpeg_bytes = len(jpeg.data)
+            times["published_jpeg"] = LatencyTrace.now_ns()
             self.stacked_jpeg_pub.publish(jpeg)
         self.published += 1
+        self.latency.note(max(ns, 0), **times)
         vw = self.bridge.cfg.view_width
         for i, (name, pub) in enumerate(self.view_pubs.items()):
             view = frame[:, i * vw:(i + 1) * vw]
@@ -87,7 +101,7 @@ class CameraBridgeNode(Node):
 
     def _jpeg(self, image, stamp, frame_id: str):
         """rclpy CompressedImage (JPEG, image_transport's format) of an RGB array."""
-        return ros.to_ros(msgs.compressed_image_msg(image, stamp, frame_id, quality=self.p["jpeg_quality"]))
+        return ros.to_ros_bytes(msgs.compressed_image_msg(image, stamp, frame_id, quality=self.p["jpeg_quality"]))
 
     def _publish_diagnostics(self) -> None:
         ros.flush_refusals(self)
@@ -105,7 +119,7 @@ class CameraBridgeNode(Node):
         statuses.append({"name": "camera_bridge: stacked", "level": "ok" if w.ready else "warn",
                          "message": "ready" if w.ready else "; ".join(w.reasons),
                          "values": {"published": self.published, "loop_hz": self.bridge.loop_hz,
-                                    "overruns": self.bridge.overruns,
+                                    "overruns": self.bridge.overruns, "publish_errors": self.bridge.on_stacked_errors,
                                     **({"jpeg_bytes": self.jpeg_bytes} if self.stacked_jpeg_pub is not None else {}),
                                     "newest_age_ms": w.newest_age_ms if w.newest_age_ms is not None else float("nan"),
                                     "skew_ms": self._last_skew_ms}})

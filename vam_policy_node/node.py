@@ -44,6 +44,7 @@ from vam_policy_node.schedule import RTC_MODES, ExecutorConfig
 from vam_policy_node.runtime import OVERRUN_ACTIONS, PolicyRuntime, RuntimeConfig, warm_up
 from vam_stack.arrivals import ArrivalStats
 from vam_stack.instruction import check_instruction, shorten
+from vam_stack.latency import FLUSH_PERIOD_S, LatencyTrace, stamp_key
 from vam_stack.pacing import IncreasingStamps
 from vam_stack.safety import SafetyFilter, load_safety_config
 from vam_stack import msgs, ros
@@ -168,6 +169,7 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
         self._refused = {k: ros.refusal_log(self, k) for k in ("camera frame", "joint state")}
         self._refused["instruction"] = ros.refusal_log(self, "instruction", "warning")
         self._replacing = ros.refusal_log(self, "new instruction", "info", verb="accepted")
+        self.latency = LatencyTrace("vam_policy_node")     # per-frame stage stamps for `bench ros` (debug topic)
         ros.subscription(self, "stacked_image_compressed" if self._compressed else "stacked_image", self._on_image)
         ros.subscription(self, "joint_states", self._on_state)
         ros.subscription(self, "instruction", self._on_instruction)
@@ -183,6 +185,8 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
         ros.service(self, Trigger, "~/reset", self._service(lambda rt, done: rt.request_stop(
             "reset service", on_done=done)))
         ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
+        latency_pub = LatencyTrace.publisher(self)
+        ros.timer(self, FLUSH_PERIOD_S, lambda: self.latency.flush(latency_pub), "latency trace")
         self.add_on_set_parameters_callback(self._on_set_parameters)
         if p["autostart"]:
             try:
@@ -307,6 +311,9 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
             self.runtime.estop(bool(msg.data))
 
     def _on_image(self, msg) -> None:
+        """Store the newest frame, nothing else: the rclpy message's pixel buffer is read in place
+        (raw; a compressed frame is decoded) and copied once, into the policy's input slot."""
+        received = LatencyTrace.now_ns()
         stamp = msg.header.stamp
         arrival = self.get_clock().now().nanoseconds * 1e-9
         runtime = self.runtime
@@ -315,14 +322,15 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
             return
         try:
             if self._compressed:
-                frame = msgs.compressed_image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/CompressedImage"))
+                frame = msgs.compressed_image_to_numpy(msg)      # duck-typed: format and data read in place
             else:
-                frame = msgs.image_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/Image"))
+                frame = msgs.image_to_numpy(msg, copy=False)     # a view of msg.data; add_frame copies it
             runtime.add_frame(frame)
         except ValueError as e:  # MessageError included
             self._refused["camera frame"].refuse(str(e))
             return
         self.frames_in.add(arrival, stamp.sec + stamp.nanosec * 1e-9)   # frames the policy took: rate, latency
+        self.latency.note(stamp_key(stamp), received=received, input=LatencyTrace.now_ns())
 
     def _on_state(self, msg) -> None:
         runtime = self.runtime

@@ -47,10 +47,12 @@ def image_msg(image: np.ndarray, stamp_s: float, frame_id: str = "",
         is_bigendian=0, step=w * channels, data=data)
 
 
-def image_to_numpy(msg: Any, rgb: bool = True) -> np.ndarray:
+def image_to_numpy(msg: Any, rgb: bool = True, copy: bool = True) -> np.ndarray:
     """uint8 array of an Image: HxWx3 (bgr8 turned into RGB when `rgb`), HxW for mono8.
 
-    Row padding (step > width * channels) is removed. Returns a copy.
+    Row padding (step > width * channels) is removed. Returns a copy, or with `copy=False` a
+    view of the message's own buffer (an rclpy message's `data` is read without a copy: whoever
+    keeps the frame copies it once, where it stores it).
     """
     enc = msg.encoding
     if enc not in IMAGE_ENCODINGS:
@@ -68,7 +70,7 @@ def image_to_numpy(msg: Any, rgb: bool = True) -> np.ndarray:
     out = rows.reshape(h, w) if c == 1 else rows.reshape(h, w, c)
     if enc == "bgr8" and rgb:
         out = out[:, :, ::-1]
-    return np.array(out, copy=True)
+    return np.array(out, copy=True) if copy else out
 
 
 # --- compressed images --------------------------------------------------------------------

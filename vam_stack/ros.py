@@ -308,7 +308,20 @@ def config_path(value: str, default_name: str) -> str:
 def image(node: Any, row: str | Topic, array: np.ndarray, stamp_time: Any = None) -> Any:
     """rclpy Image of an RGB array for a topic-table row (its frame id), stamped now by default."""
     t = row if isinstance(row, Topic) else resolve(row)
-    return to_ros(msgs.image_msg(array, stamp(node) if stamp_time is None else stamp_time, t.frame_id))
+    return to_ros_bytes(msgs.image_msg(array, stamp(node) if stamp_time is None else stamp_time, t.frame_id))
+
+
+def to_ros_bytes(msg: Any) -> Any:
+    """`to_ros` of an Image or CompressedImage with its pixel bytes copied once, straight into the
+    rclpy field (the generic path and rclpy's constructor go through Python bytes: ~0.27 ms more
+    for a 672x168 rgb8 frame)."""
+    import dataclasses
+
+    out = to_ros(dataclasses.replace(msg, data=np.empty(0, np.uint8)))
+    data = array.array("B")
+    data.frombytes(np.ascontiguousarray(msg.data, dtype=np.uint8))
+    out.data = data
+    return out
 
 
 def diagnostics(node: Any, statuses: Sequence[dict]) -> Any:

@@ -107,6 +107,11 @@ class CameraSource(abc.ABC):
     def _release(self) -> None:
         """Release the device; must not raise."""
 
+    def next_frame_due(self) -> float | None:
+        """When (on this source's clock) a frame newer than the last one read will exist, for a source
+        that knows its schedule (a synthetic or simulated camera); None: unknown, poll."""
+        return None
+
     # ---- public interface -----------------------------------------------------------
     @property
     def name(self) -> str:

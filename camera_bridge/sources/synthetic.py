@@ -99,6 +99,12 @@ class SyntheticSource(CameraSource):
         """Index of the newest frame that exists at host time `now`."""
         return int(np.floor((now - self._t0) * self.cfg.fps + 1e-9))
 
+    def next_frame_due(self) -> float | None:
+        """Frame k exists from t0 + k / fps on: the next one after the last read (None until opened)."""
+        if not self.is_connected or self.paused:
+            return None
+        return self._t0 + (self._last_index + 1) / self.cfg.fps
+
     def _poll(self) -> Frame | None:
         if self.paused:
             return None
