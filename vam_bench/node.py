@@ -15,9 +15,13 @@ from rcl_interfaces.msg import Log
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-from std_msgs.msg import Bool
+from std_msgs.msg import Bool, String
 
 from vam_stack import msgs, ros
+from vam_stack.latency import LATENCY_TOPIC, parse, stamp_key
+
+BARE_TOPIC = "/vam/debug/bare_image"          # + /raw or /compressed: the bare rclpy transfer's image
+BARE_TYPES = {"raw": "sensor_msgs/msg/Image", "compressed": "sensor_msgs/msg/CompressedImage"}
 
 
 class ProbeNode(Node):
@@ -33,6 +37,13 @@ class ProbeNode(Node):
         operator = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                               durability=DurabilityPolicy.VOLATILE)
         self.estop_pub = self.create_publisher(Bool, "/vam/estop", operator)
+        self.latency: dict[str, list[dict]] = {}     # source node -> its per-frame stage records
+        self.create_subscription(String, LATENCY_TOPIC, self._on_latency, QoSProfile(depth=50))
+        self.bare_ms: list[float] = []               # bare transfer: publish call -> this callback [ms]
+        self.bare_received = 0
+        for kind in ("raw", "compressed"):
+            self.create_subscription(ros.ros_class(BARE_TYPES[kind]), BARE_TOPIC + "/" + kind, self._on_bare,
+                                     ros.qos("stacked_image", reader=True))
 
     def _on_diagnostics(self, msg) -> None:
         parsed = msgs.diagnostics_to_dict(ros.from_ros(msg, "diagnostic_msgs/msg/DiagnosticArray"))
@@ -42,6 +53,24 @@ class ProbeNode(Node):
     def _on_telemetry(self, msg) -> None:
         with self.lock:
             self.telemetry.append(json.loads(msg.data))
+
+    def _on_latency(self, msg) -> None:
+        source, records = parse(msg.data)
+        with self.lock:
+            self.latency.setdefault(source, []).extend(records)
+
+    def _on_bare(self, msg) -> None:
+        received = time.time_ns()
+        with self.lock:
+            self.bare_ms.append((received - stamp_key(msg.header.stamp)) / 1e6)
+            self.bare_received += 1
+
+    def take_latency(self) -> tuple[dict[str, list[dict]], list[float]]:
+        """The stage records and bare-transfer latencies collected since the last call."""
+        with self.lock:
+            out, bare = self.latency, self.bare_ms
+            self.latency, self.bare_ms = {}, []
+        return out, bare
 
     def _on_log(self, m) -> None:
         with self.lock:
@@ -96,3 +125,41 @@ class Probe:
         self.executor.shutdown()
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.context)
+
+
+def bare_publisher(kind: str, rate_hz: float = 30.0) -> None:
+    """The bare rclpy transfer's publisher (its own process): the stacked frame's image (672x168 rgb8
+    of the synthetic cameras, raw or as its JPEG) at `rate_hz` on BARE_TOPIC/<kind>, sensor-data QoS,
+    the header stamped with the wall clock just before each publish call; nothing else. The probe's
+    subscription measures publish call -> callback. Runs until SIGINT/SIGTERM."""
+    import signal
+
+    import numpy as np
+
+    from camera_bridge.sources.synthetic import PatternRenderer
+
+    rclpy.init()
+    node = Node("vam_bench_bare_publisher")
+    pub = node.create_publisher(ros.ros_class(BARE_TYPES[kind]), BARE_TOPIC + "/" + kind, ros.qos("stacked_image"))
+    frame = np.ascontiguousarray(np.concatenate([PatternRenderer(224, 168, seed=i).render(i) for i in range(3)], axis=1))
+    build = msgs.image_msg if kind == "raw" else msgs.compressed_image_msg
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
+    period, t_next = 1.0 / rate_hz, time.monotonic()
+    try:
+        while not stop.is_set():
+            t_next += period
+            stop.wait(max(0.0, t_next - time.monotonic()))
+            m = ros.to_ros_bytes(build(frame, msgs.time_from_ns(0), "camera_stacked"))
+            m.header.stamp = ros.to_ros(msgs.time_from_ns(time.time_ns()))
+            pub.publish(m)
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    import sys
+
+    bare_publisher(sys.argv[1] if len(sys.argv) > 1 else "raw")

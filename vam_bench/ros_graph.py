@@ -14,6 +14,18 @@ of the window, so the window's own numbers):
 - e-stop: `--estops` times, a volatile publish (as `ros2 topic pub`) -> the driver's hold
   (its "e-stop: holding" line on /rosout, stamped by the driver), p50/max; each followed by a
   release.
+- the latency budget, stage by stage (p50/p99 of each frame's own stage times, which the camera
+  bridge and the policy node note per frame and send on `vam_stack.latency`'s debug topic, paired
+  here by header stamp; wall clock, one machine): capture -> host arrival -> stacked -> published
+  -> received by the policy node -> in the policy's input; side by side, in the same window, a
+  bare rclpy transfer of the same image (raw or its JPEG) between two processes (a publisher
+  process of this bench -> this process), publish call -> callback; targets: tick deadline ->
+  published (the executor's tick lateness), published -> received by the driver, the driver's bus
+  write (its I/O time per tick).
+`--transport compressed` runs the graph on the JPEG stacked topic (camera_bridge publish_compressed,
+policy image_transport:=compressed, through a params file written next to the logs); `--graph
+mujoco` runs `robot.launch.py sim:=mujoco preset:=yam64` (the MuJoCo world, its camera bridge and
+driver in one process) instead of the synthetic cameras and the emulated arm.
 The replans during the window (count, latency p50) show the policy was inferring; the CPU
 each node process used over the window (its children included: the policy's child process)
 shows what competes for the cores. Numbers are for this machine: the graph and this process
@@ -23,10 +35,16 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
+from vam_stack.latency import FLUSH_PERIOD_S
 from vam_stack.outputs import write_json_output
 
 INSTRUCTION = "fold the towel"
@@ -36,7 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="measurement window after the warm-up [s]")
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds of replanning before the window [s]")
     parser.add_argument("--estops", type=int, default=20, help="e-stop latch/release cycles to time")
-    parser.add_argument("--preset", default="tiny_real", help="policy preset with the real robot's geometry")
+    parser.add_argument("--preset", default=None, help="policy preset with the real robot's geometry (default: "
+                        "tiny_real; yam64 with --graph mujoco)")
+    parser.add_argument("--transport", choices=("raw", "compressed"), default="raw",
+                        help="the stacked frame to the policy: raw rgb8 or its JPEG (image_transport's compressed)")
+    parser.add_argument("--graph", choices=("robot", "mujoco"), default="robot",
+                        help="robot: synthetic cameras + emulated arm; mujoco: the simulated YAM (sim:=mujoco)")
     parser.add_argument("--domain-id", type=int, default=None, help="ROS_DOMAIN_ID of the bench's graph (default: a "
                         "random one in 1-100; discovery is limited to this machine either way)")
     parser.add_argument("--log-dir", default=None, help="the processes' logs (default: a temporary folder)")
@@ -64,20 +87,33 @@ def measure(args: argparse.Namespace) -> dict:
     if args.estops < 1:
         raise ValueError(f"--estops must be >= 1, got {args.estops!r}")
     domain = isolate_ros(args.domain_id)     # never on a real robot's domain
-    graph = ProcessGraph("robot", {"preset": args.preset, "camera_config": "cameras_synthetic.yaml",
-                                   "use_emulated_driver": "true", "instruction": INSTRUCTION, "use_rviz": "false"},
-                         log_dir=args.log_dir)
-    with graph, Probe() as probe:
+    preset = args.preset or ("yam64" if args.graph == "mujoco" else "tiny_real")
+    launch = {"preset": preset, "instruction": INSTRUCTION, "use_rviz": "false"}
+    if args.graph == "mujoco":
+        launch.update(sim="mujoco")
+    else:
+        launch.update(camera_config="cameras_synthetic.yaml", use_emulated_driver="true")
+    tmp = tempfile.TemporaryDirectory(prefix="vam_bench_ros_")
+    if args.transport == "compressed":
+        launch["params_file"] = compressed_params(Path(tmp.name))
+    graph = ProcessGraph("robot", launch, log_dir=args.log_dir)
+    with tmp, graph, Probe() as probe, bare_transfer(args.transport, graph.log_dir):
         _wait(lambda: len(probe.telemetry) >= 2, 180, "first replans", graph)
         time.sleep(args.warmup)
+        probe.take_latency()
+        bare_before = probe.bare_received
         statuses = ("vam_policy_node: camera input", "yam_driver: driver", "camera_bridge: stacked")
         before = {s: probe.values(s) for s in statuses}
         n_tel = len(probe.telemetry)
-        cpu0, t0 = graph.cpu_seconds(), time.monotonic()
+        cpu0, t0, t0_wall = graph.cpu_seconds(), time.monotonic(), time.time_ns()
         time.sleep(args.seconds)
         window = time.monotonic() - t0
         cpu1 = graph.cpu_seconds()
         after = {s: probe.values(s) for s in before}
+        executor = probe.values("vam_policy_node: executor")
+        time.sleep(2 * FLUSH_PERIOD_S)                 # the window's last stage records
+        records, bare = probe.take_latency()
+        bare_sent = probe.bare_received - bare_before
         tel = probe.telemetry[n_tel:]
         cam_b, cam_a = before["vam_policy_node: camera input"], after["vam_policy_node: camera input"]
         drv_b, drv_a = before["yam_driver: driver"], after["yam_driver: driver"]
@@ -96,7 +132,17 @@ def measure(args: argparse.Namespace) -> dict:
         codes = graph.stop()
     lat_ms = np.array(latencies) * 1e3
     return {
-        "preset": args.preset, "window_s": round(window, 2), "ros_domain_id": domain,
+        "preset": preset, "graph": args.graph, "transport": args.transport,
+        "window_s": round(window, 2), "ros_domain_id": domain,
+        "stages": stage_table(records.get("camera_bridge", []), records.get("vam_policy_node", []), bare,
+                              args.transport, t0_wall, window,
+                              targets={"tick deadline -> published": (executor.get("p50_jitter_ms"),
+                                                                      executor.get("p99_jitter_ms")),
+                                       "published -> received by the driver": (drv_a.get("targets_latency_ms_p50"),
+                                                                               drv_a.get("targets_latency_ms_p99")),
+                                       "driver's bus write (I/O per tick)": (drv_a.get("io_p50_ms"),
+                                                                             drv_a.get("io_p99_ms"))}),
+        "bare_transfer": {"received": int(bare_sent), "kind": args.transport},
         "camera_to_policy": {"published": int(published), "received": int(received),
                              # the two counters come from two processes' diagnostics, read up to a period
                              # apart: a frame can count as received but not yet as published (rate >= 0)
@@ -120,10 +166,102 @@ def measure(args: argparse.Namespace) -> dict:
     }
 
 
+STAGES = ("capture -> host arrival", "host arrival -> stacked", "stacked -> published",
+          "published -> received by the policy node", "received -> in the policy's input",
+          "capture -> received (camera -> policy)", "capture -> in the policy's input")
+
+
+def _pct(values) -> dict:
+    v = np.asarray(values, float)
+    return {"n": int(v.size), "p50_ms": float(np.percentile(v, 50)) if v.size else float("nan"),
+            "p99_ms": float(np.percentile(v, 99)) if v.size else float("nan")}
+
+
+def stage_table(bridge: list[dict], policy: list[dict], bare_ms: list[float], transport: str = "raw",
+                since_ns: int | None = None, window_s: float | None = None,
+                targets: dict[str, tuple] | None = None) -> dict:
+    """The latency budget: each stage's p50/p99 [ms] over the frames both the bridge and the policy
+    node noted (paired by header stamp; captured within the window when `since_ns`/`window_s` are
+    given), the bare transfer's beside them, and the targets' rows as the nodes' diagnostics gave
+    them ((p50, p99) each). Keys: "frames" (rows in STAGES order), "bare", "targets", "paired"."""
+    published = "published_jpeg" if transport == "compressed" else "published"
+    by_stamp = {r["stamp"]: r for r in bridge}
+    end = None if since_ns is None or window_s is None else since_ns + int(window_s * 1e9)
+    pairs = [(by_stamp[r["stamp"]], r) for r in policy if r["stamp"] in by_stamp
+             and (since_ns is None or by_stamp[r["stamp"]]["capture"] >= since_ns)
+             and (end is None or by_stamp[r["stamp"]]["capture"] <= end)]
+    spans = {STAGES[0]: ("capture", "arrival"), STAGES[1]: ("arrival", "stacked"), STAGES[2]: ("stacked", published),
+             STAGES[3]: (published, "received"), STAGES[4]: ("received", "input"), STAGES[5]: ("capture", "received"),
+             STAGES[6]: ("capture", "input")}
+    frames = {}
+    for name, (a, b) in spans.items():
+        frames[name] = _pct([((p if b in p else c)[b] - (c if a in c else p)[a]) / 1e6 for c, p in pairs
+                             if (a in c or a in p) and (b in c or b in p)])
+    return {"frames": frames, "bare": _pct(bare_ms), "paired": len(pairs),
+            "targets": {k: {"p50_ms": _num(v[0]), "p99_ms": _num(v[1])} for k, v in (targets or {}).items()}}
+
+
+def _num(v) -> float:
+    return float("nan") if v is None else float(v)
+
+
+def format_stages(st: dict, transport: str = "raw") -> list[str]:
+    """The stage table as printed lines."""
+    bare = st["bare"]
+    lines = [f"  latency budget ({st['paired']} frames; wall clock)        p50 ms   p99 ms",]
+    for name, row in st["frames"].items():
+        lines.append(f"    {name:<44} {row['p50_ms']:7.2f}  {row['p99_ms']:7.2f}")
+    lines.append(f"    {'bare rclpy transfer, same image (' + transport + ')':<44} {bare['p50_ms']:7.2f}  "
+                 f"{bare['p99_ms']:7.2f}   (n={bare['n']}, two processes, same window)")
+    cam = st["frames"]["capture -> received (camera -> policy)"]
+    lines.append(f"    camera -> policy p99 minus bare p99: {cam['p99_ms'] - bare['p99_ms']:+.2f} ms (target <= +5)")
+    lines.append("  targets                                          p50 ms   p99 ms")
+    for name, row in st["targets"].items():
+        lines.append(f"    {name:<44} {row['p50_ms']:7.2f}  {row['p99_ms']:7.2f}")
+    return lines
+
+
+def compressed_params(folder: Path) -> str:
+    """A copy of the shipped robot params file with the JPEG stacked topic on both ends."""
+    import yaml
+
+    from vam_stack.paths import config_dir
+
+    params = yaml.safe_load((config_dir() / "vam_stack.params.yaml").read_text())
+    params["camera_bridge"]["ros__parameters"]["publish_compressed"] = True
+    params["vam_policy_node"]["ros__parameters"]["image_transport"] = "compressed"
+    path = folder / "params_compressed.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return str(path)
+
+
+class bare_transfer:
+    """The bare transfer's publisher process (`python -m vam_bench.node <kind>`) for the block's span."""
+
+    def __init__(self, kind: str, log_dir):
+        self.kind, self.log = kind, Path(log_dir) / "bare_publisher.log"
+
+    def __enter__(self):
+        self.fh = open(self.log, "w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "vam_bench.node", self.kind], stdout=self.fh,
+                                     stderr=subprocess.STDOUT, env=dict(os.environ))
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.fh.close()
+
+
 def run(args: argparse.Namespace) -> int:
     r = measure(args)
     c, d, e = r["camera_to_policy"], r["policy_to_driver"], r["estop_to_driver_hold"]
-    print(f"ROS graph over DDS ({len(r['exit_codes'])} node processes + this one; preset {r['preset']}; "
+    print(f"ROS graph over DDS ({len(r['exit_codes'])} node processes + this one; graph {r['graph']}, "
+          f"transport {r['transport']}, preset {r['preset']}; "
           f"window {r['window_s']} s, {r['replans']['n']} replans, p50 {r['replans']['latency_ms_p50']:.0f} ms)")
     print(f"  camera -> policy   stacked 672x168 rgb8 at 30 Hz: latency p50 {c['latency_ms_p50']:.1f} ms, "
           f"p99 {c['latency_ms_p99']:.1f} ms; received {c['received']} of {c['published']} "
@@ -132,6 +270,8 @@ def run(args: argparse.Namespace) -> int:
           f"jitter p99 {d['jitter_ms_p99']:.2f} ms, missed ticks {d['missed_ticks']}, "
           f"latency p50/p99 {d['latency_ms_p50']:.1f}/{d['latency_ms_p99']:.1f} ms")
     print(f"  e-stop -> driver hold: p50 {e['ms_p50']:.1f} ms, max {e['ms_max']:.1f} ms (n={e['n']})")
+    for line in format_stages(r["stages"], r["transport"]):
+        print(line)
     cpu = ", ".join(f"{k} {v:.0f} %" for k, v in r["cpu_percent"].items() if v is not None)
     print(f"  CPU (of one core, children included): {cpu}")
     print(f"  exit codes: {r['exit_codes']}")
