@@ -32,7 +32,7 @@ from camera_bridge.sources import CameraError, CameraSource, SourceStats, make_s
 from camera_bridge.sources.base import Clock
 from camera_bridge.sync import Synchroniser
 from camera_bridge.window import FrameRing, Window
-from vam_stack.pacing import DeadlinePacer
+from vam_stack.pacing import DeadlinePacer, set_fifo_priority
 
 log = logging.getLogger(__name__)
 FRAME_DUE_MARGIN_S = 0.0003  # wake this long after the frames are due (the sleep's own slack is ~0.1 ms)
@@ -272,8 +272,11 @@ class CameraBridge:
         return self.ring.nbytes + self._scratch.nbytes
 
     # ---- loop -------------------------------------------------------------------------------
-    def run(self, stop: threading.Event) -> None:
-        """Tick at `tick_hz` until `stop` is set, paced by deadlines (never relative sleeps)."""
+    def run(self, stop: threading.Event, rt_priority: int = 0) -> None:
+        """Tick at `tick_hz` until `stop` is set, paced by deadlines (never relative sleeps);
+        `rt_priority` > 0: this thread at SCHED_FIFO that priority where the OS allows (else a warning)."""
+        if rt_priority:
+            set_fifo_priority(rt_priority)
         # paced on the host's monotonic clock (self.clock stamps frames and may be a simulation's);
         # resync: a tick that ran long restarts the grid instead of a burst of catch-up ticks
         pacer = DeadlinePacer(self.cfg.tick_hz, resync=True, max_samples=0)
@@ -314,12 +317,13 @@ class CameraBridge:
         stop.wait(wake - now_mono)
         return not stop.is_set()
 
-    def start(self) -> None:
+    def start(self, rt_priority: int = 0) -> None:
         """Run the loop in a daemon thread (call `stop()` or `close()` to end it)."""
         if self._thread is not None:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self.run, args=(self._stop,), name="camera-bridge", daemon=True)
+        self._thread = threading.Thread(target=self.run, args=(self._stop, rt_priority), name="camera-bridge",
+                                        daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

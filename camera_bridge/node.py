@@ -36,6 +36,8 @@ PARAMS = (
                                    "<topic>/compressed, image_transport's compressed transport"),
     P("jpeg_quality", msgs.JPEG_QUALITY_DEFAULT, "JPEG quality of the compressed images (image_transport's "
                                                  "jpeg_quality)", range=(1, 100)),
+    P("rt_priority", 40, "SCHED_FIFO priority of the capture thread, which reads, stacks and publishes each frame "
+                         "(below the policy's tick thread, 50); 0 = normal scheduling", range=(0, 99)),
     ros.DIAGNOSTICS_PERIOD,
 )
 
@@ -64,7 +66,7 @@ class CameraBridgeNode(Node):
         for name, problem in failed.items():
             self.get_logger().error(f"camera {name!r} did not open ({problem}); retrying")
         self.bridge.on_stacked = self._publish_frame    # published by the bridge's thread as each frame completes
-        self.bridge.start()
+        self.bridge.start(p["rt_priority"])
         ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
         ros.timer(self, FLUSH_PERIOD_S, lambda: self.latency.flush(self._latency_pub), "latency trace")
         h, w, _ = cfg.stacked_shape

@@ -27,7 +27,7 @@ def records(n=100, jpeg=False):
 def test_stage_table_rows_pairing_and_bare_side_by_side():
     bridge, policy = records()
     st = bench.stage_table(bridge, policy, [1.0, 2.0, 3.0], "raw",
-                           targets={"tick deadline -> published": (0.02, 0.4)})
+                           targets={"tick deadline -> tick thread woke": (0.02, 0.4)})
     assert list(st["frames"]) == list(bench.STAGES) and st["paired"] == 90
     f = st["frames"]
     assert f["capture -> host arrival"]["p50_ms"] == pytest.approx(2.0)
@@ -39,7 +39,7 @@ def test_stage_table_rows_pairing_and_bare_side_by_side():
     assert f["capture -> received (camera -> policy)"]["p50_ms"] == pytest.approx(8.0)
     assert f["capture -> in the policy's input"]["n"] == 90
     assert st["bare"]["p50_ms"] == pytest.approx(2.0) and st["bare"]["n"] == 3
-    assert st["targets"]["tick deadline -> published"] == {"p50_ms": 0.02, "p99_ms": 0.4}
+    assert st["targets"]["tick deadline -> tick thread woke"] == {"p50_ms": 0.02, "p99_ms": 0.4}
     lines = bench.format_stages(st)
     text = "\n".join(lines)
     for name in bench.STAGES:
