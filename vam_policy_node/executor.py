@@ -265,13 +265,18 @@ class ChunkExecutor:
         with self._wake:
             self._wake.notify_all()
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop ticking (the driver keeps the last target); waits up to `timeout` for inference."""
+    def stop(self, timeout: float = 5.0, abandon: bool = False) -> None:
+        """Stop ticking (the driver keeps the last target); waits up to `timeout` for inference.
+        `abandon` (a node's exit): an inference still running after `timeout` is left to the daemon
+        thread (its result is dropped), said at debug level instead of a warning."""
         self.request_stop()
         for t in self._threads:
             t.join(timeout)
             if t.is_alive():
-                log.warning("executor thread %s still busy after %.1f s (inference running)", t.name, timeout)
+                if abandon:
+                    log.debug("executor thread %s still busy after %.1f s: abandoned", t.name, timeout)
+                else:
+                    log.warning("executor thread %s still busy after %.1f s (inference running)", t.name, timeout)
         if hasattr(self, "_old_switch"):
             sys.setswitchinterval(self._old_switch)
 

@@ -320,7 +320,7 @@ class PolicyRuntime:
         timeout_s = self.cfg.command_timeout_s if timeout_s is None else timeout_s
         self.begin_close()
         self._control.join(timeout_s)
-        self.executor.stop(timeout_s)
+        self.executor.stop(timeout_s, abandon=True)
 
 
 def warm_up(policy: Any, guidance: Any = None, seed: int | None = None) -> dict[str, float]:

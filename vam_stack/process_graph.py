@@ -109,6 +109,48 @@ def cpu_seconds(pid: int) -> float | None:
     return total
 
 
+def child_pids(pid: int) -> list[int]:
+    """The direct children of a process (Linux /proc; [] elsewhere or when it is gone)."""
+    try:
+        return [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                for c in (task / "children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def wait_until_busy(pid: int, timeout_s: float = 120.0, window_s: float = 0.1, share: float = 0.5,
+                    alone_share: float = 0.5) -> bool:
+    """Wait until an inference is in flight in process `pid` (the policy node): one of its children
+    (the policy's worker, `policy_process: true`) uses more than `share` of a core over `window_s`,
+    or, without children (the policy in the node's own process), the process itself more than
+    `alone_share`. False after `timeout_s`. For stopping a graph mid-inference (the stop tests and
+    `scripts/graph_stop_times.py`)."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        kids = child_pids(pid)
+        watched = {k: share for k in kids} if kids else {pid: alone_share}
+        before = {k: cpu_seconds(k) for k in watched}
+        time.sleep(window_s)
+        for k, c0 in before.items():
+            c1 = cpu_seconds(k)
+            if c0 is not None and c1 is not None and (c1 - c0) / window_s > watched[k]:
+                return True
+    return False
+
+
+def driver_refusals(diagnostics: list) -> dict[str, int]:
+    """The driver's cumulative target refusals (refused_order, refused_stale, ...) in the newest
+    /diagnostics that carries them; {} when none did."""
+    from vam_stack.msgs import diagnostics_to_dict
+
+    for d in reversed(diagnostics):
+        for status in diagnostics_to_dict(d).values():
+            values = status["values"]
+            if "refused_order" in values:
+                return {k: int(v) for k, v in values.items() if k.startswith("refused_") and k != "refused_messages"}
+    return {}
+
+
 @dataclass
 class Running:
     """One started process."""

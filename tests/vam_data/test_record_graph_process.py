@@ -12,7 +12,7 @@ from std_srvs.srv import Trigger
 from vam_data.contract import contract_for
 from vam_data.mcap_import import McapMapping, import_mcap
 from vam_stack import msgs
-from vam_stack.process_graph import ProcessGraph
+from vam_stack.process_graph import ProcessGraph, driver_refusals
 from vam_stack.recording import read_info
 from vam_train.dataset import Dataset
 
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.adapter, pytest.mark.slow]
 
 def test_a_teleoperated_episode_is_recorded_through_the_graph_and_imports(ros_harness, tmp_path, mujoco_renders):
     h = ros_harness
-    targets, commands = h.capture("joint_targets"), h.capture("teleop_command")
+    targets, commands, diagnostics = h.capture("joint_targets"), h.capture("teleop_command"), h.capture("diagnostics")
     out = tmp_path / "rec"
     graph = ProcessGraph("record", {"sim_task": "handover", "seed": "5", "teleop": "expert", "out_dir": str(out)},
                          log_dir=tmp_path / "logs")
@@ -37,8 +37,13 @@ def test_a_teleoperated_episode_is_recorded_through_the_graph_and_imports(ros_ha
         stopped = h.call(Trigger, "/demo_recorder/stop")
         assert stopped.success, stopped.message
         assert not h.call(Trigger, "/demo_recorder/stop").success
+        h.spin_for(1.5)                                  # the driver's next /diagnostics
+        refused = driver_refusals(diagnostics)           # the teleop's targets: none refused (stamps on /clock)
+        assert refused and not any(refused.values()), refused
         codes = graph.stop()
     assert codes == {"yam_mujoco_sim": 0, "demo_recorder": 0}, codes
+    print("exit after SIGINT [s]:", {k: round(t, 2) for k, t in graph.stop_times.items()})
+    assert max(graph.stop_times.values()) <= 2.0, graph.stop_times
     t = msgs.joint_state_to_numpy(targets[-1])
     assert t.frame_id == "vam_safety_filter" and len(t.names) == 14      # the driver follows only the filter
     info = read_info(out / "episode_000.mcap")

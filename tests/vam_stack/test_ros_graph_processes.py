@@ -19,7 +19,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from std_msgs.msg import Bool, String
 
 from vam_stack import msgs
-from vam_stack.process_graph import ProcessGraph
+from vam_stack.process_graph import ProcessGraph, driver_refusals, wait_until_busy
 
 pytestmark = [pytest.mark.adapter, pytest.mark.slow]
 
@@ -50,10 +50,25 @@ def set_parameters(h, node: str, **values) -> list:
     return list(future.result().results)
 
 
-def stop_cleanly(graph: ProcessGraph) -> None:
+STOP_WITHIN_S = 2.0     # every process exits this soon after SIGINT (launch: SIGTERM at 5 s)
+
+
+def stop_cleanly(graph: ProcessGraph, mid_inference: bool = False, diagnostics: list | None = None) -> None:
+    """Stop the graph as a terminal's Ctrl-C under launch does (SIGINT to the process group), with
+    `mid_inference` while the policy's worker is inferring: every process exits 0 within
+    STOP_WITHIN_S, prints nothing a user should not see; with the graph's `diagnostics`, the
+    driver refused no target (a healthy graph)."""
+    if diagnostics is not None:
+        refused = driver_refusals(diagnostics)
+        assert refused and not any(refused.values()), f"the driver refused targets in a healthy graph: {refused}"
+    if mid_inference:
+        assert wait_until_busy(graph.pid("vam_policy_node"), timeout_s=120), "no inference to stop"
     codes = graph.stop()
     logs = {label: graph.log(label) for label in codes}
     assert codes == {label: 0 for label in codes}, {k: logs[k][-3000:] for k, c in codes.items() if c != 0}
+    print("exit after SIGINT [s]:", {k: round(t, 2) for k, t in graph.stop_times.items()})
+    slow = {k: t for k, t in graph.stop_times.items() if t > STOP_WITHIN_S}
+    assert not slow, f"exited more than {STOP_WITHIN_S} s after SIGINT: {slow}"
     for label, text in logs.items():
         bad = [b for b in BAD_OUTPUT if b in text]
         assert not bad, f"{label} printed {bad}:\n{text[-4000:]}"
@@ -88,7 +103,7 @@ def test_mujoco_arm_graph_runs_the_shipped_policy_and_the_monitor_traces_every_r
         world = [msgs.diagnostics_to_dict(d).get("yam_mujoco_sim: world") for d in out["diagnostics"]]
         assert any(w is not None for w in world)
         assert not h.errors("tr_monitor_node"), h.errors("tr_monitor_node")
-        stop_cleanly(graph)
+        stop_cleanly(graph, mid_inference=True, diagnostics=out["diagnostics"])
     assert "driver shut down: arm held, torque off" in graph.log("yam_mujoco_sim")
 
 
@@ -98,7 +113,7 @@ def test_operator_drives_the_emulated_arm_graph_with_default_qos(ros_harness, tm
     arm moves; an e-stop holds it (latency bounded); a release waits for the next episode; SIGINT
     to every process leaves the arm held and its torque off."""
     h = ros_harness
-    out = {k: h.capture(k) for k in ("joint_states", "joint_targets", "telemetry")}
+    out = {k: h.capture(k) for k in ("joint_states", "joint_targets", "telemetry", "diagnostics")}
     graph = ProcessGraph("robot", {"preset": "tiny_real", "camera_config": "cameras_synthetic.yaml",
                                    "use_emulated_driver": "true"}, log_dir=tmp_path / "logs")
     instruction = operator_publisher(h.node, String, "/vam/instruction")
@@ -147,7 +162,7 @@ def test_operator_drives_the_emulated_arm_graph_with_default_qos(ros_harness, tm
         assert len(out["joint_targets"]) - n_targets < 5, "motion resumed before a new episode was asked for"
         instruction.publish(String(data="fold the towel again"))
         assert h.spin_until(lambda: len(out["joint_targets"]) - n_targets > 30, timeout=60)
-        stop_cleanly(graph)
+        stop_cleanly(graph, diagnostics=out["diagnostics"])
     assert "driver shut down: arm held, torque off" in graph.log("yam_driver")
 
 
@@ -164,7 +179,7 @@ def test_sim_launch_graph_closes_the_loop_on_the_mocked_libero(ros_harness, tmp_
         assert h.spin_until(lambda: len(out["tr"]) >= 3 and step() >= 20 and out["trace_image"], timeout=240), (
             {k: len(v) for k, v in out.items()}, graph.exited())
         assert json.loads(out["telemetry"][-1].data)["token_grid"] == [4, 8]    # libero64's head grid
-        stop_cleanly(graph)
+        stop_cleanly(graph, mid_inference=True)
 
 
 def test_a_managed_policy_node_takes_instructions_only_once_configured_and_active(ros_harness, tmp_path):
