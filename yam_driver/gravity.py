@@ -13,11 +13,13 @@ up to about 0.19 rad at joint 2 and 0.16 rad at joint 4.
 """
 from __future__ import annotations
 
-import mujoco
-import numpy as np
+from vam_stack import mujoco_gl  # noqa: F401  (MUJOCO_GL before mujoco's first import: the simulated cameras)
 
-from .arm_model import FINGER_TRAVEL, MOTORS, single_arm_mjcf
-from .config import DriverConfig, is_gripper
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .arm_model import FINGER_TRAVEL, MOTORS, single_arm_mjcf  # noqa: E402
+from .config import DriverConfig, is_gripper  # noqa: E402
 
 
 class GravityModel:

@@ -94,6 +94,13 @@ class CameraSource(abc.ABC):
         self._refused_since_new = 0  # frames refused (stamped ahead) since the newest accepted one
         self._refusals = RefusalLog(log, f"camera {cfg.name!r}: frame", "warning", clock=time.monotonic)
 
+    @property
+    def stamps_on_host_clock(self) -> bool:
+        """Whether capture stamps are instants of the host clock (then one ahead of it is a lie and
+        refused). A replay that steps through a file faster than real time stamps frames on the
+        file's own time line, ahead of the host clock by design."""
+        return True
+
     # ---- subclass hooks -------------------------------------------------------------
     @abc.abstractmethod
     def _open(self) -> None:
@@ -203,7 +210,7 @@ class CameraSource(abc.ABC):
         synchroniser, which takes only frames newer than the newest it holds, would wait as long
         for this camera (+5 s: the stacked window unavailable for 6.6 s)."""
         ahead = frame.stamp_s - now
-        if not ahead > 1.0 / self.cfg.fps:      # NaN stamps are refused by _accept
+        if not self.stamps_on_host_clock or not ahead > 1.0 / self.cfg.fps:   # NaN stamps: refused by _accept
             return False
         self.stats.bad_stamps += 1
         self._refused_since_new += 1

@@ -125,6 +125,12 @@ class OpenCVSource(CameraSource):
         self._next_index += 1
         return image
 
+    @property
+    def stamps_on_host_clock(self) -> bool:
+        """A file stepped frame by frame (`realtime: false`) stamps on its own time line, which runs
+        ahead of the host clock as fast as frames are read."""
+        return not (self.cfg.is_file and not self.cfg.realtime)
+
     def _poll_file(self) -> Frame | None:
         if self.cfg.realtime:
             due = int(np.floor((self.clock() - self._t0) * self._file_fps + 1e-9))

@@ -72,7 +72,7 @@ def test_the_loop_reads_synthetic_frames_when_due():
 @pytest.mark.adapter
 def test_node_publishes_each_stacked_frame_once_from_the_bridge_with_stage_times(ros_harness):
     from camera_bridge.node import CameraBridgeNode
-    from tests.camera_bridge.test_camera_bridge_node import VIEWS, push_bridge
+    from tests.camera_bridge.test_camera_bridge_node import push_bridge
 
     h = ros_harness
     node = h.add(CameraBridgeNode(bridge=push_bridge(), parameter_overrides=[

@@ -5,9 +5,6 @@
 filter, chunk executor and camera bridge run the real-robot path without hardware.
 Rendering is offscreen on the CPU (MUJOCO_GL=egl by default, or osmesa).
 """
-import os
-
-# Offscreen rendering on the CPU. MuJoCo picks its GL backend when it is first imported, so
-# this must run before any `import mujoco`: every module of this package imports it after us.
-# A user's own MUJOCO_GL (e.g. osmesa) wins.
-os.environ.setdefault("MUJOCO_GL", "egl")
+# Offscreen rendering on the CPU: MUJOCO_GL is set (egl unless the user chose) before any
+# `import mujoco` of this package (every module of it imports mujoco after this).
+from vam_stack import mujoco_gl  # noqa: F401
