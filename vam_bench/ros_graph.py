@@ -260,19 +260,27 @@ class bare_transfer:
         self.fh.close()
 
 
+def _n(value, fmt: str = ".1f") -> str:
+    """A measured number, or "n/a" where the window gave none (no replan in a short window, no frame
+    paired): the table is printed whatever the window caught."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "n/a"
+    return format(value, fmt)
+
+
 def run(args: argparse.Namespace) -> int:
     r = measure(args)
     c, d, e = r["camera_to_policy"], r["policy_to_driver"], r["estop_to_driver_hold"]
     print(f"ROS graph over DDS ({len(r['exit_codes'])} node processes + this one; graph {r['graph']}, "
           f"transport {r['transport']}, preset {r['preset']}; "
-          f"window {r['window_s']} s, {r['replans']['n']} replans, p50 {r['replans']['latency_ms_p50']:.0f} ms)")
-    print(f"  camera -> policy   stacked 672x168 rgb8 at 30 Hz: latency p50 {c['latency_ms_p50']:.1f} ms, "
-          f"p99 {c['latency_ms_p99']:.1f} ms; received {c['received']} of {c['published']} "
-          f"(drop rate {100 * c['drop_rate']:.2f} %)")
-    print(f"  policy -> driver   joint targets: {d['rate_hz']:.2f} Hz, period p50 {d['period_ms_p50']:.2f} ms, "
-          f"jitter p99 {d['jitter_ms_p99']:.2f} ms, missed ticks {d['missed_ticks']}, "
-          f"latency p50/p99 {d['latency_ms_p50']:.1f}/{d['latency_ms_p99']:.1f} ms")
-    print(f"  e-stop -> driver hold: p50 {e['ms_p50']:.1f} ms, max {e['ms_max']:.1f} ms (n={e['n']})")
+          f"window {r['window_s']} s, {r['replans']['n']} replans, p50 {_n(r['replans']['latency_ms_p50'], '.0f')} ms)")
+    print(f"  camera -> policy   stacked 672x168 rgb8 at 30 Hz: latency p50 {_n(c['latency_ms_p50'])} ms, "
+          f"p99 {_n(c['latency_ms_p99'])} ms; received {c['received']} of {c['published']} "
+          f"(drop rate {_n(100 * c['drop_rate'], '.2f')} %)")
+    print(f"  policy -> driver   joint targets: {_n(d['rate_hz'], '.2f')} Hz, period p50 {_n(d['period_ms_p50'], '.2f')} "
+          f"ms, jitter p99 {_n(d['jitter_ms_p99'], '.2f')} ms, missed ticks {d['missed_ticks']}, "
+          f"latency p50/p99 {_n(d['latency_ms_p50'])}/{_n(d['latency_ms_p99'])} ms")
+    print(f"  e-stop -> driver hold: p50 {_n(e['ms_p50'])} ms, max {_n(e['ms_max'])} ms (n={e['n']})")
     for line in format_stages(r["stages"], r["transport"]):
         print(line)
     cpu = ", ".join(f"{k} {v:.0f} %" for k, v in r["cpu_percent"].items() if v is not None)
