@@ -31,7 +31,7 @@ from std_msgs.msg import Float32, String  # noqa: E402
 def generate_test_description():
     sim = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(PathJoinSubstitution([FindPackageShare("vam_stack"), "launch", "sim.launch.py"])),
-        launch_arguments={"episodes": "1", "use_rviz": "false", "use_rqt": "false"}.items())
+        launch_arguments={"episodes": "1"}.items())   # headless by default
     return LaunchDescription([sim, launch_testing.actions.ReadyToTest()])
 
 

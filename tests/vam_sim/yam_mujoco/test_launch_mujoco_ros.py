@@ -36,8 +36,7 @@ def generate_test_description():
     robot = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(PathJoinSubstitution([FindPackageShare("vam_stack"), "launch",
                                                             "robot.launch.py"])),
-        launch_arguments={"sim": "mujoco", "preset": "yam64", "instruction": INSTRUCTION,
-                          "use_rviz": "false", "use_rqt": "false"}.items())
+        launch_arguments={"sim": "mujoco", "preset": "yam64", "instruction": INSTRUCTION}.items())   # headless by default
     return LaunchDescription([robot, launch_testing.actions.ReadyToTest()])
 
 
