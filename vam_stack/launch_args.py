@@ -82,7 +82,7 @@ def package_installed(package: str) -> bool:
         return False
     try:
         get_package_prefix(package)
-    except (PackageNotFoundError, KeyError, ValueError):
+    except (PackageNotFoundError, KeyError, ValueError, OSError):   # OSError: no AMENT_PREFIX_PATH (no ROS 2 sourced)
         return False
     return True
 

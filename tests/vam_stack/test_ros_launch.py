@@ -149,6 +149,13 @@ def test_every_launch_file_is_headless_by_default_and_a_missing_viewer_is_said_n
     plan = launch_args.gui_plan(values, installed=lambda package: package == "rqt_gui")
     assert [(flag, start) for flag, start, _ in plan] == [("use_rviz", False), ("use_rqt", True)]
     assert "'rviz2' is not installed" in plan[0][2] and "not started" in plan[0][2]
+    import os
+    saved = os.environ.pop("AMENT_PREFIX_PATH", None)   # nothing sourced: a package is simply not found
+    try:
+        assert launch_args.package_installed("rviz2") is False
+    finally:
+        if saved is not None:
+            os.environ["AMENT_PREFIX_PATH"] = saved
     for path in LAUNCH_FILES:       # no unconditional Node of another package: viewers come from gui_actions
         assert not [n for n in launched_nodes(path) if n.get("package") in ("rviz2", "rqt_gui")], path.name
         if "use_rviz" in declared_arguments(path):
