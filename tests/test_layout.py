@@ -134,6 +134,8 @@ USED_BY_USERS_OR_TESTS = {
     "compress_image": "vam_stack.msgs: image_transport's compressed message of a raw one",
     "float32_value": "vam_stack.msgs: the reader beside float32_msg",
     "bool_msg": "vam_stack.msgs: std_msgs/Bool, checked (the e-stop topic's type)",
+    "wait_until_busy": "vam_stack.process_graph: stop a graph mid-inference (scripts/graph_stop_times.py, tests)",
+    "driver_refusals": "vam_stack.process_graph: the driver's refused targets in /diagnostics (the stop script, tests)",
 }
 
 
