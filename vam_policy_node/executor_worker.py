@@ -187,8 +187,8 @@ class ProcessPolicy:
                 finally:
                     self._lock.release()
                 self._proc.join(timeout_s)
-                if self._proc.is_alive():
-                    log.warning("policy process did not exit in %.1f s; terminating", timeout_s)
+                if self._proc.is_alive():     # busy (a warm-up interrupted in the parent): ended below
+                    log.info("policy process did not exit in %.1f s; terminating", timeout_s)
             else:
                 log.info("policy process busy (an inference in flight): abandoned, terminating it")
             if self._proc.is_alive():

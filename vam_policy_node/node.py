@@ -24,8 +24,10 @@ then holds the arm (its watchdog), torque on.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import signal
 import threading
 
 import numpy as np
@@ -144,6 +146,32 @@ def policy_from_params(p: dict):
     return factory()
 
 
+@contextlib.contextmanager
+def _interruptible():
+    """SIGINT/SIGTERM raise KeyboardInterrupt while the block runs (the main thread only; the
+    handlers before it are kept and restored). `ros.spin_nodes` only notes the signal until the
+    nodes are built: the autostart's load and warm-up (108 s for yam64 in torch on a loaded CPU)
+    went on past launch's SIGTERM (5 s) and SIGKILL (10 s). The KeyboardInterrupt ends the
+    constructor (its child process is ended with it) and spin_nodes exits 0, an operator's stop."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+
+    def interrupt(signum, frame):
+        handler = previous.get(signum)
+        if callable(handler):
+            handler(signum, frame)       # spin_nodes' own: it notes the stop too
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, interrupt)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
     """Managed: configure = build the policy (load the weights) and warm it up; activate = take
     instructions (and start `instruction` if set); deactivate = stop the episode (the arm holds),
@@ -190,7 +218,9 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         if p["autostart"]:
             try:
-                self.autostart(lambda step: self._error or RuntimeError(f"vam_policy_node: autostart could not {step}"))
+                with _interruptible():       # a Ctrl-C during the load and warm-up (seconds to minutes) stops it
+                    self.autostart(lambda step: self._error or RuntimeError(f"vam_policy_node: autostart could not "
+                                                                           f"{step}"))
             except BaseException:
                 self.destroy_node()
                 raise
