@@ -26,6 +26,7 @@ from camera_bridge.bridge import CameraBridge, Stacked
 from camera_bridge.config import load_bridge_config
 from vam_stack import msgs, ros
 from vam_stack.latency import FLUSH_PERIOD_S, LatencyTrace
+from vam_stack.pacing import IncreasingStamps
 from vam_stack.topics import camera_topic
 
 P = ros.Param
@@ -60,6 +61,7 @@ class CameraBridgeNode(Node):
         self.jpeg_bytes = 0   # size of the latest compressed stacked frame (diagnostics)
         self.published = 0   # stacked frames published (a subscriber's drop rate counts against it)
         self._last_skew_ms = float("nan")
+        self._stamps = IncreasingStamps()   # stacked-frame stamps: strictly increasing (see _publish_frame)
         self.latency = LatencyTrace("camera_bridge")
         self._latency_pub = LatencyTrace.publisher(self)
         failed = self.bridge.connect(strict=False)
@@ -76,7 +78,11 @@ class CameraBridgeNode(Node):
         """The bridge's thread, once per completed stacked frame: publish it (and its views)."""
         clock_now, wall_ns = self.bridge.clock(), LatencyTrace.now_ns()
         ns = self.get_clock().now().nanoseconds - int((clock_now - st.stamp_s) * 1e9)
-        stamp = msgs.time_from_ns(max(ns, 0))
+        # never a stamp before the last one: this runs on the bridge's thread, and under use_sim_time the
+        # node's ROS clock is the last /clock its executor took in, which a busy executor leaves stale (a
+        # frame stamped 70-95 ms before the one published just before it on a loaded machine)
+        ns = self._stamps.next(max(ns, 0))
+        stamp = msgs.time_from_ns(ns)
         self._last_skew_ms = float(st.skew_ms)
         frame = st.frame  # [H, W*cams, 3] RGB, the bridge's buffer until its next tick (published before it)
 
@@ -93,7 +99,7 @@ class CameraBridgeNode(Node):
             times["published_jpeg"] = LatencyTrace.now_ns()
             self.stacked_jpeg_pub.publish(jpeg)
         self.published += 1
-        self.latency.note(max(ns, 0), **times)
+        self.latency.note(ns, **times)
         vw = self.bridge.cfg.view_width
         for i, (name, pub) in enumerate(self.view_pubs.items()):
             view = frame[:, i * vw:(i + 1) * vw]
@@ -122,6 +128,7 @@ class CameraBridgeNode(Node):
                          "message": "ready" if w.ready else "; ".join(w.reasons),
                          "values": {"published": self.published, "loop_hz": self.bridge.loop_hz,
                                     "overruns": self.bridge.overruns, "publish_errors": self.bridge.on_stacked_errors,
+                                    "stamps_moved_past_a_stale_clock": self._stamps.bumped,
                                     **({"jpeg_bytes": self.jpeg_bytes} if self.stacked_jpeg_pub is not None else {}),
                                     "newest_age_ms": w.newest_age_ms if w.newest_age_ms is not None else float("nan"),
                                     "skew_ms": self._last_skew_ms}})

@@ -25,8 +25,6 @@ then holds the arm (its watchdog), torque on.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
 import signal
 import threading
 
@@ -37,13 +35,12 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.task import Future
 from std_srvs.srv import Trigger
 
-from vam_model.backends.base import BACKENDS, PRECISIONS, BackendConfig
-from vam_model.guidance import SCHEDULES, TR_BASELINES, GuidanceConfig, guidance_label
-from vam_model.policy import AUTOCAST, PolicyConfig, check_action_temperature
+from vam_model.policy import check_action_temperature
 from vam_policy_node.executor import libero_config, robot_config
 from vam_policy_node.instructions import InstructionMailbox
-from vam_policy_node.schedule import RTC_MODES, ExecutorConfig
-from vam_policy_node.runtime import OVERRUN_ACTIONS, PolicyRuntime, RuntimeConfig, warm_up
+from vam_policy_node.params import (PARAMS, TUNABLE, WEIGHT_RANGE, guidance_from,  # noqa: F401 (the node's
+                                    policy_from_params, resolve_backend)          # parameters, re-exported)
+from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig, warm_up
 from vam_stack.arrivals import ArrivalStats
 from vam_stack.instruction import check_instruction, shorten
 from vam_stack.latency import FLUSH_PERIOD_S, LatencyTrace, stamp_key
@@ -52,98 +49,6 @@ from vam_stack.safety import SafetyFilter, load_safety_config
 from vam_stack import msgs, ros
 from vam_stack.robot import check_layers
 from vam_stack.topics import JOINT_TARGETS_SOURCE, LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES
-
-P = ros.Param
-TUNABLE = ("guidance", "tr_every_step", "w_lang_base", "w_plan_base", "s_max", "action_temperature")
-WEIGHT_RANGE = (0.0, 5.0)
-# The guidance, policy and runtime settings are generated from their config dataclasses (default
-# and description from the field and its comment); only the node's own wiring is written here.
-def _auto_backend(params) -> tuple:
-    """`backend` takes `auto` too, its default: onnxruntime on a CPU, torch on CUDA, as `vam-stack sim`
-    and `eval` choose (a yam64 replan took 7-16 s in torch on a loaded 2-core CPU, 0.13-0.4 s in
-    onnxruntime: the arm never moved)."""
-    return tuple(dataclasses.replace(q, default="auto", choices=("auto", *q.choices),
-                                     description="auto (onnxruntime on a CPU, torch on CUDA) | " + q.description)
-                 if q.name == "backend" else q for q in params)
-
-
-def resolve_backend(backend: str, device: str) -> str:
-    """The backend `auto` stands for on `device`; any other name as given."""
-    if backend != "auto":
-        return backend
-    from vam_model.device import resolve_device
-
-    return "onnxruntime" if resolve_device(device).type == "cpu" else "torch"
-
-
-PARAMS = (
-    P("preset", "tiny", "model preset (models/<preset>.yaml) used when no checkpoint is given; with a "
-                        "checkpoint it must be the checkpoint's preset (a mismatch is an error naming both)"),
-    P("checkpoint", "", "safetensors checkpoint; empty = models/<preset>.safetensors if shipped, "
-                        "else seeded random weights"),
-    *ros.params_from(GuidanceConfig, ("schedule", "tr_baseline", "tr_every_step", "w_lang_base", "w_plan_base",
-                                      "s_max"),
-                     rename={"schedule": "guidance"}, choices={"schedule": SCHEDULES, "tr_baseline": TR_BASELINES},
-                     ranges={"w_lang_base": WEIGHT_RANGE, "w_plan_base": WEIGHT_RANGE, "s_max": (0.0, 10.0)},
-                     live=("schedule", "tr_every_step", "w_lang_base", "w_plan_base", "s_max")),
-    *ros.params_from(PolicyConfig, ("seed", "threads", "action_temperature", "device", "autocast"),
-                     ranges={"seed": (0, 2**32 - 1), "threads": (0, 256), "action_temperature": (0.0, 1.0)},
-                     choices={"autocast": tuple(AUTOCAST)}, live=("action_temperature",)),
-    *_auto_backend(ros.params_from(BackendConfig, ("name", "precision"),
-                                   rename={"name": "backend", "precision": "backend_precision"},
-                                   choices={"name": BACKENDS, "precision": PRECISIONS})),
-    *ros.params_from(ExecutorConfig, ("rtc",), choices={"rtc": RTC_MODES}),
-    *ros.params_from(RuntimeConfig, ("max_frame_age_s", "max_state_age_s", "on_overrun"),
-                     ranges={"max_frame_age_s": (0.01, 10.0), "max_state_age_s": (0.01, 10.0)},
-                     choices={"on_overrun": OVERRUN_ACTIONS}),
-    P("instruction", "", "episode started as soon as frames and joint states arrive; empty = wait for /vam/instruction"),
-    P("safety_config", "", "safety limits YAML (absolute joint targets); empty = config/yam_safety.yaml"),
-    P("driver_config", "", "yam_driver YAML naming the 14 joints; empty = config/yam_driver_damiao.yaml"),
-    P("rt_priority", 0, "SCHED_FIFO priority of the executor tick thread, 0 = normal scheduling", range=(0, 99)),
-    P("policy_process", False, "run the policy in a child process (its Python work off the tick thread's GIL)"),
-    P("image_transport", "raw", "stacked frame subscription: raw (/camera/stacked/image_raw) | compressed (its JPEG "
-                                "twin .../image_raw/compressed, image_transport's compressed transport, decoded here)",
-      choices=("raw", "compressed")),
-    P("command_outputs", "none", "also publish each safety-filtered target for ros2_control: joint_trajectory "
-                                 "(/vam/joint_trajectory, a one-point JointTrajectory reached one period later, for "
-                                 "joint_trajectory_controller) | forward_command (/vam/commands, Float64MultiArray, for "
-                                 "forward_command_controller) | both | none; absolute joint targets only",
-      choices=("none", "joint_trajectory", "forward_command", "both")),
-    P("autostart", True, "configure (load and warm up the policy) and activate (take instructions) at start-up; "
-                         "false: drive the lifecycle services yourself"),
-    P("warm_up", True, "at configure, run the policy on a blank observation with every guidance branch, so the "
-                       "first replan after an instruction takes its steady-state time"),
-    P("camera_rate_hz", 30.0, "nominal rate of the stacked camera topic: frames missed on /diagnostics count against "
-                              "it [Hz]", range=(1.0, 1000.0)),
-    ros.DIAGNOSTICS_PERIOD,
-)
-
-
-def guidance_from(p: dict) -> GuidanceConfig:
-    """The guidance settings the parameters name (ConfigError naming a bad combination)."""
-    if p["tr_baseline"] != "first" and p["guidance"] != "tr_adaptive":
-        raise ros.ParameterError(f"tr_baseline {p['tr_baseline']!r} is a baseline of guidance 'tr_adaptive'; "
-                                 f"guidance {p['guidance']!r} never reads it")
-    return GuidanceConfig(schedule=p["guidance"], tr_baseline=p["tr_baseline"], tr_every_step=p["tr_every_step"],
-                          w_lang_base=p["w_lang_base"], w_plan_base=p["w_plan_base"], s_max=p["s_max"])
-
-
-def policy_from_params(p: dict):
-    """The policy the parameters name (`policy_process`: a ProcessPolicy proxy, the model in a child)."""
-    from vam_model.networks.checkpoint import resolve_checkpoint
-    from vam_model.policy import build_policy as build
-
-    ckpt, _ = resolve_checkpoint(p["checkpoint"], p["preset"], p["preset"])
-    guidance = guidance_from(p)
-    cfg = PolicyConfig(seed=p["seed"], threads=p["threads"], action_temperature=p["action_temperature"],
-                       device=p["device"], autocast=p["autocast"], guidance=guidance,
-                       backend=BackendConfig(name=resolve_backend(p["backend"], p["device"]),
-                                             precision=p["backend_precision"]))
-    factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=guidance_label(guidance), config=cfg)
-    if p["policy_process"]:
-        from vam_policy_node.executor_worker import ProcessPolicy
-        return ProcessPolicy(factory)
-    return factory()
 
 
 @contextlib.contextmanager

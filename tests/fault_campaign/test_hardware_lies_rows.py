@@ -382,7 +382,7 @@ def test_a_second_instruction_during_a_stuck_inference_is_refused_in_the_operato
     rt = PolicyRuntime(Stuck(), robot_config(chunk=10, execute=5, action_dim=14), RuntimeConfig(),
                        names, send=lambda t: None, on_telemetry=lambda t: None, safety=safety)
     stop = rt.executor.stop
-    rt.executor.stop = lambda timeout=5.0: stop(timeout=0.2)
+    rt.executor.stop = lambda timeout=5.0, abandon=False: stop(timeout=0.2, abandon=abandon)
     try:
         for _ in range(3):
             rt.add_frame(np.zeros((8, 16, 3), np.uint8))

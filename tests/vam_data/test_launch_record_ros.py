@@ -69,7 +69,8 @@ class TestRecord(unittest.TestCase):
     def test_an_episode_records_while_the_expert_drives_the_arm(self):
         self.assertIsNotNone(_trigger("/demo_recorder/start"), "/demo_recorder/start never succeeded")
         self.assertIsNotNone(_trigger("/yam_mujoco_sim/start_teleop"), "/yam_mujoco_sim/start_teleop never succeeded")
-        wait = WaitForTopics([("/vam/joint_targets", JointState), ("/joint_states", JointState)], timeout=60.0)
+        topics = [("/vam/joint_targets", JointState), ("/joint_states", JointState)]
+        wait = WaitForTopics(topics, timeout=60.0)
         try:
             self.assertTrue(wait.wait(), "the expert's targets or the arm's joint states never arrived")
         finally:
