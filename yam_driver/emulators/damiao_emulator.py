@@ -35,6 +35,7 @@ import can
 from .. import damiao_protocol as dmp
 from .faults import FaultInjector
 
+LOAD_PERIOD_S = 0.002  # s: the load model is re-evaluated at most this often (a motor moves < 1 mrad meanwhile)
 _ERROR_CODES = {"voltage": 0x8, "overcurrent": 0xA, "overheat": 0xC, "overload": 0xE}
 
 LoadFn = Callable[[dict[int, float]], dict[int, float]]
@@ -102,6 +103,8 @@ class DamiaoEmulator:
         self.answer_status_request = answer_status_request
         self.answer_registers = answer_registers
         self.load_fn = load_fn
+        self._loads: dict[int, float] | None = None     # the last load_fn answer, and when (see _load)
+        self._loads_t = 0.0
         self.channel = channel
         self.motors = {m.can_id: m for m in motors}
         self.tau_s = tau_s
@@ -160,10 +163,16 @@ class DamiaoEmulator:
         return steps * dmp.TIMEOUT_STEP_S if steps > 0 else None
 
     def _load(self, m: EmulatedMotor) -> float:
+        """The load on `m`, from `load_fn` at most once per LOAD_PERIOD_S for the whole channel (one
+        call costs tens of microseconds; every frame of a tick asked for it, which delayed replies
+        past the driver's reply timeout on a loaded machine)."""
         if self.load_fn is None:
             return 0.0
-        loads = self.load_fn({i: mm.position for i, mm in self.motors.items()})
-        return float(loads.get(m.can_id, 0.0))
+        now = time.monotonic()
+        if self._loads is None or now - self._loads_t >= LOAD_PERIOD_S:
+            self._loads = self.load_fn({i: mm.position for i, mm in self.motors.items()})
+            self._loads_t = now
+        return float(self._loads.get(m.can_id, 0.0))
 
     def _update(self, m: EmulatedMotor, now: float) -> None:
         timeout = self._timeout_s(m)
