@@ -53,6 +53,9 @@ PARAMS = (
     P("config_file", "", "driver YAML (section yam_driver); empty = the shipped file for `bus`"),
     P("bus", "damiao", "bus kind when config_file is empty", choices=("damiao", "dynamixel")),
     P("use_emulator", False, "drive emulated motors instead of hardware (demos, CI)"),
+    P("emulated_gravity", False, "use_emulator: the emulated Damiao arm carries its weight (the model x the file's "
+                                 "gravity_factor; it sags without feed-forward). Off by default: the emulator's "
+                                 "quasi-static load with 30 Hz feed-forward limit-cycles at the wrists (~0.05 rad)"),
     P("safety_config", "", "the policy node's safety limits YAML the driver's limits must sit inside; "
                            "empty = config/yam_safety.yaml"),
     P("autostart", True, "configure and activate at start-up (ros2 launch without a lifecycle manager); false: "
@@ -120,9 +123,10 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
                     from yam_driver.emulators import EmulatedRig
                     from yam_driver.gravity import gravity_load
 
-                    # emulated Damiao motors carry the weight of the arm the driver file describes (the
-                    # model x its gravity_factor), as a YAM's do: without feed-forward they sag by tau_g / kp
-                    load = gravity_load(cfg, as_configured=True) if cfg.bus == "damiao" else None
+                    # with emulated_gravity, emulated Damiao motors carry the weight of the arm the driver file
+                    # describes (the model x its gravity_factor), as a YAM's do: without feed-forward they sag
+                    load = gravity_load(cfg, as_configured=True) \
+                        if cfg.bus == "damiao" and self.p["emulated_gravity"] else None
                     self.rig = EmulatedRig(cfg, load_fn=load)
                     cfg = self.rig.config
                 self.driver = YamDriver(cfg)

@@ -254,7 +254,7 @@ def test_an_inference_finishing_after_destroy_node_publishes_nothing(ros_harness
     policy.infer = slow_infer
     node, out = start(h, policy, instruction="close the microwave")
     stop = node.runtime.executor.stop
-    node.runtime.executor.stop = lambda timeout=5.0: stop(timeout=0.2)   # gives up on the worker sooner
+    node.runtime.executor.stop = lambda timeout=5.0, abandon=False: stop(timeout=0.2, abandon=abandon)   # gives up sooner
     assert h.spin_until(lambda: entered.is_set(), every=feed(h), timeout=30)
     h.remove(node)
     stopper = threading.Thread(target=node.destroy_node)

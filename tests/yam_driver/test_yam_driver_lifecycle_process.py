@@ -49,6 +49,7 @@ def test_the_lifecycle_from_another_process(ros_harness, tmp_path):
     (tmp_path / "d.yaml").write_text(yaml.safe_dump(data))
     states, diags = h.capture("joint_states"), h.capture("diagnostics")
     proc = subprocess.Popen([find_executable("yam_driver"), "--ros-args", "-p", "use_emulator:=true",
+                             "-p", "emulated_gravity:=true",
                              "-p", "autostart:=false", "-p", f"config_file:={tmp_path / 'd.yaml'}",
                              "-p", "diagnostic_updater.period:=0.2"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
