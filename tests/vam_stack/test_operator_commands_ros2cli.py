@@ -50,8 +50,8 @@ def doc_commands() -> list[str]:
 def test_the_docs_show_the_operator_commands():
     cmds = doc_commands()
     assert "ros2 param set /vam_policy_node w_plan_base 0.5" in cmds
-    assert 'ros2 topic pub --once /vam/estop std_msgs/msg/Bool "{data: true}"' in cmds
-    assert 'ros2 topic pub --once /vam/estop std_msgs/msg/Bool "{data: false}"' in cmds
+    assert 'ros2 topic pub --once -w 2 /vam/estop std_msgs/msg/Bool "{data: true}"' in cmds   # both subscribers
+    assert 'ros2 topic pub --once -w 2 /vam/estop std_msgs/msg/Bool "{data: false}"' in cmds
     assert "ros2 service call /yam_driver/home std_srvs/srv/Trigger" in cmds
     assert ["ros2 lifecycle set /yam_driver deactivate", "ros2 lifecycle set /yam_driver activate"] == \
         [c for c in cmds if c.startswith("ros2 lifecycle set")]
