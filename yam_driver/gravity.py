@@ -35,7 +35,7 @@ class GravityModel:
         self._qpos = np.array([m.joint(f"arm_joint{k + 1}").qposadr[0] for k in range(n_arm)])
         self._fingers = np.array([m.joint(f"arm_finger_{s}").qposadr[0] for s in "ab"])
         per_joint = [(a, j) for a, j in config.joints]
-        self._gripper = np.array([is_gripper(a, j) for a, j in per_joint])  # (14,)
+        self.gripper = np.array([is_gripper(a, j) for a, j in per_joint])  # (14,) bool
         self._arm_slices = [np.flatnonzero([a is arm for a, _ in per_joint]) for arm in config.arms]
         factor = np.zeros(len(per_joint))
         if config.gravity_factor is not None:
@@ -57,7 +57,7 @@ class GravityModel:
         out = np.full(position.shape, np.nan)
         m, d = self.model, self.data
         for rows in self._arm_slices:
-            joints, grip = rows[~self._gripper[rows]], rows[self._gripper[rows]]
+            joints, grip = rows[~self.gripper[rows]], rows[self.gripper[rows]]
             q = position[joints]
             if not np.isfinite(q).all():
                 continue
@@ -87,7 +87,7 @@ def gravity_load(config: DriverConfig, as_configured: bool = False):
     `as_configured` the model x the driver file's `gravity_factor` (the arm the file describes: the
     factors say how much heavier than the model the real arm is, so its own feed-forward holds it)."""
     model = GravityModel(config)
-    scale = model.factor if as_configured else np.where(model._gripper, 0.0, 1.0)
+    scale = model.factor if as_configured else np.where(model.gripper, 0.0, 1.0)
 
     def load(position: np.ndarray) -> np.ndarray:
         t = model.torque(position) * scale
