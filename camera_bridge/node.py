@@ -26,7 +26,7 @@ from camera_bridge.bridge import CameraBridge, Stacked
 from camera_bridge.config import load_bridge_config
 from vam_stack import msgs, ros
 from vam_stack.latency import FLUSH_PERIOD_S, LatencyTrace
-from vam_stack.pacing import IncreasingStamps
+from vam_control.pacing import IncreasingStamps
 from vam_stack.topics import camera_topic
 
 P = ros.Param

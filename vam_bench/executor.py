@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from vam_policy_node.executor import ChunkExecutor, ExecutorConfig
-from vam_policy_node.executor_worker import ProcessPolicy
-from vam_stack.safety import JOINTS_PER_ARM, SafetyFilter, load_safety_config
+from vam_control.executor import ChunkExecutor, ExecutorConfig
+from vam_control.executor_worker import ProcessPolicy
+from vam_control.safety import JOINTS_PER_ARM, SafetyFilter, load_safety_config
 
 
 REQUIRED_KEYS = ("achieved_hz", "p50_jitter_ms", "p99_jitter_ms", "max_jitter_ms", "missed_ticks", "overhead_us")

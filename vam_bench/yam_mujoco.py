@@ -32,7 +32,7 @@ def _stats(values_s: list[float]) -> dict[str, float]:
 
 def bench(task: str, ticks: int) -> dict:
     """Time `ticks` ticks of the expert's closed loop; returns per-part statistics."""
-    from vam_stack.safety import SafetyFilter, load_safety_config
+    from vam_control.safety import SafetyFilter, load_safety_config
 
     from vam_sim.yam_mujoco.expert import make_expert
     from vam_sim.yam_mujoco.robot import build_sim_robot

@@ -10,7 +10,7 @@ newest and no stale episode starts after it; one arriving mid-episode logs what 
 for the next episode), services ~/start_episode and ~/reset (std_srvs/Trigger).
 Out: /vam/joint_targets at the control rate (JointState with names), /vam/telemetry (JSON),
 /vam/attention, /diagnostics (latency, tick timing, holds).
-The work is `PolicyRuntime` (plain Python, vam_policy_node/runtime.py): callbacks only store
+The work is `PolicyRuntime` (plain Python, vam_control/runtime.py): callbacks only store
 inputs and queue commands; episodes start and stop in its control thread; inference runs in
 the executor's worker thread, never in a callback; targets go out from its tick thread
 through the safety filter (absolute joints) or an e-stop gate (end-effector deltas).
@@ -36,16 +36,16 @@ from rclpy.task import Future
 from std_srvs.srv import Trigger
 
 from vam_model.policy import check_action_temperature
-from vam_policy_node.executor import libero_config, robot_config
+from vam_control.executor import libero_config, robot_config
 from vam_policy_node.instructions import InstructionMailbox
 from vam_policy_node.params import (PARAMS, TUNABLE, WEIGHT_RANGE, guidance_from,  # noqa: F401 (the node's
                                     policy_from_params, resolve_backend)          # parameters, re-exported)
-from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig, warm_up
+from vam_control.runtime import PolicyRuntime, RuntimeConfig, warm_up
 from vam_stack.arrivals import ArrivalStats
 from vam_stack.instruction import check_instruction, shorten
 from vam_stack.latency import FLUSH_PERIOD_S, LatencyTrace, stamp_key
-from vam_stack.pacing import IncreasingStamps
-from vam_stack.safety import SafetyFilter, load_safety_config
+from vam_control.pacing import IncreasingStamps
+from vam_control.safety import SafetyFilter, load_safety_config
 from vam_stack import msgs, ros
 from vam_stack.robot import check_layers
 from vam_stack.topics import JOINT_TARGETS_SOURCE, LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES

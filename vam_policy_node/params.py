@@ -8,8 +8,8 @@ import functools
 from vam_model.backends.base import BACKENDS, PRECISIONS, BackendConfig
 from vam_model.guidance import SCHEDULES, TR_BASELINES, GuidanceConfig, guidance_label
 from vam_model.policy import AUTOCAST, PolicyConfig
-from vam_policy_node.runtime import OVERRUN_ACTIONS, RuntimeConfig
-from vam_policy_node.schedule import RTC_MODES, ExecutorConfig
+from vam_control.runtime import OVERRUN_ACTIONS, RuntimeConfig
+from vam_control.schedule import RTC_MODES, ExecutorConfig
 from vam_stack import ros
 
 P = ros.Param
@@ -100,6 +100,6 @@ def policy_from_params(p: dict):
                                              precision=p["backend_precision"]))
     factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=guidance_label(guidance), config=cfg)
     if p["policy_process"]:
-        from vam_policy_node.executor_worker import ProcessPolicy
+        from vam_control.executor_worker import ProcessPolicy
         return ProcessPolicy(factory)
     return factory()

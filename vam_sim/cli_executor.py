@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from vam_policy_node.schedule import RTC_MODES
+from vam_control.schedule import RTC_MODES
 
 ON_OFF = {"on": True, "off": False}
 

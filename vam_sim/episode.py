@@ -135,7 +135,7 @@ class EpisodeRunner:
         cfg = replace(cfg, guidance=replace(cfg.guidance, **(weights or {})))
         policy = build_policy(preset, checkpoint=ckpt, guidance=guidance, seed=seed, config=cfg)
         if warm:
-            from vam_policy_node.runtime import warm_up
+            from vam_control.runtime import warm_up
 
             times = warm_up(policy, policy.guidance.cfg, seed)
             log.info("policy warmed up: %s", ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))

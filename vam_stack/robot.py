@@ -109,7 +109,7 @@ def _watchdog(where: str, name: str, value: float, robot: RobotDescription) -> N
 
 
 def check_safety(cfg: Any, robot: RobotDescription | None = None) -> None:
-    """A safety filter config (vam_stack.safety.SafetyConfig) against the description."""
+    """A safety filter config (vam_control.safety.SafetyConfig) against the description."""
     r = robot or load_robot()
     check(len(cfg.joint_lower) == r.arm_joints,
           f"the safety filter has {len(cfg.joint_lower)} joints per arm, the robot description {r.arm_joints}")

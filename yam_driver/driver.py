@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from vam_stack.pacing import DeadlinePacer
+from vam_control.pacing import DeadlinePacer
 
 from .bus import BusError, BusReading, JointBus, WriteResult, make_bus
 from .config import DriverConfig, is_gripper

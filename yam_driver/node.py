@@ -85,7 +85,7 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         if driver is not None and p["use_emulator"]:
             raise ValueError("yam_driver: use_emulator cannot be combined with a given driver (the simulator's bus)")
         cfg = driver.config if driver is not None else load_config(p["config_file"] or default_config_path(p["bus"]))
-        from vam_stack.safety import load_safety_config
+        from vam_control.safety import load_safety_config
         check_layers(cfg, load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")))
         self.cfg, self._given = cfg, driver
         self._hw_id = f"{cfg.bus}: " + ", ".join(dict.fromkeys(a.port for a in cfg.arms))   # e.g. "damiao: can_left, can_right"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vam_stack.config import check
-from vam_stack.safety import SafetyFilter
+from vam_control.safety import SafetyFilter
 
 ARM = np.array([i for i in range(14) if i % 7 != 6])   # 2 x 6 arm joints; 6 and 13 are the grippers
 

@@ -49,7 +49,7 @@ class YamLeaderNode(Node):
         super().__init__("yam_leader", **node_kwargs)
         p = ros.declare(self, PARAMS)
         from vam_stack.robot import load_robot
-        from vam_stack.safety import SafetyFilter, load_safety_config
+        from vam_control.safety import SafetyFilter, load_safety_config
         from yam_driver.bus import make_bus
         from yam_leader.mapping import load_leader
 

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from camera_bridge.config import load_bridge_config
-from vam_policy_node.executor import ChunkExecutor, robot_config
-from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
-from vam_stack.safety import JOINTS_PER_ARM, SafetyFilter, load_safety_config
+from vam_control.executor import ChunkExecutor, robot_config
+from vam_control.runtime import PolicyRuntime, RuntimeConfig
+from vam_control.safety import JOINTS_PER_ARM, SafetyFilter, load_safety_config
 from vam_stack import msgs
 from vam_stack.config import ConfigError, from_dict, load_yaml
 from vam_stack.paths import config_dir, models_dir

@@ -228,7 +228,7 @@ def test_a_nan_camera_stamp_is_refused_and_a_stopped_camera_goes_stale():
 
 # ---- row 7: the safety filter over time -----------------------------------------------------------------
 def test_the_filter_bounds_velocity_over_stamps_and_holds_backwards_and_nan_stamps():
-    from vam_stack.safety import SafetyFilter, load_safety_config
+    from vam_control.safety import SafetyFilter, load_safety_config
 
     cfg = load_safety_config()
     lo, hi, step = cfg.bounds()
@@ -359,9 +359,9 @@ def test_a_second_instruction_during_a_stuck_inference_is_refused_in_the_operato
     import threading
     from types import SimpleNamespace
 
-    from vam_policy_node.executor import robot_config
-    from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
-    from vam_stack.safety import SafetyFilter, load_safety_config
+    from vam_control.executor import robot_config
+    from vam_control.runtime import PolicyRuntime, RuntimeConfig
+    from vam_control.safety import SafetyFilter, load_safety_config
 
     release = threading.Event()
 

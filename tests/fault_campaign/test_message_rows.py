@@ -703,7 +703,7 @@ def test_lower_a_frame_ring_too_large_for_memory_is_refused_quoting_it(tmp_path)
 def test_lower_the_safety_filter_refuses_complex_numbers_and_numeric_strings(kind):
     """issue 58, lower: the filter's Python API took complex targets (imaginary part dropped with a
     warning) and numeric strings ("0.1") as numbers. Now each is a ValueError naming it."""
-    from vam_stack.safety import SafetyFilter, load_safety_config
+    from vam_control.safety import SafetyFilter, load_safety_config
 
     cfg = load_safety_config()
     lo, hi, _ = cfg.bounds()

@@ -22,7 +22,7 @@ from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from vam_policy_node.node import VamPolicyNode
-from vam_stack.safety import load_safety_config
+from vam_control.safety import load_safety_config
 from vam_stack import msgs
 from yam_driver.config import load_config
 

@@ -17,7 +17,7 @@ from rclpy.parameter import Parameter
 from std_srvs.srv import Trigger
 
 from vam_policy_node.node import VamPolicyNode
-from vam_stack.safety import load_safety_config
+from vam_control.safety import load_safety_config
 from vam_stack import msgs, ros
 from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES
 from yam_driver.config import load_config

@@ -6,7 +6,7 @@ import pytest
 from vam_model.backends.base import BackendConfig
 from vam_model.guidance import GuidanceConfig
 from vam_model.policy import PolicyConfig
-from vam_policy_node.runtime import RuntimeConfig
+from vam_control.runtime import RuntimeConfig
 from vam_stack import ros
 from vam_stack.config import ConfigError, field_docs
 

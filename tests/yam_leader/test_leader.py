@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from vam_stack.config import ConfigError
-from vam_stack.safety import SafetyFilter, load_safety_config
+from vam_control.safety import SafetyFilter, load_safety_config
 from yam_driver.bus import make_bus
 from yam_driver.emulators import EmulatedRig
 from vam_stack.paths import config_dir

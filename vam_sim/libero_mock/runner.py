@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from vam_policy_node.schedule import RTC_MODES
+from vam_control.schedule import RTC_MODES
 from vam_stack import msgs
 from vam_stack.config import check
 
@@ -156,7 +156,7 @@ def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
 def driver_config(policy, execute: int | None = None, mode: str = "lockstep", rtc: str = "off",
                   lockstep_delay: int = 0, reanchor: bool = True):
     """The chunk executor's configuration for `policy` on the bridge (ConfigError on a bad `execute`)."""
-    from vam_policy_node.executor import check_rtc_method, libero_config
+    from vam_control.executor import check_rtc_method, libero_config
 
     _require_eef_delta(policy)
     check_rtc_method(policy, rtc)
@@ -181,7 +181,7 @@ class PolicyDriver:
         """`execute` overrides the preset's replan interval (1..chunk actions); `jpeg_quality`: frames
         reach the policy JPEG-encoded and decoded at this quality (None: raw); `virtual`: the realtime
         executor stepped on a virtual clock (`executor.virtual_step`), no sink and no threads."""
-        from vam_policy_node.executor import ChunkExecutor
+        from vam_control.executor import ChunkExecutor
 
         realtime = sink is not None or virtual
         cfg = driver_config(policy, execute, "realtime" if realtime else "lockstep", rtc, lockstep_delay, reanchor)

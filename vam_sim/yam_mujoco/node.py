@@ -36,7 +36,7 @@ from rclpy.node import Node
 from vam_sim.yam_mujoco.runner import NOISE_WHERE, YamRunConfig
 from vam_sim.yam_mujoco.tasks import TASKS
 from vam_stack import msgs, ros
-from vam_stack.pacing import IncreasingStamps
+from vam_control.pacing import IncreasingStamps
 from vam_stack.topics import JOINT_TARGETS_SOURCE
 
 P = ros.Param
@@ -89,7 +89,7 @@ class YamMujocoSimNode(Node):
         from vam_sim.yam_mujoco.runner import JointNoise
         from vam_sim.yam_mujoco.teleop import ExpertTeleop
         from vam_stack.robot import load_robot
-        from vam_stack.safety import SafetyFilter, load_safety_config
+        from vam_control.safety import SafetyFilter, load_safety_config
 
         safety = SafetyFilter(load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")),
                               clock=self._now)

@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from vam_policy_node.executor import check_rtc_method
-from vam_policy_node.schedule import RTC_MODES
+from vam_control.executor import check_rtc_method
+from vam_control.schedule import RTC_MODES
 from vam_stack.config import check
 
 from ..episode import (EpisodeRunner, episode_seed, policy_seed, RealtimeLoop, check_guidance_weights, check_run_device, check_temperature,
@@ -215,8 +215,8 @@ class YamSimRunner(EpisodeRunner):
 
     # ---- one episode ------------------------------------------------------------------------
     def run_episode(self, index: int) -> dict:
-        from vam_policy_node.executor import ChunkExecutor, robot_config
-        from vam_stack.safety import SafetyFilter, load_safety_config
+        from vam_control.executor import ChunkExecutor, robot_config
+        from vam_control.safety import SafetyFilter, load_safety_config
 
         c, robot = self.cfg, self.robot
         sim, task = robot.sim, robot.sim.task

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vam_stack.safety import SafetyFilter
+from vam_control.safety import SafetyFilter
 
 from .expert import make_expert
 from .runner import NOISE_WHERE, JointNoise

@@ -224,7 +224,7 @@ def test_guidance_weights_reach_the_policy_and_bad_ones_are_named(tmp_path):
 
 @pytest.mark.unit
 def test_a_wall_clock_realtime_run_warms_its_policy_before_the_first_episode(tmp_path, caplog, monkeypatch):
-    import vam_policy_node.runtime as runtime
+    import vam_control.runtime as runtime
     from vam_sim.libero_mock.runner import SimRunner
 
     calls = []

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from vam_stack.safety import SafetyFilter, load_safety_config
+from vam_control.safety import SafetyFilter, load_safety_config
 from yam_driver.bus import BusError, BusMismatchError
 from yam_driver.driver import Mode
 from yam_driver.gravity import GravityModel

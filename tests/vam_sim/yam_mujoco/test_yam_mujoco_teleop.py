@@ -6,7 +6,7 @@ import pytest
 from vam_sim.yam_mujoco.robot import build_sim_robot
 from vam_sim.yam_mujoco.runner import JointNoise
 from vam_sim.yam_mujoco.teleop import ExpertTeleop
-from vam_stack.safety import SafetyFilter, load_safety_config
+from vam_control.safety import SafetyFilter, load_safety_config
 
 ARM = np.array([i for i in range(14) if i % 7 != 6])
 GRIPPERS = np.array([6, 13])

@@ -35,9 +35,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from vam_policy_node.executor import ChunkExecutor, ExecutorConfig, ObservationUnavailable
+from vam_control.executor import ChunkExecutor, ExecutorConfig, ObservationUnavailable
 from vam_stack.instruction import check_instruction, shorten
-from vam_stack.safety import SafetyFilter
+from vam_control.safety import SafetyFilter
 from vam_stack.config import check
 
 

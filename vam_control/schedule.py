@@ -1,5 +1,5 @@
 """The executor's configuration and its chunk schedule: which target belongs to which tick
-(chunk bookkeeping, holds and seam cross-fades), pure and clock-free; vam_policy_node.executor
+(chunk bookkeeping, holds and seam cross-fades), pure and clock-free; vam_control.executor
 runs it (the executor module documents the modes and timing)."""
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vam_policy_node.executor import robot_config
-from vam_policy_node.runtime import PolicyRuntime, RuntimeConfig
-from vam_stack.safety import SafetyFilter, load_safety_config
+from vam_control.executor import robot_config
+from vam_control.runtime import PolicyRuntime, RuntimeConfig
+from vam_control.safety import SafetyFilter, load_safety_config
 from vam_stack.config import ConfigError
 
 pytestmark = pytest.mark.unit

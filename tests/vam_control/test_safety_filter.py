@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vam_stack.safety import SafetyConfig, SafetyFilter, load_safety_config
+from vam_control.safety import SafetyConfig, SafetyFilter, load_safety_config
 from vam_stack.config import ConfigError
 from vam_stack.paths import config_dir
 

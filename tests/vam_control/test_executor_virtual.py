@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vam_policy_node.executor import ChunkExecutor, robot_config
+from vam_control.executor import ChunkExecutor, robot_config
 
 from .test_executor_realtime import CHUNK, DIM, EXECUTE, RATE, SlowPolicy
 from .test_executor_rtc import ContinuingPolicy

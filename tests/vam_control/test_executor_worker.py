@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vam_bench.executor import CpuBurnPolicy
-from vam_policy_node.executor_worker import PolicyProcessError, ProcessPolicy
+from vam_control.executor_worker import PolicyProcessError, ProcessPolicy
 
 pytestmark = pytest.mark.unit
 

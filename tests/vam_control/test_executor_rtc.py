@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from vam_policy_node.executor import ChunkExecutor, robot_config
-from vam_policy_node.schedule import SeamMeter, StepInfo
+from vam_control.executor import ChunkExecutor, robot_config
+from vam_control.schedule import SeamMeter, StepInfo
 
 from .test_executor_realtime import CHUNK, DIM, EXECUTE, RATE, SlowPolicy, run
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from vam_stack.pacing import DeadlinePacer
+from vam_control.pacing import DeadlinePacer
 
 pytestmark = pytest.mark.unit
 
@@ -76,7 +76,7 @@ def test_ticks_on_time_are_not_overruns():
 def test_increasing_stamps_never_repeat_a_clock_that_stands_still():
     """Under use_sim_time a node's clock is the last /clock it received: two host-paced ticks read
     the same time and the driver refused the second target as out of order."""
-    from vam_stack.pacing import IncreasingStamps
+    from vam_control.pacing import IncreasingStamps
 
     s = IncreasingStamps()
     got = [s.next(t) for t in (5_000_000, 5_000_000, 5_000_000, 4_000_000, 15_000_000)]

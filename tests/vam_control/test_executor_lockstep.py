@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vam_policy_node.executor import (ChunkExecutor, ChunkSchedule, ExecutorConfig, libero_config,
+from vam_control.executor import (ChunkExecutor, ChunkSchedule, ExecutorConfig, libero_config,
                                       robot_config)
 from vam_stack.config import ConfigError
 
@@ -180,7 +180,7 @@ def test_delta_actions_hold_with_zero_motion_and_kept_gripper():
 def test_lockstep_exception_logs_context_and_holds(caplog):
     pol = CountingPolicy(50, 14, fail_on=(1,))
     ex = ChunkExecutor(pol, robot_config(mode="lockstep", blend_ticks=0))
-    with caplog.at_level(logging.ERROR, logger="vam_policy_node.executor"):
+    with caplog.at_level(logging.ERROR, logger="vam_control.executor"):
         out = [ex.next_action(obs()) for _ in range(33)]
     a29 = out[29][0]
     a30, info30 = out[30]
@@ -213,7 +213,7 @@ def test_first_inference_failure_without_hold_target_raises_for_absolute():
 
 
 def test_deadline_pacer_counts_missed_ticks_and_stays_on_the_wall_clock():
-    from vam_stack.pacing import DeadlinePacer
+    from vam_control.pacing import DeadlinePacer
 
     now = {"t": 0.0}
     pacer = DeadlinePacer(10.0, clock=lambda: now["t"])

@@ -25,7 +25,7 @@ chunk takes over. Two modes share one schedule (`ChunkSchedule`):
   without a word unless someone says so. An inference exception
   is logged with its tick/chunk/observation context, the arm holds the last target at once,
   and the request is retried after `retry_after_s`. Pacing and jitter statistics live in
-  `vam_stack.pacing.DeadlinePacer`; the tick thread may ask for SCHED_FIFO (`rt_priority`).
+  `vam_control.pacing.DeadlinePacer`; the tick thread may ask for SCHED_FIFO (`rt_priority`).
   To keep the policy's Python work off the tick thread's GIL, wrap the policy in
   `executor_worker.ProcessPolicy` (same contract, runs in a child process).
   `virtual_step(latency_s)` runs the same realtime tick on a virtual clock, without threads: every
@@ -69,7 +69,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from vam_stack.config import ConfigError
-from vam_stack.pacing import DeadlinePacer, set_fifo_priority
+from vam_control.pacing import DeadlinePacer, set_fifo_priority
 
 from .schedule import (ACTION_KINDS, MODES, ChunkSchedule, ExecutorConfig, ObservationUnavailable,  # noqa: F401
                        SeamMeter, StepInfo, libero_config, robot_config)

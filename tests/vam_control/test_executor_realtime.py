@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vam_policy_node.executor import ChunkExecutor, robot_config
+from vam_control.executor import ChunkExecutor, robot_config
 
 pytestmark = pytest.mark.unit
 
@@ -117,7 +117,7 @@ def test_inference_exception_holds_then_retries():
 def test_an_observation_not_yet_available_holds_and_logs_one_line_per_reason(caplog):
     """A window still filling is expected at every start: one warning per reason, no traceback,
     the arm held, and the first real observation resumes the policy."""
-    from vam_policy_node.executor import ObservationUnavailable
+    from vam_control.executor import ObservationUnavailable
 
     calls = {"n": 0}
 
@@ -134,7 +134,7 @@ def test_an_observation_not_yet_available_holds_and_logs_one_line_per_reason(cap
                                                              retry_after_s=0.02),
                        obs_fn=obs, sink=rec, initial_target=np.full(DIM, -1.0))
     rec.ex = ex
-    with caplog.at_level("INFO", logger="vam_policy_node.executor"), ex:
+    with caplog.at_level("INFO", logger="vam_control.executor"), ex:
         end = time.monotonic() + 20
         while ex.replans < 1 and time.monotonic() < end:
             time.sleep(0.01)
@@ -205,7 +205,7 @@ HOME = np.array([0.3, 1.8, 1.5, 0.0, 0.0, 0.0, 0.5] * 2)
 
 @pytest.mark.parametrize("blend", [5, 0])
 def test_blended_seams_stay_within_the_safety_velocity_limit(blend):
-    from vam_stack.safety import SafetyConfig, SafetyFilter
+    from vam_control.safety import SafetyConfig, SafetyFilter
 
     safety = SafetyFilter(SafetyConfig(rate_hz=30.0))  # 2 rad/s -> 0.067 rad per tick
     safety.reset(HOME)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vam_policy_node.executor import ChunkExecutor, ChunkSchedule, libero_config, robot_config
+from vam_control.executor import ChunkExecutor, ChunkSchedule, libero_config, robot_config
 from vam_stack.config import ConfigError
 
 pytestmark = pytest.mark.unit
