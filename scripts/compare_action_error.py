@@ -50,7 +50,7 @@ def bootstrap(diff: np.ndarray, episodes: np.ndarray, resamples: int = 2000) -> 
 
 
 def main() -> None:
-    from vam_train.dataset import Dataset
+    from vam_data.dataset import Dataset
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--a", required=True)

@@ -125,7 +125,7 @@ def test_every_relative_link_in_the_readme_and_docs_resolves():
 # public functions no source module calls, each with why it stays (an API for users or the
 # message layer's symmetry); anything else only a test calls is a decoy beside the live path
 USED_BY_USERS_OR_TESTS = {
-    "write_dataset": "vam_train.dataset: write a dataset from Python (tests build theirs with it)",
+    "write_dataset": "vam_data.dataset: write a dataset from Python (tests build theirs with it)",
     "build_instruction": "yam_driver.dxl_protocol: an instruction packet, what parse_stream reads",
     "read_info": "vam_stack.recording: read a recording's summary (users, tests)",
     "read_messages": "vam_stack.recording: read a recording's messages (users, tests)",

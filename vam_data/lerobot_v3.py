@@ -102,7 +102,7 @@ def export_lerobot(dataset: str | Path, out: str | Path, codec: str = "av1", rob
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from vam_train.dataset import Dataset
+    from .dataset import Dataset
 
     if codec not in CODECS:
         raise ValueError(f"codec must be one of {sorted(CODECS)}, got {codec!r}")

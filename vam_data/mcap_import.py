@@ -280,7 +280,7 @@ def import_mcap(source: str | Path, contract: DataContract, out: str | Path, map
     """Check every recording under `source`, then write them as one dataset at `out`; returns the info.
     `skip_bad`: a recording that fails a check is left out (named with its reason in the info's
     `skipped`) instead of stopping the import; at least one must pass."""
-    from vam_train.dataset import encode_demo
+    from .dataset import encode_demo
 
     m = mapping or McapMapping()
     paths = find_recordings(source)

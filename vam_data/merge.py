@@ -28,7 +28,7 @@ MATCH_WHERE_PRESENT = ("action_names", "state_names", "views", "mock", "mock_con
 
 
 def _read(root: Path) -> tuple[dict, list[dict]]:
-    from vam_train.dataset import DatasetError
+    from .dataset import DatasetError
 
     info_path, ep_path = root / "meta" / "info.json", root / "meta" / "episodes.jsonl"
     if not info_path.is_file() or not ep_path.is_file():
@@ -41,7 +41,7 @@ def _read(root: Path) -> tuple[dict, list[dict]]:
 
 def check_compatible(infos: dict[str, dict]) -> None:
     """Refuse sources that disagree on what a sample means (names the key and both values)."""
-    from vam_train.dataset import DatasetError
+    from .dataset import DatasetError
 
     (first, ref), *rest = infos.items()
     for root, info in rest:
@@ -67,7 +67,7 @@ def _place(src: Path, dst: Path) -> None:
 
 def merge_datasets(roots: list[str | Path], out: str | Path, progress=None) -> dict:
     """Write the merged dataset to `out`; returns its info."""
-    from vam_train.dataset import DatasetError, check_finite, compute_stats, episode_path, write_meta
+    from .dataset import DatasetError, check_finite, compute_stats, episode_path, write_meta
 
     roots = [Path(r) for r in roots]
     if len(roots) < 2:

@@ -25,11 +25,12 @@ from pathlib import Path
 
 import yaml
 
+from vam_stack.names import NOISE_WHERE_FLAGS, YAM_TASKS
 from vam_stack.outputs import claim_out_dir, write_json_atomic
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", default="handover", choices=("handover", "relay", "tray_lift"))
+    p.add_argument("--task", default="handover", choices=YAM_TASKS)
     p.add_argument("--episodes", type=int, default=10, help="successful demonstrations to keep")
     p.add_argument("--seed", type=int, default=100, help="seed id of the scenes (evaluation uses 0)")
     p.add_argument("--tail-s", type=float, default=0.5, help="seconds recorded after the task is solved")
@@ -38,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="std [rad] of the smooth perturbation of the teleoperator's executed arm targets (the "
                         "recorded raw command stays clean), as collect's; 0 = none")
     p.add_argument("--noise-every", type=int, default=2, help="perturb every n-th try (1 = all), as collect's")
-    p.add_argument("--noise-where", default="everywhere", choices=("everywhere", "free-space"),
+    p.add_argument("--noise-where", default="everywhere", choices=NOISE_WHERE_FLAGS,
                    help="free-space: the perturbation fades out while the phase is manipulation, as collect's")
     p.add_argument("--out", default="runs/recordings", help="folder of the MCAP episodes")
     p.add_argument("--overwrite", action="store_true", help="write into a non-empty --out")

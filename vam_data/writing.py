@@ -1,4 +1,4 @@
-"""Imported episodes -> a dataset of this project (`vam_train.dataset`'s format) at a contract's geometry.
+"""Imported episodes -> a dataset of this project (`vam_data.dataset`'s format) at a contract's geometry.
 
 Everything is written into `<out>.partial` and renamed to `<out>` once the last episode and the
 meta files are on disk: an import that fails half-way leaves no dataset that looks complete.
@@ -62,7 +62,7 @@ def write_imported(demos: Iterable, contract: DataContract, out: str | Path, sou
     """Write `demos` (`ImportedDemo`s, each checked against `contract` once more, or `EncodedDemo`s an importer
     checked) as a dataset at `out`; returns its info."""
     from vam_train.collect import claim_dataset_dir
-    from vam_train.dataset import DatasetWriter, EncodedDemo, encode_demo
+    from .dataset import DatasetWriter, EncodedDemo, encode_demo
 
     root = claim_dataset_dir(out, overwrite)
     tmp = root.with_name(root.name + ".partial")

@@ -10,7 +10,7 @@ import torch
 
 from vam_stack.config import ConfigError
 
-from .dataset import Dataset
+from vam_data.dataset import Dataset
 from .train_config import TrainConfig
 
 CALIBRATION_STEP = 2**31 - 1  # data "step" of the tokenizer-calibration batch (never a training step)
@@ -60,7 +60,7 @@ class Batches:
         recovery = [e.meta.get("source") == "recovery" for e in data.episodes]
         starts = [e.meta.get("train_from", 0) for e in data.episodes]  # no sample starts before (a scripted miss)
         if cfg.planning_weight != 1.0 or (any(recovery) and cfg.recovery.weight != 1.0) or any(starts):
-            from .dataset import PHASE_CODES
+            from vam_data.dataset import PHASE_CODES
 
             phase = np.concatenate([e.phase for e in data.episodes])
             w = np.where(phase == PHASE_CODES["planning"], cfg.planning_weight, 1.0)

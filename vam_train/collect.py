@@ -25,7 +25,7 @@ from pathlib import Path
 
 from vam_stack.config import check
 
-from .dataset import DatasetWriter, EncodedDemo, encode_demo
+from vam_data.dataset import DatasetWriter, EncodedDemo, encode_demo
 
 # what every dataset recorded on the mocked LIBERO bridge says about itself (meta/info.json);
 # `bridge_info(mock)` adds the rate, frame shape and the whole mock configuration it ran with

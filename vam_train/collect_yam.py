@@ -33,7 +33,7 @@ import numpy as np
 
 from vam_stack.config import check
 
-from .dataset import DatasetWriter, EncodedDemo, encode_demo
+from vam_data.dataset import DatasetWriter, EncodedDemo, encode_demo
 
 YAM_INFO = {"robot": "simulated bimanual YAM (vam_sim.yam_mujoco)", "action_dim": 14, "proprio_dim": 14,
             "action_type": "absolute_joint", "fps": 30.0,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from .dataset import Dataset
+from vam_data.dataset import Dataset
 from .train_config import TrainConfig
 
 

@@ -142,7 +142,7 @@ def collect_round(policy, cfg: RecoveryConfig, suites: list[str], round_index: i
     from vam_sim.libero_mock import LiberoMockConfig
 
     from .collect import bridge_info
-    from .dataset import DatasetWriter
+    from vam_data.dataset import DatasetWriter
 
     mock = mock if mock is not None else LiberoMockConfig.load()
     writer = DatasetWriter(out)
@@ -200,7 +200,7 @@ def yam_takeover_episode(job: tuple) -> tuple[dict, object]:
     from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner
 
     from .collect_yam import _Demo
-    from .dataset import encode_demo
+    from vam_data.dataset import encode_demo
 
     task, episode, seed, k, (vw, vh), sim_config = job
     frames, proprio, actions, phases = [], [], [], []
@@ -239,7 +239,7 @@ def collect_yam_round(checkpoint: str | Path, cfg: RecoveryConfig, tasks: list[s
     import multiprocessing as mp
 
     from .collect_yam import YAM_INFO
-    from .dataset import DatasetWriter
+    from vam_data.dataset import DatasetWriter
 
     jobs = []
     for ti, task in enumerate(tasks):
@@ -302,7 +302,7 @@ class RecoveryRounds:
             self._data_private = True
             self.data = copy.copy(self.data)
             self.data.episodes = list(self.data.episodes)
-        from .dataset import Dataset
+        from vam_data.dataset import Dataset
 
         self.data.extend(Dataset(self._round_dir(r) / "data"))
         self.recovery_rounds = r + 1

@@ -22,8 +22,8 @@ from vam_stack.config import ConfigError, to_dict
 from vam_model.networks.checkpoint import load_checkpoint, save_checkpoint
 from vam_model.networks.config import load_config
 from vam_model.networks.model import VideoActionModel
+from vam_data.dataset import Dataset
 from .batches import CALIBRATION_STEP, Batches, check_dataset_fits, load_train_data
-from .dataset import Dataset
 from .distributed import DataParallel
 from .lora import apply_lora, merge_lora
 from .losses import action_loss, frozen_features, joint_losses, text_path_features

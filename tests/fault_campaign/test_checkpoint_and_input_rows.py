@@ -181,7 +181,7 @@ class _Payload:
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory):
     from vam_sim.libero_mock import rollout_expert
-    from vam_train.dataset import Dataset, write_dataset
+    from vam_data.dataset import Dataset, write_dataset
 
     return Dataset(write_dataset(tmp_path_factory.mktemp("ds") / "demos", [rollout_expert("goal", 1, 0, 9)]))
 

@@ -401,7 +401,7 @@ def test_a_second_instruction_during_a_stuck_inference_is_refused_in_the_operato
 def dataset_dir(tmp_path_factory):
     from vam_sim.libero_mock import LiberoMockConfig, rollout_expert
     from vam_train.collect import bridge_info
-    from vam_train.dataset import write_dataset
+    from vam_data.dataset import write_dataset
 
     root = tmp_path_factory.mktemp("ds") / "demos"
     return write_dataset(root, [rollout_expert("goal", 1, 0, 6), rollout_expert("goal", 6, 0, 6)],
@@ -449,7 +449,7 @@ def _numeric_instruction(root):
                                            (_nan_std, r"proprio_std\[2\] = 0\.0"),
                                            (_numeric_instruction, r"episode 1 .*instruction must be a string")])
 def test_a_damaged_dataset_is_refused_when_it_loads_naming_the_file(dataset_dir, tmp_path, damage, match):
-    from vam_train.dataset import Dataset, DatasetError
+    from vam_data.dataset import Dataset, DatasetError
 
     root = _damaged_copy(dataset_dir, tmp_path / "copy", damage)
     with pytest.raises(DatasetError, match=match):

@@ -27,7 +27,7 @@ from vam_data.merge import merge_datasets
 from vam_data.writing import write_imported
 from vam_stack import msgs
 from vam_stack.recording import McapRecorder
-from vam_train.dataset import Dataset, DatasetError
+from vam_data.dataset import Dataset, DatasetError
 
 from .conftest import synthetic_yam_demos
 

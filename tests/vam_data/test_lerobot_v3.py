@@ -17,7 +17,7 @@ import pytest
 from vam_data.contract import ContractError, DataContract, contract_for
 from vam_data.lerobot_import import import_lerobot
 from vam_data.lerobot_v3 import LeRobotFormatError, export_lerobot
-from vam_train.dataset import Dataset
+from vam_data.dataset import Dataset
 
 REFERENCE = Path(__file__).parent / "data" / "lerobot_v3_synth"
 

@@ -6,7 +6,7 @@ import pytest
 from vam_data.contract import ContractError, contract_for
 from vam_data.mcap_import import McapMapping, RecordingFormatError, import_mcap, read_episode
 from vam_stack.recording import McapRecorder
-from vam_train.dataset import Dataset
+from vam_data.dataset import Dataset
 
 C = contract_for("yam64")
 NAMES = list(C.state_names)

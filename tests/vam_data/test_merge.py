@@ -7,7 +7,7 @@ import pytest
 from vam_data.contract import contract_for
 from vam_data.merge import merge_datasets
 from vam_data.writing import write_imported
-from vam_train.dataset import Dataset, DatasetError
+from vam_data.dataset import Dataset, DatasetError
 
 from .conftest import synthetic_yam_demos
 

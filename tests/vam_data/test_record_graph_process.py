@@ -14,7 +14,7 @@ from vam_data.mcap_import import McapMapping, import_mcap
 from vam_stack import msgs
 from vam_stack.process_graph import ProcessGraph, driver_refusals
 from vam_stack.recording import read_info
-from vam_train.dataset import Dataset
+from vam_data.dataset import Dataset
 
 pytestmark = [pytest.mark.adapter, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ def data(tmp_path_factory):
     test module that defines its own `data` uses that one instead."""
     from vam_sim.libero_mock import LiberoMockConfig, rollout_expert
     from vam_train.collect import bridge_info
-    from vam_train.dataset import Dataset, write_dataset
+    from vam_data.dataset import Dataset, write_dataset
 
     root = tmp_path_factory.mktemp("ds") / "demos"
     demos = [rollout_expert("goal", 1, 0, 9), rollout_expert("goal", 6, 0, 9)]

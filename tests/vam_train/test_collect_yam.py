@@ -11,7 +11,7 @@ from vam_cli.main import main
 from vam_model.networks.config import load_config
 from vam_stack.config import ConfigError
 from vam_train.collect_yam import YamCollectConfig
-from vam_train.dataset import Dataset
+from vam_data.dataset import Dataset
 from vam_train.train import check_dataset_fits
 
 

@@ -94,7 +94,7 @@ def test_a_failing_rank_ends_the_run_with_its_error(data, micro_cfg, tmp_path):
 def test_the_train_command_names_a_bad_dataset_before_spawning_ranks(tmp_path):
     from vam_cli.main import main
     from vam_stack.paths import config_dir
-    from vam_train.dataset import DatasetError
+    from vam_data.dataset import DatasetError
 
     with pytest.raises(DatasetError, match="'no/such/dir' is not a dataset"):
         main(["train", "--config", str(config_dir() / "train_yam64.yaml"), "--dataset", "no/such/dir",

@@ -6,7 +6,7 @@ import pytest
 
 from vam_sim.libero_mock import rollout_expert
 from vam_train.collect import CollectConfig, _task_attempts, collect
-from vam_train.dataset import Dataset, DatasetError, write_dataset
+from vam_data.dataset import Dataset, DatasetError, write_dataset
 from vam_stack.config import ConfigError
 
 

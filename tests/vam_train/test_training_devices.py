@@ -6,7 +6,7 @@ import torch
 
 from vam_sim.libero_mock import rollout_expert
 from vam_train import dataset as dataset_mod
-from vam_train.dataset import Dataset, write_dataset
+from vam_data.dataset import Dataset, write_dataset
 from vam_train.losses import LossConfig
 from vam_train.train import TrainConfig, Trainer, resolve_device
 from vam_stack.config import ConfigError

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from vam_sim.libero_mock import make_env, record_expert, rollout_expert
-from vam_train.dataset import Dataset, DatasetError, write_dataset
+from vam_data.dataset import Dataset, DatasetError, write_dataset
 from vam_train.losses import LossConfig
 from vam_train.recovery import RecoveryConfig, recovery_segments, takeover_steps
 from vam_train.train import Batches, TrainConfig, Trainer

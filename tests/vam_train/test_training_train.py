@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from vam_train.dataset import Dataset
+from vam_data.dataset import Dataset
 from vam_train.losses import LossConfig
 from vam_train.train import TrainConfig, Trainer, load_train_config, merge_lora
 from vam_stack.config import ConfigError
@@ -392,7 +392,7 @@ def test_extra_datasets_join_the_first_and_mismatches_are_refused(tmp_path):
 
     from vam_sim.libero_mock import LiberoMockConfig, rollout_expert
     from vam_train.collect import bridge_info
-    from vam_train.dataset import write_dataset
+    from vam_data.dataset import write_dataset
     from vam_train.train import load_train_data
 
     info = bridge_info(LiberoMockConfig())
