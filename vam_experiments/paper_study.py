@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vam_stack.config import ConfigError, check, from_dict, load_yaml
+from vam_stack.names import GUIDANCE_LABELS, GUIDANCE_SCHEDULES
 
 from .study_report import markdown, plot, summarise
 from .study_stats import ID_SUITE, OOD_SUITE, cell_stats, diff_interval, pool, tr_stats, verdict
@@ -80,7 +81,7 @@ class StudyConfig:
                                            # docs/paper_study/ is copied there by hand, never written by a run)
     seeds: tuple[int, ...] = (0, 1)        # reporting seeds of every cell (fixed before the study)
     episodes_per_task: int = 5             # per task per seed
-    guidance: tuple[str, ...] = ("none", "flat", "tr_adaptive")  # labels (vam_model.guidance.GUIDANCE_LABELS)
+    guidance: tuple[str, ...] = GUIDANCE_SCHEDULES  # labels (vam_stack.names.GUIDANCE_LABELS)
     eval_workers: int = 2                  # evaluation processes side by side (one thread each)
     tr_study_episodes: int = 20            # expert episodes per suite of the TR study
     pretrain: PretrainStage | None = None  # the pretraining set and the foundation run
@@ -88,11 +89,9 @@ class StudyConfig:
     models: tuple[StudyModel, ...] = field(default_factory=tuple)  # the table's rows, in order
 
     def __post_init__(self):
-        from vam_model.guidance import GUIDANCE_LABELS
-
         for g in self.guidance:
             check(g in GUIDANCE_LABELS, f"study.guidance: unknown label {g!r}; expected from {list(GUIDANCE_LABELS)}")
-        for need in ("none", "flat", "tr_adaptive"):
+        for need in GUIDANCE_SCHEDULES:
             check(need in self.guidance, f"study.guidance must include {need!r} (the paper's claims need it), "
                                          f"got {list(self.guidance)}")
         check(len(self.seeds) >= 1 and all(s >= 0 for s in self.seeds), f"study.seeds: got {self.seeds!r}")

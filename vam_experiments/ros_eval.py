@@ -20,14 +20,15 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from vam_stack.names import GUIDANCE_SCHEDULES, YAM_TASKS
 from vam_stack.outputs import claim_out_dir, write_json_atomic
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", default="handover", choices=("handover", "relay", "tray_lift"))
+    p.add_argument("--task", default="handover", choices=YAM_TASKS)
     p.add_argument("--episodes", type=int, default=10, help="episodes 0..N-1 of the seed id")
     p.add_argument("--seed", type=int, default=0, help="seed id (the same episodes as vam-stack sim's)")
-    p.add_argument("--guidance", default="none", choices=("none", "flat", "tr_adaptive"))
+    p.add_argument("--guidance", default="none", choices=GUIDANCE_SCHEDULES)
     p.add_argument("--preset", default="yam64")
     p.add_argument("--checkpoint", default="", help="empty: models/<preset>.safetensors")
     p.add_argument("--no-warm-up", action="store_true", help="configure the policy node without its warm-up "

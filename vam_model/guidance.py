@@ -21,9 +21,7 @@ from dataclasses import dataclass
 
 from vam_stack.config import check
 
-SCHEDULES = ("none", "flat", "tr_adaptive")
-TR_BASELINES = ("first", "running_min")   # first: the paper's TR_0; running_min: a labelled ablation
-GUIDANCE_LABELS = SCHEDULES + tuple(f"tr_adaptive+{b}" for b in TR_BASELINES[1:])  # names results carry
+from vam_stack.names import GUIDANCE_LABELS, TR_BASELINES, GUIDANCE_SCHEDULES as SCHEDULES  # noqa: F401 (re-exported)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from .names import GUIDANCE_SCHEDULES, YAM_TASKS
+
 LAUNCH_FILES = ("robot", "sim", "record")
 
 # the node-parameters YAML each launch file passes every process first (argument params_file)
@@ -36,7 +38,7 @@ TABLE: dict[str, tuple[str, dict[str, str]]] = {
     "preset": ("model preset used when no checkpoint is given", {"robot": "real", "sim": "libero64"}),
     "checkpoint": ("policy checkpoint (safetensors); empty = models/<preset>.safetensors if shipped",
                    {"robot": "", "sim": ""}),
-    "guidance": ("guidance schedule: none | flat | tr_adaptive", {"robot": "tr_adaptive", "sim": "tr_adaptive"}),
+    "guidance": (f"guidance schedule: {' | '.join(GUIDANCE_SCHEDULES)}", {"robot": "tr_adaptive", "sim": "tr_adaptive"}),
     "backend": ("runtime of the DiT calls: auto (onnxruntime on a CPU, torch on CUDA, as `vam-stack sim` picks) | "
                 "torch | onnxruntime | tensorrt", {"robot": "auto", "sim": "auto"}),
     "device": ("where the policy runs: auto (CUDA when present) | cpu | cuda | cuda:N", {"robot": "auto", "sim": "auto"}),
@@ -52,8 +54,7 @@ TABLE: dict[str, tuple[str, dict[str, str]]] = {
     "episodes": ("episodes to run", {"sim": "10"}),
     "sim": ("the arm: none = the hardware (or emulated motors); mujoco = the simulated YAM (yam_mujoco_sim: "
             "MuJoCo world, camera bridge and driver in one process)", {"robot": "none", "record": "mujoco"}),
-    "sim_task": ("MuJoCo task with sim:=mujoco: handover | relay | tray_lift", {"robot": "handover",
-                                                                                "record": "handover"}),
+    "sim_task": (f"MuJoCo task with sim:=mujoco: {' | '.join(YAM_TASKS)}", {"robot": "handover", "record": "handover"}),
     "seed": ("seed of the MuJoCo scene's initial state (vam-stack record passes each episode's)", {"record": "0"}),
     "teleop": ("who moves the arm: expert = the scripted expert through a safety filter, after yam_mujoco_sim's "
                "~/start_teleop (sim:=mujoco); leader = a leader arm read by yam_leader (config/yam_leader.yaml), "
@@ -103,10 +104,10 @@ def gui_plan(values: Mapping[str, str], installed=package_installed) -> list[tup
 
 # arguments with a closed set of values: launch refuses anything else before a node starts
 CHOICES: dict[str, tuple[str, ...]] = {
-    "guidance": ("none", "flat", "tr_adaptive"),
+    "guidance": GUIDANCE_SCHEDULES,
     "backend": ("auto", "torch", "onnxruntime", "tensorrt"),
     "sim": ("none", "mujoco"),
-    "sim_task": ("handover", "relay", "tray_lift"),
+    "sim_task": YAM_TASKS,
     "teleop": ("none", "expert", "leader"),
     "bus": ("damiao", "dynamixel", "emulated"),
 }

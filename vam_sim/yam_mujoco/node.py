@@ -33,16 +33,16 @@ import time
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 
-from vam_sim.yam_mujoco.runner import NOISE_WHERE, YamRunConfig
-from vam_sim.yam_mujoco.tasks import TASKS
-from vam_stack import msgs, ros
 from vam_control.pacing import IncreasingStamps
+from vam_sim.yam_mujoco.runner import YamRunConfig
+from vam_stack import msgs, ros
+from vam_stack.names import NOISE_WHERE, YAM_TASKS
 from vam_stack.topics import JOINT_TARGETS_SOURCE
 
 P = ros.Param
 PARAMS = (
     P("sim_config", "", "simulator YAML (sections yam_mujoco and camera_bridge); empty = config/yam_mujoco.yaml"),
-    P("task", "handover", "task whose objects populate the scene", choices=tuple(sorted(TASKS))),
+    P("task", "handover", "task whose objects populate the scene", choices=tuple(sorted(YAM_TASKS))),
     P("clock_hz", 100.0, "rate of /clock, the world's time [Hz]", range=(1.0, 1000.0)),
     P("seed", 0, "seed of the scene's initial state (vam-stack sim's episode seeds are 32-bit)", range=(0, 2**32 - 1)),
     P("teleop", "none", "none | expert: the scripted expert teleoperates through a safety filter onto "

@@ -25,6 +25,7 @@ import numpy as np
 from vam_control.executor import check_rtc_method
 from vam_control.schedule import RTC_MODES
 from vam_stack.config import check
+from vam_stack.names import NOISE_WHERE
 
 from ..episode import (EpisodeRunner, episode_seed, policy_seed, RealtimeLoop, check_guidance_weights, check_run_device, check_temperature,
                        guidance_weights)
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 
 POLICIES = ("vam", "expert")
 EXECUTORS = ("lockstep", "realtime")
-NOISE_WHERE = ("everywhere", "free_space")  # where the expert's joint-noise perturbation acts
 
 
 @dataclass(frozen=True)

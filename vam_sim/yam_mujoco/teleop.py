@@ -24,9 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from vam_control.safety import SafetyFilter
+from vam_stack.names import NOISE_WHERE
 
 from .expert import make_expert
-from .runner import NOISE_WHERE, JointNoise
+from .runner import JointNoise
 from .sim import YamSim
 
 

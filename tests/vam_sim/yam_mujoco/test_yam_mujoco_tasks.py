@@ -48,3 +48,12 @@ def test_a_relay_needs_the_block_to_rest_in_the_middle_first():
     assert not task.relayed
     task.observe(FakeSim([0.36, 0.01, 0.02]))                        # set down and let go
     assert task.relayed and task.success(on_target)
+
+
+@pytest.mark.unit
+def test_the_task_table_is_the_shared_list_of_task_names():
+    from vam_sim.yam_mujoco.tasks import TASKS
+    from vam_stack.names import YAM_TASKS
+
+    assert tuple(TASKS) == YAM_TASKS
+    assert all(cls.name == name for name, cls in TASKS.items())
