@@ -65,8 +65,10 @@ class PolicyRuntime:
 
     def __init__(self, policy: Any, executor_cfg: ExecutorConfig, cfg: RuntimeConfig, state_names: Sequence[str],
                  send: Callable[[np.ndarray], None], on_telemetry: Callable[[dict], None],
-                 safety: SafetyFilter | None = None, log: Any = None, clock: Callable[[], float] = time.monotonic):
+                 safety: SafetyFilter | None = None, log: Any = None, clock: Callable[[], float] = time.monotonic,
+                 fit_views: Callable[..., np.ndarray] | None = None):
         s = self.spec = policy.spec
+        self._fit_views = fit_views   # (frame, views, width, height) -> frame: the camera path's resize; None refuses
         self.policy, self.cfg, self.safety, self.clock = policy, cfg, safety, clock
         self.absolute = executor_cfg.action_kind == "absolute"
         if self.absolute and safety is None:
@@ -94,17 +96,18 @@ class PolicyRuntime:
 
     # ---- inputs (any thread; store only) ----
     def add_frame(self, image: np.ndarray) -> None:
-        """Store the newest stacked frame; views of another size are fitted to the policy's (the
-        camera path's rule, `camera_bridge.preprocess.fit_views`), another layout is refused."""
+        """Store the newest stacked frame; views of another size are fitted to the policy's by
+        `fit_views` (the camera path's rule, `camera_bridge.preprocess.fit_views`, which the node
+        passes), another layout (or any other size without `fit_views`) is refused."""
         if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
             raise ValueError(f"stacked frame is {getattr(image, 'dtype', type(image).__name__)} "
                              f"{getattr(image, 'shape', '')}, the policy needs uint8 {self._frame.shape}")
+        if image.shape != self._frame.shape and self._fit_views is None:
+            raise ValueError(f"stacked frame is {image.dtype} {image.shape}, the policy needs uint8 {self._frame.shape}")
         if image.shape != self._frame.shape:
-            from camera_bridge.preprocess import fit_views
-
             views = getattr(self.spec, "views", 1)
             try:
-                image = fit_views(image, views, self.spec.width // views, self.spec.height)
+                image = self._fit_views(image, views, self.spec.width // views, self.spec.height)
             except ValueError as e:
                 raise ValueError(f"stacked frame is {image.dtype} {image.shape}, the policy needs uint8 "
                                  f"{self._frame.shape} ({views} views): {e}") from None

@@ -35,6 +35,7 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.task import Future
 from std_srvs.srv import Trigger
 
+from camera_bridge.preprocess import fit_views
 from vam_model.policy import check_action_temperature
 from vam_control.executor import libero_config, robot_config
 from vam_policy_node.instructions import InstructionMailbox
@@ -182,7 +183,7 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
             self.warm_up_times = warm_up(self.policy, guidance_from(p), p["seed"])
             self.get_logger().info("warmed up: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.warm_up_times.items()))
         self.runtime = rt = PolicyRuntime(self.policy, ex_cfg, cfg, state_names, self._publish_target,
-                                          self._publish_telemetry, safety, log=self.get_logger())
+                                          self._publish_telemetry, safety, log=self.get_logger(), fit_views=fit_views)
         self.mailbox = InstructionMailbox(lambda text, done: rt.request_start(text, on_done=done),
                                           lambda: rt.instruction if rt.executor.running else None)
         if self._estop_latched:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from camera_bridge.preprocess import fit_views
 from vam_control.executor import robot_config
 from vam_control.runtime import PolicyRuntime, RuntimeConfig
 from vam_control.safety import SafetyFilter, load_safety_config
@@ -86,7 +87,7 @@ def test_inputs_and_config_are_validated():
     with pytest.raises(ValueError, match="safety filter"):
         PolicyRuntime(Policy(), robot_config(chunk=10, execute=5), RuntimeConfig(), NAMES, print, print)
     rt = PolicyRuntime(Policy(), robot_config(chunk=10, execute=5), RuntimeConfig(), NAMES, print, print,
-                       safety=SafetyFilter(load_safety_config()))
+                       safety=SafetyFilter(load_safety_config()), fit_views=fit_views)
     try:
         with pytest.raises(RuntimeError, match="no camera frame received yet"):
             rt.observation()
