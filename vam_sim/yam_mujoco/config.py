@@ -7,10 +7,11 @@ obeys, so the real driver core runs unchanged on top of it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vam_stack.config import check, from_yaml
+from vam_stack.names import YAM_TASKS
 from vam_stack.paths import config_dir
 
 STEP_MODES = ("external", "wall_clock")
@@ -21,7 +22,7 @@ CAMERAS = ("top", "left_wrist", "right_wrist")
 class MujocoConfig:
     """The simulated bimanual YAM: scene, physics rate, cameras and how time advances."""
 
-    task: str = "handover"  # task whose objects populate the scene (vam_sim.yam_mujoco.tasks.TASKS)
+    task: str = "handover"  # task whose objects populate the scene (vam_stack.names.YAM_TASKS)
     seed: int = 0  # seeds the task's initial object placement
     driver_config: str = "yam_driver_damiao.yaml"  # driver limits/gripper map; relative paths are under config/
     step_mode: str = "external"  # external: the caller steps one control period per tick (lockstep, sim time);
@@ -40,9 +41,7 @@ class MujocoConfig:
     #   1.0-1.2 absorb mass the model misses); None keeps the driver file's (an arm 10-20 % over-compensated)
 
     def __post_init__(self) -> None:
-        from .tasks import TASKS
-
-        check(self.task in TASKS, f"task must be one of {sorted(TASKS)}, got {self.task!r}")
+        check(self.task in YAM_TASKS, f"task must be one of {sorted(YAM_TASKS)}, got {self.task!r}")
         check(isinstance(self.seed, int) and self.seed >= 0, f"seed must be an integer >= 0, got {self.seed!r}")
         check(self.step_mode in STEP_MODES, f"step_mode must be one of {STEP_MODES}, got {self.step_mode!r}")
         check(math.isfinite(self.timestep) and 1e-4 <= self.timestep <= 0.01,
@@ -83,7 +82,5 @@ def default_path() -> Path:
 
 def load_mujoco_config(path: str | Path | None = None, **overrides) -> MujocoConfig:
     """The `yam_mujoco` section of `path` (default config/yam_mujoco.yaml); keyword overrides win."""
-    from dataclasses import replace
-
     cfg = from_yaml(MujocoConfig, path or default_path(), "yam_mujoco")
     return replace(cfg, **overrides) if overrides else cfg

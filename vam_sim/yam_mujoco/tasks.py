@@ -14,18 +14,35 @@ gripper is within `NEAR_M` of a task object, "planning" (free-space transport) o
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
+from .config import MujocoConfig
 from .model import ObjectSpec
-
-if TYPE_CHECKING:
-    from .sim import YamSim
 
 NEAR_M = 0.06  # m: gripper-to-object distance below which a step counts as manipulation
 LIFT_M = 0.02  # m an object must rise off the table for a "lifted" milestone
 MEET_M = 0.05  # m from the handover's meeting point for its "at_meet" milestone
+
+
+class World(Protocol):
+    """What a task reads and places in the simulated world: `sim.YamSim` is one (tasks sit below the
+    simulator, which builds its scene from them); the task tests pass a small fake."""
+
+    cfg: MujocoConfig  # the scene's settings (arm_spacing places the objects)
+    model: Any  # mujoco.MjModel: fixed markers are moved at reset
+    data: Any  # mujoco.MjData: geom positions (the tray's handles)
+
+    def body_pos(self, name: str) -> np.ndarray: ...  # (3,) world position of a body's origin
+
+    def body_mat(self, name: str) -> np.ndarray: ...  # (3, 3) world orientation of a body
+
+    def site_pos(self, name: str) -> np.ndarray: ...  # (3,) world position of a site
+
+    def place_free_body(self, name: str, pos, yaw: float = 0.0) -> None: ...  # set a free body's pose (reset)
+
+    def contacts_between(self, geom_prefix_a: str, geom_prefix_b: str) -> int: ...  # active contacts
 
 
 class Task(abc.ABC):
@@ -41,28 +58,28 @@ class Task(abc.ABC):
         """Bodies added to the scene."""
 
     @abc.abstractmethod
-    def reset(self, sim: "YamSim", rng: np.random.Generator) -> None:
+    def reset(self, sim: World, rng: np.random.Generator) -> None:
         """Place the objects (qpos only; the simulator settles them afterwards)."""
 
     @abc.abstractmethod
-    def success(self, sim: "YamSim") -> bool:
+    def success(self, sim: World) -> bool:
         """The goal holds in the current state."""
 
-    def grasp_points(self, sim: "YamSim") -> list[np.ndarray]:
+    def grasp_points(self, sim: World) -> list[np.ndarray]:
         """World points a gripper closes on: the tracked bodies' origins (a task whose grasps sit
         away from its body's origin, like the tray's end handles, names its own)."""
         return [sim.body_pos(o) for o in self.tracked]
 
-    def observe(self, sim: "YamSim") -> None:
+    def observe(self, sim: World) -> None:
         """Called by the simulator after every control period (and every wall-clock catch-up): a task
         whose success needs an earlier stage to have happened books it here (see HandoverTask)."""
 
-    def milestones(self, sim: "YamSim") -> dict[str, bool]:
+    def milestones(self, sim: World) -> dict[str, bool]:
         """The task's sub-goals in the order an expert reaches them, each true while it holds now
         (the runner books the first tick each holds: how far a failed episode got)."""
         return {"success": self.success(sim)}
 
-    def phase(self, sim: "YamSim") -> str:
+    def phase(self, sim: World) -> str:
         grips = [sim.site_pos(f"{a}_grasp") for a in ("left", "right")]
         near = any(np.linalg.norm(g - p) < NEAR_M for g in grips for p in self.grasp_points(sim))
         return "manipulation" if near else "planning"
@@ -84,7 +101,7 @@ class RelayTask(Task):
         return (ObjectSpec("block", "box", (h, h, h), (0.15, 0.35, 0.85, 1.0), 0.08),
                 ObjectSpec("target", "box", (0.05, 0.05, 0.0008), (0.85, 0.15, 0.15, 1.0), 0.0, free=False))
 
-    def reset(self, sim: "YamSim", rng: np.random.Generator) -> None:
+    def reset(self, sim: World, rng: np.random.Generator) -> None:
         y_left = sim.cfg.arm_spacing / 2
         start = (rng.uniform(0.30, 0.38), y_left - rng.uniform(0.10, 0.16), self.half)
         sim.place_free_body("block", start, yaw=rng.uniform(-0.3, 0.3))
@@ -92,15 +109,15 @@ class RelayTask(Task):
         sim.model.body("target").pos[:] = (*self.target, 0.0008)
         self.relayed = False  # set once the block has rested in the middle without the left holding it
 
-    def _in_middle(self, sim: "YamSim") -> bool:
+    def _in_middle(self, sim: World) -> bool:
         p = sim.body_pos("block")
         return bool(p[2] < self.half + 0.01 and sim.contacts_between("left_finger", "block") == 0
                     and np.linalg.norm(p[:2] - self.handoff) < self.target_radius)
 
-    def observe(self, sim: "YamSim") -> None:
+    def observe(self, sim: World) -> None:
         self.relayed = self.relayed or self._in_middle(sim)
 
-    def milestones(self, sim: "YamSim") -> dict[str, bool]:
+    def milestones(self, sim: World) -> dict[str, bool]:
         p = sim.body_pos("block")
         left = sim.contacts_between("left_finger", "block") >= 2
         right = sim.contacts_between("right_finger", "block") >= 2
@@ -109,7 +126,7 @@ class RelayTask(Task):
                 "right_lifted": right and p[2] > self.half + LIFT_M,
                 "success": self.success(sim)}
 
-    def success(self, sim: "YamSim") -> bool:
+    def success(self, sim: World) -> bool:
         """On the target, resting, after resting in the middle (the right arm fetching the block from
         the left's side itself is no relay)."""
         p = sim.body_pos("block")
@@ -134,22 +151,22 @@ class HandoverTask(Task):
     def objects(self) -> tuple[ObjectSpec, ...]:
         return (ObjectSpec("block", "box", self.half, (0.15, 0.35, 0.85, 1.0), 0.06),)
 
-    def reset(self, sim: "YamSim", rng: np.random.Generator) -> None:
+    def reset(self, sim: World, rng: np.random.Generator) -> None:
         y_left = sim.cfg.arm_spacing / 2
         start = (rng.uniform(0.30, 0.38), y_left - rng.uniform(0.10, 0.16), self.half[2])
         sim.place_free_body("block", start, yaw=rng.uniform(-0.3, 0.3))
         self.passed = False  # set once the left fingers have held the block off the table
 
-    def _left_aloft(self, sim: "YamSim") -> bool:
+    def _left_aloft(self, sim: World) -> bool:
         """The left fingers hold the block (two contacts) off the table; the right may touch it too,
         but a block the right arm fetched alone never passes this (its left gripper is elsewhere)."""
         return bool(sim.contacts_between("left_finger", "block") >= 2
                     and sim.body_pos("block")[2] > self.half[2] + LIFT_M)
 
-    def observe(self, sim: "YamSim") -> None:
+    def observe(self, sim: World) -> None:
         self.passed = self.passed or self._left_aloft(sim)
 
-    def milestones(self, sim: "YamSim") -> dict[str, bool]:
+    def milestones(self, sim: World) -> dict[str, bool]:
         # One contact counts as touching here; "held" (left_lifted, the success predicate) needs two.
         p = sim.body_pos("block")
         left = sim.contacts_between("left_finger", "block") >= 1
@@ -161,7 +178,7 @@ class HandoverTask(Task):
                 "left_released": right and not left and p[2] > self.min_height,
                 "success": self.success(sim)}
 
-    def success(self, sim: "YamSim") -> bool:
+    def success(self, sim: World) -> bool:
         p = sim.body_pos("block")
         held_right = sim.contacts_between("right_finger", "block") >= 2
         free_left = sim.contacts_between("left_finger", "block") == 0
@@ -186,27 +203,27 @@ class TrayLiftTask(Task):
                       for s, sign in (("l", 1.0), ("r", -1.0)))
         return (ObjectSpec("tray", "box", self.half, (0.85, 0.7, 0.2, 1.0), 0.3, parts=parts),)
 
-    def reset(self, sim: "YamSim", rng: np.random.Generator) -> None:
+    def reset(self, sim: World, rng: np.random.Generator) -> None:
         self.start = np.array([rng.uniform(0.34, 0.40), rng.uniform(-0.03, 0.03), self.half[2]])
         sim.place_free_body("tray", self.start, yaw=rng.uniform(-0.1, 0.1))
 
-    def handle_pos(self, sim: "YamSim", side: str) -> np.ndarray:
+    def handle_pos(self, sim: World, side: str) -> np.ndarray:
         """World position of the centre of a handle ('l' or 'r')."""
         return sim.data.geom(f"tray_handle_{side}").xpos.copy()
 
-    def grasp_points(self, sim: "YamSim") -> list[np.ndarray]:
+    def grasp_points(self, sim: World) -> list[np.ndarray]:
         # The grippers close on the handles, 0.14 m either side of the tray's origin: measured from
         # the origin, no step of a tray lift would ever count as manipulation.
         return [self.handle_pos(sim, s) for s in ("l", "r")]
 
-    def milestones(self, sim: "YamSim") -> dict[str, bool]:
+    def milestones(self, sim: World) -> dict[str, bool]:
         rise = sim.body_pos("tray")[2] - self.half[2]
         return {"left_on_handle": sim.contacts_between("left_finger", "tray_handle_l") >= 2,
                 "right_on_handle": sim.contacts_between("right_finger", "tray_handle_r") >= 2,
                 "half_lifted": rise > self.lift_m / 2,
                 "success": self.success(sim)}
 
-    def success(self, sim: "YamSim") -> bool:
+    def success(self, sim: World) -> bool:
         p = sim.body_pos("tray")
         up = sim.body_mat("tray")[:, 2]
         tilt = np.degrees(np.arccos(np.clip(up[2], -1.0, 1.0)))
