@@ -17,8 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model-info": ("vam_model.networks.info", "parameters, tokens, sigma grid and FLOPs of a preset"),
     "sim": ("vam_sim.cli", "closed-loop episodes: mocked LIBERO, real LIBERO or the MuJoCo YAM (summary, TR plots, MCAP)"),
     "eval": ("vam_sim.cli_eval", "success per task and suite, ID vs OOD, across guidance schedules"),
-    "collect": ("vam_train.collect", "scripted-expert demonstrations (mocked LIBERO or the MuJoCo YAM) into a "
-                                      "dataset on disk"),
+    "collect": ("vam_cli.collect", "scripted-expert demonstrations (mocked LIBERO or the MuJoCo YAM) into a "
+                                    "dataset on disk"),
     "train": ("vam_train.train", "train the video-action model (joint or two-stage)"),
     "tr-study": ("vam_experiments.tr_study", "TR of a trained model by expert phase and against sigma_v"),
     "tr-block": ("vam_experiments.tr_block", "TR by phase against the feature block k and sigma_v: table and figure"),

@@ -23,7 +23,7 @@ Training samples follow the inference convention: the clip of step t is the poli
 end the last frame repeats), the action target is actions[t : t+chunk] (past the end: zero
 motion and the last gripper command for deltas, the last target for absolute targets, as
 `meta/info.json`'s `action_type` says), the proprio is that of step t. The simulated YAM's
-datasets (`collect_yam.py`) store 14-dim proprio and actions and three views side by side.
+datasets (`vam_sim/collect_yam.py`) store 14-dim proprio and actions and three views side by side.
 """
 from __future__ import annotations
 
@@ -41,6 +41,23 @@ FORMAT = "vam_stack.demos/v1"
 PHASE_CODES = {"planning": 0, "manipulation": 1}
 CHUNK_EPISODES = 1000
 STD_FLOOR = {"action": 0.05, "proprio": 0.01}  # std floor (units of the data) for near-constant dims
+
+
+# what every dataset recorded on the mocked LIBERO bridge says about itself (meta/info.json);
+# `vam_sim.collect.bridge_info(mock)` adds the rate, frame shape and the whole mock configuration it ran with
+BRIDGE_INFO = {"robot": "mocked LIBERO (libero_bridge)", "action_dim": 7, "proprio_dim": 8,
+               "features": {"frames": "PNG, stacked agentview|wrist RGB (the rendered size)",
+                            "proprio": "eef xyz (LIBERO world frame), axis-angle, fingers",
+                            "actions": "eef delta xyz, rot xyz (LIBERO world frame), gripper (+1 close)",
+                            "phase": "0 planning, 1 manipulation"}}
+
+# what every dataset of the simulated bimanual YAM says about itself (vam_sim/collect_yam.py, imports)
+YAM_INFO = {"robot": "simulated bimanual YAM (vam_sim.yam_mujoco)", "action_dim": 14, "proprio_dim": 14,
+            "action_type": "absolute_joint", "fps": 30.0,
+            "features": {"frames": "PNG, stacked top|left_wrist|right_wrist RGB at the stored view size",
+                         "proprio": "14 measured driver values: 2 x (6 joint angles [rad] + gripper opening 0..1)",
+                         "actions": "14 absolute driver targets, same units (the expert's command)",
+                         "phase": "0 planning, 1 manipulation"}}
 
 
 class DatasetError(ValueError):
@@ -64,6 +81,22 @@ def decode_frame(data: np.ndarray) -> np.ndarray:
 
 def episode_path(root: Path, index: int) -> Path:
     return root / "data" / f"chunk-{index // CHUNK_EPISODES:03d}" / f"episode_{index:06d}.npz"
+
+
+def claim_dataset_dir(out: str | Path, overwrite: bool) -> Path:
+    """`out` as a dataset directory to (re)write: a non-empty `out` is refused (FileExistsError)
+    unless it is a dataset and `overwrite` is set; a directory that is not a dataset is never
+    replaced. Creates and removes nothing."""
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise NotADirectoryError(f"--out {str(root)!r} is a file, not a dataset directory")
+    if root.exists() and any(root.iterdir()):
+        if not (root / "meta" / "info.json").is_file():
+            raise FileExistsError(f"{str(root)!r} exists and is not a dataset; refusing to overwrite it")
+        if not overwrite:
+            raise FileExistsError(f"--out {str(root)!r} already holds a dataset; pass --overwrite to replace it, "
+                                  f"or choose another directory")
+    return root
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Iterable
 import numpy as np
 
 from .contract import ContractError, DataContract
+from .dataset import BRIDGE_INFO, YAM_INFO, DatasetWriter, EncodedDemo, claim_dataset_dir, encode_demo
 
 PHASE_NAMES = ("planning", "manipulation")
 
@@ -42,12 +43,8 @@ class ImportedDemo:
 def contract_info(contract: DataContract) -> dict:
     """meta/info.json fields every dataset at this contract carries (those of `vam-stack collect`'s sets)."""
     if contract.robot == "yam":
-        from vam_train.collect_yam import YAM_INFO
-
         base = dict(YAM_INFO)
     else:
-        from vam_train.collect import BRIDGE_INFO
-
         base = dict(BRIDGE_INFO)
     return base | {"fps": contract.fps, "frame_shape": list(contract.frame_shape), "action_type": contract.action_type,
                    "state_names": list(contract.state_names), "action_names": list(contract.action_names),
@@ -61,9 +58,6 @@ def write_imported(demos: Iterable, contract: DataContract, out: str | Path, sou
                    base_info: dict | None = None, overwrite: bool = False) -> dict:
     """Write `demos` (`ImportedDemo`s, each checked against `contract` once more, or `EncodedDemo`s an importer
     checked) as a dataset at `out`; returns its info."""
-    from vam_train.collect import claim_dataset_dir
-    from .dataset import DatasetWriter, EncodedDemo, encode_demo
-
     root = claim_dataset_dir(out, overwrite)
     tmp = root.with_name(root.name + ".partial")
     if tmp.exists():

@@ -141,7 +141,7 @@ def collect_round(policy, cfg: RecoveryConfig, suites: list[str], round_index: i
     """
     from vam_sim.libero_mock import LiberoMockConfig
 
-    from .collect import bridge_info
+    from vam_sim.collect import bridge_info
     from vam_data.dataset import DatasetWriter
 
     mock = mock if mock is not None else LiberoMockConfig.load()
@@ -199,7 +199,7 @@ def yam_takeover_episode(job: tuple) -> tuple[dict, object]:
     from camera_bridge.preprocess import fit_views
     from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner
 
-    from .collect_yam import _Demo
+    from vam_sim.collect_yam import _Demo
     from vam_data.dataset import encode_demo
 
     task, episode, seed, k, (vw, vh), sim_config = job
@@ -238,7 +238,7 @@ def collect_yam_round(checkpoint: str | Path, cfg: RecoveryConfig, tasks: list[s
     kept only when the expert took over before any grasp and finished the task."""
     import multiprocessing as mp
 
-    from .collect_yam import YAM_INFO
+    from vam_data.dataset import YAM_INFO
     from vam_data.dataset import DatasetWriter
 
     jobs = []

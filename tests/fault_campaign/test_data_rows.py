@@ -124,7 +124,7 @@ def test_non_empty_out_is_refused_unless_overwrite(tmp_path, fake_policy):
     with pytest.raises(NotADirectoryError, match="is a file"):
         main(_sim(out / "summary.json"))
 
-    from vam_train.collect import CollectConfig, collect
+    from vam_sim.collect import CollectConfig, collect
 
     data = tmp_path / "demos"
     (data / "meta").mkdir(parents=True)

@@ -400,7 +400,7 @@ def test_a_second_instruction_during_a_stuck_inference_is_refused_in_the_operato
 @pytest.fixture(scope="module")
 def dataset_dir(tmp_path_factory):
     from vam_sim.libero_mock import LiberoMockConfig, rollout_expert
-    from vam_train.collect import bridge_info
+    from vam_sim.collect import bridge_info
     from vam_data.dataset import write_dataset
 
     root = tmp_path_factory.mktemp("ds") / "demos"

@@ -10,7 +10,7 @@ import pytest
 from vam_cli.main import main
 from vam_model.networks.config import load_config
 from vam_stack.config import ConfigError
-from vam_train.collect_yam import YamCollectConfig
+from vam_sim.collect_yam import YamCollectConfig
 from vam_data.dataset import Dataset
 from vam_train.train import check_dataset_fits
 
@@ -97,7 +97,7 @@ def test_the_noise_where_choices_are_the_runners():
     import argparse
 
     from vam_sim.yam_mujoco.runner import NOISE_WHERE
-    from vam_train.collect import add_arguments
+    from vam_cli.collect import add_arguments
 
     p = argparse.ArgumentParser()
     add_arguments(p)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from vam_sim.libero_mock import rollout_expert
-from vam_train.collect import CollectConfig, _task_attempts, collect
+from vam_sim.collect import CollectConfig, _task_attempts, collect
 from vam_data.dataset import Dataset, DatasetError, write_dataset
 from vam_stack.config import ConfigError
 

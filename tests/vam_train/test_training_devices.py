@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from vam_sim.libero_mock import rollout_expert
-from vam_train import dataset as dataset_mod
+from vam_data import dataset as dataset_mod
 from vam_data.dataset import Dataset, write_dataset
 from vam_train.losses import LossConfig
 from vam_train.train import TrainConfig, Trainer, resolve_device

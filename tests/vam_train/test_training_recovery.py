@@ -183,7 +183,7 @@ def test_trainer_runs_a_recovery_round_on_the_simulated_yam(tmp_path, mujoco_ren
 
     from vam_model.networks.config import load_config
     from vam_stack.paths import models_dir
-    from vam_train.collect_yam import YamCollectConfig, collect_yam
+    from vam_sim.collect_yam import YamCollectConfig, collect_yam
 
     export = Trainer.export
 

@@ -391,7 +391,7 @@ def test_extra_datasets_join_the_first_and_mismatches_are_refused(tmp_path):
     import json
 
     from vam_sim.libero_mock import LiberoMockConfig, rollout_expert
-    from vam_train.collect import bridge_info
+    from vam_sim.collect import bridge_info
     from vam_data.dataset import write_dataset
     from vam_train.train import load_train_data
 

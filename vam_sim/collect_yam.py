@@ -1,4 +1,5 @@
-"""Scripted-expert demonstrations of the simulated bimanual YAM (`vam-stack collect --robot yam-mujoco`).
+"""Scripted-expert demonstrations of the simulated bimanual YAM (`vam-stack collect --robot yam-mujoco`,
+vam_cli/collect.py).
 
     vam-stack collect --robot yam-mujoco --tasks handover,relay,tray_lift --episodes-per-task 40 \\
         --seed 100 --view-size 64x48 --workers 2 --out runs/demos_yam
@@ -18,13 +19,15 @@ still close. `--miss-m M` (handover) makes the left arm's first grasp aim M metr
 block on every `--miss-every`-th attempt; when it misses, the expert opens, rises and grasps
 again (`regrasps` in the episode's line), so the data shows the way out of a missed grasp. Such an
 episode's `train_from` is the re-grasp's first step: the trainer starts no sample before it,
-so the miss itself is only ever seen as history, never imitated. Failed expert episodes are skipped unless `--keep-failures`. The format is `dataset.py`'s (suite "yam_mujoco", `task` the
+so the miss itself is only ever seen as history, never imitated. Failed expert episodes are skipped unless `--keep-failures`. The format is `vam_data/dataset.py`'s (suite "yam_mujoco", `task` the
 task's name); `meta/info.json` says `action_type: absolute_joint`, so the trainer pads a chunk
 past the episode end with the last target, not with zeros.
 """
 from __future__ import annotations
 
+import multiprocessing as mp
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,14 +36,11 @@ import numpy as np
 
 from vam_stack.config import check
 
-from vam_data.dataset import DatasetWriter, EncodedDemo, encode_demo
-
-YAM_INFO = {"robot": "simulated bimanual YAM (vam_sim.yam_mujoco)", "action_dim": 14, "proprio_dim": 14,
-            "action_type": "absolute_joint", "fps": 30.0,
-            "features": {"frames": "PNG, stacked top|left_wrist|right_wrist RGB at the stored view size",
-                         "proprio": "14 measured driver values: 2 x (6 joint angles [rad] + gripper opening 0..1)",
-                         "actions": "14 absolute driver targets, same units (the expert's command)",
-                         "phase": "0 planning, 1 manipulation"}}
+from camera_bridge.preprocess import fit_views
+from vam_data.dataset import YAM_INFO, DatasetWriter, EncodedDemo, claim_dataset_dir, encode_demo
+from vam_sim.yam_mujoco.expert import MAX_MISS_M, MISS_WHEN
+from vam_sim.yam_mujoco.runner import NOISE_WHERE, YamRunConfig, YamSimRunner
+from vam_sim.yam_mujoco.tasks import TASKS
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,6 @@ class YamCollectConfig:
                                             # carrying the empty gripper to the meeting point)
 
     def __post_init__(self):
-        from vam_sim.yam_mujoco.tasks import TASKS
-
         check(len(self.tasks) >= 1, f"collect: tasks must not be empty, got {self.tasks!r}")
         for t in self.tasks:
             check(t in TASKS, f"collect: unknown task {t!r}; expected names from {sorted(TASKS)}")
@@ -79,16 +77,12 @@ class YamCollectConfig:
         check(self.workers >= 1, f"collect: workers must be >= 1, got {self.workers!r}")
         check(0.0 <= self.joint_noise <= 0.2, f"collect: joint_noise must be in [0, 0.2] rad, got {self.joint_noise!r}")
         check(self.noise_every >= 1, f"collect: noise_every must be >= 1, got {self.noise_every!r}")
-        from vam_sim.yam_mujoco.runner import NOISE_WHERE
         check(self.noise_where in NOISE_WHERE,
               f"collect: noise_where must be one of {NOISE_WHERE}, got {self.noise_where!r}")
-
-        from vam_sim.yam_mujoco.expert import MAX_MISS_M
         check(0.0 <= self.miss_m <= MAX_MISS_M, f"collect: miss_m must be in [0, {MAX_MISS_M}] m, got {self.miss_m!r}")
         check(self.miss_m == 0.0 or set(self.tasks) == {"handover"},
               f"collect: miss_m scripts missed handover grasps; collect handover alone, got tasks {self.tasks!r}")
         check(self.miss_every >= 1, f"collect: miss_every must be >= 1, got {self.miss_every!r}")
-        from vam_sim.yam_mujoco.expert import MISS_WHEN
         check(self.miss_when in MISS_WHEN, f"collect: miss_when must be one of {MISS_WHEN}, got {self.miss_when!r}")
 
     def miss_of(self, episode: int) -> float:
@@ -122,11 +116,6 @@ class _Demo:
 def yam_expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
     """(task, episode, seed, view (w, h), keep, sim_config, joint noise, where, miss, miss_when) -> (success,
     stored form or None)."""
-    import tempfile
-
-    from camera_bridge.preprocess import fit_views
-    from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner
-
     task, episode, seed, (vw, vh), keep, sim_config, noise, where, miss, miss_when = job
     frames, proprio, actions, phases = [], [], [], []
 
@@ -154,10 +143,6 @@ def yam_expert_episode(job: tuple) -> tuple[bool, EncodedDemo | None]:
 
 def collect_yam(cfg: YamCollectConfig, out: str | Path, progress=None, overwrite: bool = False) -> dict:
     """Record the demonstrations into `out` (the same refusal rules as `collect`); returns the info."""
-    import multiprocessing as mp
-
-    from .collect import claim_dataset_dir
-
     root = claim_dataset_dir(out, overwrite)
     if root.exists():
         shutil.rmtree(root)

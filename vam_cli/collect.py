@@ -1,0 +1,85 @@
+"""`vam-stack collect`: its command line; the collection itself is vam_sim/collect.py (mocked LIBERO)
+and vam_sim/collect_yam.py (the simulated bimanual YAM)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from vam_stack.progress import progress_bar
+
+from vam_sim.collect import CollectConfig, collect
+
+ROBOTS = ("libero-mock", "yam-mujoco")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--robot", choices=ROBOTS, default="libero-mock",
+                   help="libero-mock: the mocked LIBERO suites (default); yam-mujoco: the simulated bimanual YAM "
+                        "(vam_sim/collect_yam.py)")
+    p.add_argument("--suites", default="goal", help="libero-mock: comma-separated suites (default: goal); goal_video "
+                                                    "is the paper study's video-pretraining set")
+    p.add_argument("--tasks", default="handover,relay,tray_lift",
+                   help="yam-mujoco: comma-separated tasks (default: handover,relay,tray_lift)")
+    p.add_argument("--view-size", default="64x48", metavar="WxH",
+                   help="yam-mujoco: stored size of each of the three views (default 64x48)")
+    p.add_argument("--sim-config", help="yam-mujoco: simulator YAML (default config/yam_mujoco.yaml)")
+    p.add_argument("--episodes-per-task", type=int, default=50, help="episodes of each task (default 50)")
+    p.add_argument("--seed", type=int, default=100, help="seed id of the initial states (eval uses 0)")
+    p.add_argument("--noise", type=float, default=0.1, help="libero-mock: expert translation noise std (action units)")
+    p.add_argument("--noise-every", type=int, default=2, help="perturb every n-th episode")
+    p.add_argument("--joint-noise", type=float, default=0.0,
+                   help="yam-mujoco: std [rad] of the expert's arm-joint target perturbation (labels stay clean)")
+    # NOISE_WHERE (vam_sim.yam_mujoco.runner) spelled with dashes; importing it here would load MuJoCo on
+    # every `vam-stack` call, so a test holds the two equal.
+    p.add_argument("--noise-where", choices=("everywhere", "free-space"), default="everywhere",
+                   help="yam-mujoco: where the joint noise acts (free-space: faded out while a gripper is at an object)")
+    p.add_argument("--miss-m", type=float, default=0.0,
+                   help="yam-mujoco, handover: the first left grasp aims this far [m] off the block and the expert "
+                        "re-grasps after a miss (max 0.06; 0 = aim true)")
+    p.add_argument("--miss-every", type=int, default=1, help="yam-mujoco: miss on every n-th attempt")
+    p.add_argument("--miss-when", choices=("before-lift", "at-meet"), default="before-lift",
+                   help="yam-mujoco, handover: where the expert notices the miss (at-meet: after carrying the empty "
+                        "gripper to the meeting point, then it goes back for the block)")
+    p.add_argument("--keep-failures", action="store_true", help="keep episodes the expert failed (default: dropped)")
+    p.add_argument("--workers", type=int, default=1, help="processes (the dataset is identical for any number)")
+    p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
+    p.add_argument("--out", required=True, help="dataset directory (new or empty, or a dataset with --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace the dataset already in --out")
+
+
+def _view_size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--view-size must be WxH in pixels, e.g. 64x48, got {text!r}") from None
+    return w, h
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.robot == "yam-mujoco":
+        from vam_sim.collect_yam import YamCollectConfig, collect_yam   # loads MuJoCo: only for its robot
+
+        w, h = _view_size(args.view_size)
+        cfg = YamCollectConfig(tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()),
+                               episodes_per_task=args.episodes_per_task, seed=args.seed, view_width=w, view_height=h,
+                               keep_failures=args.keep_failures, workers=args.workers, sim_config=args.sim_config,
+                               joint_noise=args.joint_noise, noise_every=args.noise_every,
+                               noise_where=args.noise_where.replace("-", "_"), miss_m=args.miss_m,
+                               miss_every=args.miss_every, miss_when=args.miss_when.replace("-", "_"))
+        bar = progress_bar(total=len(cfg.tasks) * cfg.episodes_per_task, unit="ep", desc="collect", file=sys.stdout)
+        info = collect_yam(cfg, args.out, progress=lambda t, k: (bar.set_postfix_str(t, refresh=False), bar.update(1)),
+                           overwrite=args.overwrite)
+        bar.close()
+        print(json.dumps({k: info[k] for k in ("total_episodes", "total_frames", "expert_success", "collect_s")}))
+        return 0
+    cfg = CollectConfig(suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
+                        episodes_per_task=args.episodes_per_task, seed=args.seed, noise=args.noise,
+                        noise_every=args.noise_every, keep_failures=args.keep_failures, workers=args.workers,
+                        mock_config=args.mock_config)
+    bar = progress_bar(total=cfg.total_episodes, unit="ep", desc="collect", file=sys.stdout)
+    info = collect(cfg, args.out, progress=lambda s, t, k: (bar.set_postfix_str(f"{s} task {t}", refresh=False), bar.update(1)),
+                   overwrite=args.overwrite)
+    bar.close()
+    print(json.dumps({k: info[k] for k in ("total_episodes", "total_frames", "expert_success_rate", "collect_s")}))
+    return 0
