@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("vam_sim.cli_eval", "success per task and suite, ID vs OOD, across guidance schedules"),
     "collect": ("vam_cli.collect", "scripted-expert demonstrations (mocked LIBERO or the MuJoCo YAM) into a "
                                     "dataset on disk"),
-    "train": ("vam_train.train", "train the video-action model (joint or two-stage)"),
+    "train": ("vam_cli.train", "train the video-action model (joint or two-stage)"),
     "tr-study": ("vam_experiments.tr_study", "TR of a trained model by expert phase and against sigma_v"),
     "tr-block": ("vam_experiments.tr_block", "TR by phase against the feature block k and sigma_v: table and figure"),
     "tr-phase": ("vam_experiments.tr_phase", "why TR differs by phase: covariates of each state and a feature-swap test"),

@@ -1,4 +1,5 @@
-"""`vam-stack train`: train the video-action model on a collected dataset (joint or two-stage).
+"""Train the video-action model on a collected dataset (joint or two-stage); `vam-stack train`'s
+command line is vam_cli/train.py.
 
     vam-stack train --config config/train_tiny.yaml --out runs/tiny [--resume] [--steps N]
 
@@ -13,7 +14,7 @@ Starting from a pretrained backbone (`init_from`), `lora_rank` > 0 wraps the DiT
 and MLP projections with LoRA adapters (peft) and freezes the rest of the DiT; the export
 merges the adapters into plain weights.
 
-Recovery rounds (`recovery.at`, see recovery.py): at those fractions of the run the current
+Recovery rounds (`recovery.at`, see recovery.py; the rollouts: vam_sim/collect_recovery.py): at those fractions of the run the current
 EMA weights drive the policy in the mocked LIBERO bridge (the simulated YAM for a yam_mujoco
 dataset), the scripted expert takes over at replan boundaries, and its segments join the
 training data (OUT/recovery/round_<r>/; their minutes count against the time budget; a resumed
@@ -44,34 +45,31 @@ forward passes, `cache_frames` decodes the dataset's PNG frames into RAM once an
 
 The pieces: train_config.py (TrainConfig, variants, --set), batches.py (data and batches),
 lora.py, trainer.py (Trainer), recovery.py (rounds), distributed.py (ranks); this module is
-the command line.
+a run (`train`).
 """
 from __future__ import annotations
 
-import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from vam_stack.config import ConfigError, to_dict
 
 from vam_model.networks.config import load_config
+from vam_model.networks.text_encoder import TextEncoder, save_text_embeddings
 from .batches import Batches, check_dataset_fits, load_train_data
 from .distributed import fit_data_parallel, run_rank, torchrun_env
 from .lora import apply_lora, merge_lora
+from .recovery import Rollouts
 from .trainer import Trainer, resolve_device
-from .train_config import DEVICES, MODES, TrainConfig, load_train_config, parse_fractions, parse_sets
+from .train_config import TrainConfig, load_train_config, parse_sets
 
 
-def write_text_embeddings(cfg: TrainConfig, path: str | Path) -> tuple[Path, int]:
-    """Embed every instruction of cfg.suites (all mocked suites when empty) with cfg.text_encoder."""
-    from vam_sim.libero_mock.tasks import SUITES, suite_tasks
-
-    from vam_model.networks.text_encoder import TextEncoder, save_text_embeddings
-
+def write_text_embeddings(cfg: TrainConfig, path: str | Path, instructions: list[str]) -> tuple[Path, int]:
+    """Embed each of `instructions` with cfg.text_encoder into `path` (for train.text_embeddings on a
+    machine without the encoder); returns (path, how many)."""
     d = load_config(cfg.preset).dit
     enc = TextEncoder(cfg.text_encoder, d.text_tokens, d.text_in_dim)
-    names = sorted({t.instruction for s in (cfg.suites or SUITES) for t in suite_tasks(s)})
+    names = sorted(set(instructions))
     return save_text_embeddings(path, cfg.text_encoder, {n: enc.encode(n) for n in names}), len(names)
 
 
@@ -92,81 +90,44 @@ def claim_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
         (out / "log.jsonl").unlink()
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from vam_stack.paths import config_dir
-
-    p.add_argument("--config", default=str(config_dir() / "train_tiny.yaml"), help="YAML file with a `train:` section")
-    p.add_argument("--out", help="run directory (train_state.pt, model.safetensors, log.jsonl); required to train")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/train_state.pt")
-    p.add_argument("--overwrite", action="store_true",
-                   help="start afresh in an OUT that holds an earlier run (its train_state.pt, model.safetensors "
-                        "and log.jsonl are replaced); without it such an OUT is refused")
-    p.add_argument("--variant", help="lay the config's `variants: NAME:` overrides on its train section "
-                                     "(e.g. gpu in train_tiny.yaml; earlier runs in train_yam64.yaml)")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="sets",
-                   help="override one train field (YAML value; dotted for nested: loss.action_samples=8); repeatable")
-    p.add_argument("--dataset", help="override train.dataset")
-    p.add_argument("--mode", choices=MODES, help="override train.mode")
-    p.add_argument("--steps", type=int, help="override train.steps")
-    p.add_argument("--time-budget-min", type=float, help="override train.time_budget_min")
-    p.add_argument("--seed", type=int, help="override train.seed")
-    p.add_argument("--device", choices=DEVICES, help="override train.device")
-    p.add_argument("--text-embeddings", metavar="FILE", help="override train.text_embeddings")
-    p.add_argument("--recovery-at", help="override train.recovery.at: comma-separated progress fractions of the "
-                                         "recovery rounds, e.g. 0.3,0.55 ('' = no rounds)")
-    p.add_argument("--ship", help="also copy the final exported weights to this path (e.g. models/libero64.safetensors)")
-    p.add_argument("--write-text-embeddings", metavar="FILE",
-                   help="only write the prompt embeddings of train.suites' instructions (all suites when empty) "
-                        "to FILE for train.text_embeddings on a machine without the encoder, then exit")
-
-
-def run(args: argparse.Namespace) -> int:
-    cfg = load_train_config(args.config, {"dataset": args.dataset, "mode": args.mode, "steps": args.steps,
-                                          "time_budget_min": args.time_budget_min, "seed": args.seed,
-                                          "device": args.device, "text_embeddings": args.text_embeddings},
-                            variant=getattr(args, "variant", None), sets=parse_sets(getattr(args, "sets", None)))
-    if args.recovery_at is not None:
-        cfg = replace(cfg, recovery=replace(cfg.recovery, at=parse_fractions(args.recovery_at, "--recovery-at")))
-    if args.write_text_embeddings:
-        path, n = write_text_embeddings(cfg, args.write_text_embeddings)
-        print(f"wrote {n} instruction embeddings of {cfg.text_encoder} to {path} ({path.stat().st_size / 1e6:.1f} MB)")
-        return 0
-    if not args.out:
-        raise SystemExit("vam-stack train: --out RUN_DIR is required (except with --write-text-embeddings)")
+def train(cfg: TrainConfig, out: str | Path, resume: bool = False, overwrite: bool = False, ship: str | None = None,
+          rollouts: Rollouts | None = None) -> None:
+    """A training run into `out` (one process, `cfg.ranks` spawned ones, or this torchrun rank): refuses
+    an earlier run's OUT (claim_run_dir), writes OUT/config.json, trains, prints the result and, with
+    `ship`, copies the exported weights there. `rollouts`: the recovery rounds' simulator (Trainer)."""
     env = torchrun_env()
     if env is not None:          # launched by torchrun: this process is one rank (rank 0 claims and writes OUT)
         if env["rank"] == 0:
-            claim_run_dir(Path(args.out), args.resume, getattr(args, "overwrite", False))
-            Path(args.out).mkdir(parents=True, exist_ok=True)
-            (Path(args.out) / "config.json").write_text(json.dumps(to_dict(cfg) | {"ranks": env["world"]}, indent=2)
-                                                        + "\n")
-        run_rank(cfg, args.out, resume=args.resume, ship=args.ship)
-        return 0
-    claim_run_dir(Path(args.out), args.resume, getattr(args, "overwrite", False))
+            claim_run_dir(Path(out), resume, overwrite)
+            Path(out).mkdir(parents=True, exist_ok=True)
+            (Path(out) / "config.json").write_text(json.dumps(to_dict(cfg) | {"ranks": env["world"]}, indent=2)
+                                                   + "\n")
+        run_rank(cfg, out, resume=resume, ship=ship)
+        return
+    claim_run_dir(Path(out), resume, overwrite)
     if cfg.ranks > 1 and resolve_device(cfg.device).type == "cuda":
         raise ConfigError(f"train.ranks={cfg.ranks} on GPUs: launch one process per GPU with torchrun, e.g. "
                           f"`torchrun --nproc_per_node {cfg.ranks} -m vam_cli.main train ...` (docs/your_data.md)")
     if cfg.ranks > 1:            # the ranks load the data themselves: a bad dataset is named here, not in a rank
         check_dataset_fits(load_train_data(cfg), load_config(cfg.preset))
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
-        fit_data_parallel(cfg, args.out, resume=args.resume, ship=args.ship)
-        return 0
-    trainer = Trainer(cfg, args.out)
-    if args.resume:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
+        fit_data_parallel(cfg, out, resume=resume, ship=ship)
+        return
+    trainer = Trainer(cfg, out, rollouts=rollouts)
+    if resume:
         trainer.load_state()
         print(f"resumed at step {trainer.step} ({trainer.elapsed / 60:.1f} min trained)", flush=True)
-    (Path(args.out) / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
+    (Path(out) / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
     result = trainer.fit()
     print(json.dumps(result), flush=True)
-    if args.ship:
-        path = trainer.export(Path(args.ship))
+    if ship:
+        path = trainer.export(Path(ship))
         print(f"shipped {path} ({path.stat().st_size / 1e6:.1f} MB)")
-    return 0
 
 
 # the training API, importable from here as before the split
-__all__ = ["TrainConfig", "Trainer", "Batches", "add_arguments", "fit_data_parallel", "run", "apply_lora",
+__all__ = ["TrainConfig", "Trainer", "Batches", "fit_data_parallel", "train", "apply_lora",
            "merge_lora", "load_train_config", "load_train_data", "check_dataset_fits", "resolve_device",
            "claim_run_dir", "write_text_embeddings", "parse_sets"]
 

@@ -27,7 +27,7 @@ from .batches import CALIBRATION_STEP, Batches, check_dataset_fits, load_train_d
 from .distributed import DataParallel
 from .lora import apply_lora, merge_lora
 from .losses import action_loss, frozen_features, joint_losses, text_path_features
-from .recovery import RecoveryRounds
+from .recovery import RecoveryRounds, Rollouts
 from .train_config import TrainConfig
 
 @torch.no_grad()
@@ -64,13 +64,19 @@ def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
 
 class Trainer(RecoveryRounds, DataParallel):
     def __init__(self, cfg: TrainConfig, out: str | Path, data: Dataset | None = None, model_cfg=None,
-                 rank: int = 0, device: torch.device | None = None):
+                 rank: int = 0, device: torch.device | None = None, rollouts: Rollouts | None = None):
         """`data` and `model_cfg` override the config's dataset and preset (tests use small ones).
+        `rollouts` runs the recovery rounds' rollouts in a simulator (vam_sim/collect_recovery.py; needed
+        when cfg.recovery.at is set).
         With cfg.ranks > 1 this is process `rank` of a torch.distributed group that the caller has
         initialised (`distributed.run_rank`); rank 0 alone writes the log, checkpoints and exports. `device`
         overrides cfg.device (a torchrun rank's own GPU)."""
         self.cfg, self.out = cfg, Path(out)
         self.rank, self.ranks = rank, cfg.ranks
+        if cfg.recovery.at and rollouts is None:
+            raise ConfigError(f"train.recovery.at {cfg.recovery.at!r}: recovery rounds roll the policy out in a "
+                              f"simulator; give the Trainer rollouts=vam_sim.collect_recovery (vam-stack train does)")
+        self.rollouts = rollouts
         if self.ranks > 1:
             import torch.distributed as dist
 

@@ -98,10 +98,11 @@ def test_bf16_autocast_step_trains_and_keeps_fp32_weights(root, micro_cfg, tmp_p
 @pytest.mark.unit
 def test_precomputed_text_embeddings_replace_the_encoder_exactly(root, micro_cfg, tmp_path):
     from vam_model.networks.text_encoder import load_text_embeddings, save_text_embeddings
+    from vam_sim.libero_mock import suite_tasks
     from vam_train.train import write_text_embeddings
 
     cfg = _cfg(suites=("goal",), steps=2)
-    path, n = write_text_embeddings(cfg, tmp_path / "emb.safetensors")
+    path, n = write_text_embeddings(cfg, tmp_path / "emb.safetensors", [t.instruction for t in suite_tasks("goal")])
     assert n == 10
     a = Trainer(cfg, tmp_path / "a", data=Dataset(root), model_cfg=micro_cfg)
     b = Trainer(_cfg(suites=("goal",), steps=2, text_embeddings=str(path)), tmp_path / "b", data=Dataset(root),

@@ -8,7 +8,9 @@ import torch
 from vam_sim.libero_mock import make_env, record_expert, rollout_expert
 from vam_data.dataset import Dataset, DatasetError, write_dataset
 from vam_train.losses import LossConfig
-from vam_train.recovery import RecoveryConfig, recovery_segments, takeover_steps
+from vam_sim import collect_recovery
+from vam_sim.collect_recovery import recovery_segments
+from vam_train.recovery import RecoveryConfig, takeover_steps
 from vam_train.train import Batches, TrainConfig, Trainer
 from vam_stack.config import ConfigError
 
@@ -87,7 +89,7 @@ def test_trainer_runs_a_recovery_round_merges_it_and_resumes_identically(root, m
     rec = dict(at=(0.5,), episodes_per_task=1, takeovers=1, first_takeover=10, last_takeover=10, weight=3.0)
     base = Dataset(root)
     n_base = len(base.episodes)
-    full = Trainer(_cfg(recovery=rec), tmp_path / "full", data=base, model_cfg=micro_cfg)
+    full = Trainer(_cfg(recovery=rec), tmp_path / "full", data=base, model_cfg=micro_cfg, rollouts=collect_recovery)
     full.fit(progress=False)
     assert len(base.episodes) == n_base                         # the caller's dataset is not mutated
     assert full.recovery_rounds == 1 and full.step == 4
@@ -104,9 +106,9 @@ def test_trainer_runs_a_recovery_round_merges_it_and_resumes_identically(root, m
                        [len(e) for e in full.data.episodes])
     assert np.allclose(p[is_rec].max() / p[~is_rec].max(), 3.0)
     # an interrupted run resumes with the round merged and ends bit-identical
-    part = Trainer(_cfg(recovery=rec), tmp_path / "part", data=Dataset(root), model_cfg=micro_cfg)
+    part = Trainer(_cfg(recovery=rec), tmp_path / "part", data=Dataset(root), model_cfg=micro_cfg, rollouts=collect_recovery)
     part.fit(progress=False, stop_after=3)
-    resumed = Trainer(_cfg(recovery=rec), tmp_path / "part", data=Dataset(root), model_cfg=micro_cfg)
+    resumed = Trainer(_cfg(recovery=rec), tmp_path / "part", data=Dataset(root), model_cfg=micro_cfg, rollouts=collect_recovery)
     resumed.load_state()
     assert resumed.recovery_rounds == 1 and len(resumed.data) == len(full.data)
     resumed.fit(progress=False)
@@ -116,19 +118,18 @@ def test_trainer_runs_a_recovery_round_merges_it_and_resumes_identically(root, m
 
 @pytest.mark.unit
 def test_a_round_that_keeps_nothing_is_recorded_and_the_run_trains_on(root, micro_cfg, tmp_path, monkeypatch):
-    import vam_train.recovery as recovery
-    real = recovery.recovery_segments
+    real = collect_recovery.recovery_segments
 
     def round_0_fails(policy, suite, task, episode, *args):        # episode = round * episodes_per_task + e
         if episode == 0:
             return {"policy_termination": "timeout", "expert_failures": 1, "demos": [], "takeover_steps": []}
         return real(policy, suite, task, episode, *args)
 
-    monkeypatch.setattr(recovery, "recovery_segments", round_0_fails)
+    monkeypatch.setattr(collect_recovery, "recovery_segments", round_0_fails)
     rec = dict(at=(0.25, 0.75), episodes_per_task=1, takeovers=1, first_takeover=10, last_takeover=10)
     base = Dataset(root)
     n_base = len(base.episodes)
-    full = Trainer(_cfg(recovery=rec), tmp_path / "full", data=base, model_cfg=micro_cfg)
+    full = Trainer(_cfg(recovery=rec), tmp_path / "full", data=base, model_cfg=micro_cfg, rollouts=collect_recovery)
     full.fit(progress=False)
     assert full.step == 4 and full.recovery_rounds == 2
     assert len(base.episodes) == n_base                         # round 1 still extends a private copy
@@ -141,7 +142,7 @@ def test_a_round_that_keeps_nothing_is_recorded_and_the_run_trains_on(root, micr
     lines = [json.loads(x) for x in (tmp_path / "full" / "log.jsonl").read_text().splitlines()]
     assert [x["recovery"]["episodes"] for x in lines if "recovery" in x] == [0, s1["episodes"]]
     # a resume after both rounds skips the empty one and merges the other
-    resumed = Trainer(_cfg(recovery=rec), tmp_path / "full", data=Dataset(root), model_cfg=micro_cfg)
+    resumed = Trainer(_cfg(recovery=rec), tmp_path / "full", data=Dataset(root), model_cfg=micro_cfg, rollouts=collect_recovery)
     resumed.load_state()
     assert resumed.recovery_rounds == 2 and len(resumed.data) == len(full.data)
 
@@ -198,7 +199,7 @@ def test_trainer_runs_a_recovery_round_on_the_simulated_yam(tmp_path, mujoco_ren
     collect_yam(YamCollectConfig(tasks=("handover",), episodes_per_task=1, seed=100), root)
     rec = dict(at=(0.5,), episodes_per_task=1, takeovers=2, first_takeover=30, last_takeover=60, workers=2)
     tr = Trainer(_cfg(steps=2, recovery=rec, planning_weight=2.0), tmp_path / "run", data=Dataset(root),
-                 model_cfg=load_config("yam64"))
+                 model_cfg=load_config("yam64"), rollouts=collect_recovery)
     tr.fit(progress=False)
     summary = json.loads((tmp_path / "run" / "recovery" / "round_0" / "summary.json").read_text())
     assert summary["rollouts"] == 2 and summary["taken"] == 2, summary
@@ -216,3 +217,10 @@ def test_trainer_runs_a_recovery_round_on_the_simulated_yam(tmp_path, mujoco_ren
     assert sum(len(e) for e in added) == summary["frames"]
     round_data = Dataset(tmp_path / "run" / "recovery" / "round_0" / "data")
     assert round_data.absolute_actions and round_data.info["source"] == "recovery"
+
+
+@pytest.mark.unit
+def test_a_trainer_with_recovery_rounds_needs_a_simulator_to_roll_out_in(root, micro_cfg, tmp_path):
+    # vam_train imports no simulator (issue 62): the rollouts come in from the caller (vam-stack train)
+    with pytest.raises(ConfigError, match=r"recovery.at \(0.5,\).*rollouts=vam_sim.collect_recovery"):
+        Trainer(_cfg(recovery=dict(at=(0.5,))), tmp_path / "r", data=Dataset(root), model_cfg=micro_cfg)
