@@ -78,7 +78,7 @@ def _wait(cond, timeout: float, what: str, graph) -> None:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    from vam_bench.node import Probe
+    from vam_stack.probe import Probe
     from vam_stack.process_graph import ProcessGraph, isolate_ros
 
     for name in ("seconds", "warmup"):

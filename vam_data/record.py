@@ -54,7 +54,7 @@ def _world(probe) -> dict:
 
 
 def record_episode(args, index: int, out: Path) -> dict:
-    from vam_bench.node import Probe
+    from vam_stack.probe import Probe
     from vam_sim.yam_mujoco.runner import episode_seed
     from vam_sim.yam_mujoco.tasks import TASKS
     from vam_stack.paths import config_dir

@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_episode(args, index: int, out: Path) -> dict:
-    from vam_bench.node import Probe
+    from vam_stack.probe import Probe
     from vam_sim.yam_mujoco.runner import episode_seed, policy_seed
     from vam_sim.yam_mujoco.tasks import TASKS
     from vam_stack.paths import config_dir
