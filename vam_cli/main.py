@@ -34,8 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "checkpoint": ("vam_model.networks.checkpoint", "verify a checkpoint's tensor hash, or add it to a trusted one"),
     "ros-eval": ("vam_experiments.ros_eval", "episodes of the simulated YAM through the ROS graph as processes "
                                              "(success with its 95 % interval)"),
-    "record": ("vam_data.record", "demonstrations of the simulated YAM through the ROS graph (scripted teleoperator, "
-                                  "demo_recorder) into MCAP, one file per episode"),
+    "record": ("vam_cli.record", "demonstrations of the simulated YAM through the ROS graph (scripted teleoperator, "
+                                 "demo_recorder) into MCAP, one file per episode"),
     "import": ("vam_data.import_cli", "LeRobotDataset v3 or MCAP recordings into a training set at a preset's "
                                       "geometry (checked by name, range, rate and view)"),
     "merge": ("vam_data.merge", "several datasets into one training set (statistics recomputed, sources checked "

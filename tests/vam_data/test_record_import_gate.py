@@ -11,7 +11,7 @@ import json
 import pytest
 
 from vam_cli.main import main
-from vam_data import record
+from vam_cli import record
 from vam_data.mcap_import import find_recordings
 
 from .test_mcap_import import write_recording

@@ -53,7 +53,7 @@ def test_launch_arguments_offer_the_lists():
 
 
 def test_command_lines_offer_the_lists():
-    from vam_data.record import add_arguments as record_args
+    from vam_cli.record import add_arguments as record_args
     from vam_experiments.ros_eval import add_arguments as ros_eval_args
 
     assert _choices(ros_eval_args, "task") == names.YAM_TASKS

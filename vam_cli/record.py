@@ -1,4 +1,5 @@
-"""`vam-stack record`: demonstrations of the simulated YAM recorded through the ROS graph into MCAP.
+"""`vam-stack record`: demonstrations of the simulated YAM recorded through the ROS graph into MCAP
+(a command: it runs the simulator, the recorder node and the import's checks together).
 
     vam-stack record --task handover --episodes 40 --seed 100 --out runs/recordings_handover
 
@@ -27,6 +28,9 @@ import yaml
 
 from vam_stack.names import NOISE_WHERE_FLAGS, YAM_TASKS
 from vam_stack.outputs import claim_out_dir, write_json_atomic
+
+from vam_data.contract import ContractError, contract_for
+from vam_data.mcap_import import McapMapping, RecordingFormatError, read_episode
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,7 +64,7 @@ def record_episode(args, index: int, out: Path) -> dict:
     from vam_stack.paths import config_dir
     from vam_stack.process_graph import ProcessGraph
 
-    from .node import trigger
+    from vam_data.node import trigger                  # rclpy: loaded when a graph runs
 
     ep_seed = int(episode_seed(args.task, index, args.seed))
     logs = out / "logs" / f"try_{index:03d}"
@@ -112,9 +116,6 @@ def import_refusal(path: Path) -> str | None:
     """What `vam-stack import --format mcap --preset yam64` would refuse in this recording (its
     checks, with the default mapping), or None. A loaded machine can record a pause or a slow
     rate that the import then refuses; record checks each kept episode the same way."""
-    from .contract import ContractError, contract_for
-    from .mcap_import import McapMapping, RecordingFormatError, read_episode
-
     try:
         read_episode(path, contract_for("yam64"), McapMapping())
     except (ContractError, RecordingFormatError) as e:
