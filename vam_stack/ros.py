@@ -339,6 +339,10 @@ def diagnostics(node: Any, statuses: Sequence[dict]) -> Any:
 # every node's /diagnostics period, under diagnostic_updater's own parameter name
 DIAGNOSTICS_PERIOD = Param("diagnostic_updater.period", 1.0, "period of /diagnostics [s] (diagnostic_updater's "
                            "parameter)", range=(0.1, 60.0))
+PROCESS_RT_PRIORITY = Param("process_rt_priority", 0, "SCHED_FIFO priority of every thread of this node's process "
+                            "(its ROS executor, the middleware's threads), set once the node is built: a thread "
+                            "holding the GIL is then never preempted by ordinary work while the node's real-time "
+                            "thread waits for it (vam_stack/realtime.py); 0 = normal scheduling", range=(0, 99))
 
 
 # --- process entry point ------------------------------------------------------------------
@@ -383,6 +387,7 @@ def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_thread
         executor = MultiThreadedExecutor(num_threads=num_threads) if num_threads > 1 else SingleThreadedExecutor()
         for node in nodes:
             executor.add_node(node)
+        _raise_process_priority(nodes)
         while not stop.is_set() and executor.context.ok():
             executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
@@ -413,6 +418,19 @@ def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_thread
                 rclpy.try_shutdown()
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
+
+
+def _raise_process_priority(nodes: list) -> None:
+    """The highest `process_rt_priority` any node of this process declares, for all its threads."""
+    from vam_stack.realtime import process_fifo
+
+    name = PROCESS_RT_PRIORITY.name
+    prio = max((int(n.get_parameter(name).value) for n in nodes
+                if getattr(n, "has_parameter", None) and n.has_parameter(name)), default=0)
+    if prio > 0:
+        raised = process_fifo(prio)
+        if raised:
+            nodes[0].get_logger().info(f"{raised} threads of this process at SCHED_FIFO {prio} ({name})")
 
 
 def _wait_for_callbacks(executor: Any, timeout_s: float) -> None:

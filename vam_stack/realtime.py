@@ -1,0 +1,80 @@
+"""Scheduling for the control path: SCHED_FIFO for the threads that must run on time, a lower
+share of the CPU for the work that may wait (the policy's inference child).
+
+Why whole processes and not one thread: CPython's GIL is a lock without priority inheritance.
+A node's real-time thread (the policy's tick, the driver's bus tick) needs the GIL for every
+line it runs; when the thread holding it (the ROS executor, taking a message) is preempted by
+an ordinary process (the inference child on both cores, a burst of junk messages), the
+real-time thread waits until the scheduler gives the holder a core again: tens of milliseconds
+on a loaded 2-core machine (issue 58 row 8: 49-58 ticks missed beyond the baseline under
+300 Hz junk; issue 60: target jitter p99 31-55 ms). So every thread of a control process runs
+SCHED_FIFO (the real-time thread one level above the rest), and a child that does heavy work
+starts with normal scheduling and a nice value.
+
+Linux only; needs CAP_SYS_NICE (root, or `ulimit -r` / an rtprio line in
+/etc/security/limits.conf for the user running `ros2 launch`). Where it is refused, the
+process runs with normal scheduling and says so once (a warning, never an error).
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+
+def set_fifo_priority(priority: int, tid: int = 0) -> bool:
+    """Give thread `tid` (0: the calling thread) SCHED_FIFO `priority` (1-99). Warns if refused."""
+    if not 1 <= int(priority) <= 99:
+        raise ValueError(f"SCHED_FIFO priority must be in [1, 99], got {priority!r}")
+    try:
+        os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(int(priority)))
+        return True
+    except (AttributeError, PermissionError, OSError) as e:
+        log.warning("could not set SCHED_FIFO priority %d for thread %s (%s); normal scheduling", priority,
+                    tid or "self", e)
+        return False
+
+
+def process_fifo(priority: int) -> int:
+    """Every thread of this process that runs with normal scheduling now (the ROS executor, the
+    middleware's receive threads) gets SCHED_FIFO `priority`; threads already real-time keep
+    theirs, and threads started later inherit their creator's. Returns how many were raised (0
+    where refused: warned once)."""
+    if not 1 <= int(priority) <= 99:
+        raise ValueError(f"SCHED_FIFO priority must be in [1, 99], got {priority!r}")
+    raised = 0
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError as e:
+        log.warning("cannot list this process's threads (%s); normal scheduling", e)
+        return 0
+    for tid in tids:
+        try:
+            if os.sched_getscheduler(tid) != os.SCHED_OTHER:
+                continue
+            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(int(priority)))
+            raised += 1
+        except ProcessLookupError:          # the thread ended meanwhile
+            continue
+        except (AttributeError, PermissionError, OSError) as e:
+            log.warning("could not set SCHED_FIFO priority %d for this process (%s); normal scheduling",
+                        priority, e)
+            return raised
+    return raised
+
+
+def background(nice: int) -> None:
+    """The calling process (a child doing heavy work, started from a real-time thread whose
+    policy it inherited) back to normal scheduling, at nice `nice` (0-19): the control threads
+    of its parent and of the other nodes come first on a shared CPU."""
+    if not 0 <= int(nice) <= 19:
+        raise ValueError(f"nice must be in [0, 19], got {nice!r}")
+    try:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    except (AttributeError, PermissionError, OSError) as e:
+        log.warning("could not reset the scheduling policy (%s)", e)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, int(nice))
+    except (AttributeError, PermissionError, OSError) as e:
+        log.warning("could not set nice %d (%s)", nice, e)
