@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from vam_stack.instruction import shorten
+
 # start(instruction, done): queue the start; done(ok, message) is called once it is decided
 Starter = Callable[[str, Callable[[bool, str], None]], None]
 
@@ -45,6 +47,18 @@ class Offered:
     started: bool                  # handed to the runtime now
     replaced_waiting: str | None   # a waiting instruction it replaced (that one never starts)
     replaced_running: str | None   # the instruction of the episode it will end, if one runs or is starting
+
+    def describe(self, text: str) -> str | None:
+        """The node's log line for offering `text`: what it replaces (None when nothing)."""
+        said = []
+        if self.replaced_running is not None:
+            said.append(f"replaces the episode {shorten(repr(self.replaced_running))}")
+        if self.replaced_waiting is not None:
+            said.append(f"replaces {shorten(repr(self.replaced_waiting))}, which never started")
+        if not said:
+            return None
+        return (f"{shorten(repr(text))} " + "; ".join(said) +
+                ("" if self.started else " (starts once the start in flight is answered)"))
 
 
 class InstructionMailbox:

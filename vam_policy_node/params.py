@@ -1,5 +1,6 @@
 """The policy node's parameters (generated from the config dataclasses where one owns the setting)
-and what they build: the guidance settings and the policy (in this process or a child)."""
+and what they build: the guidance settings, the policy (in this process or a child) and the control
+loop around it; live tuning."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,14 +8,21 @@ import functools
 
 from vam_model.backends.base import BACKENDS, PRECISIONS, BackendConfig
 from vam_model.guidance import SCHEDULES, TR_BASELINES, GuidanceConfig, guidance_label
-from vam_model.policy import AUTOCAST, PolicyConfig
-from vam_control.runtime import OVERRUN_ACTIONS, RuntimeConfig
+from vam_model.policy import AUTOCAST, PolicyConfig, check_action_temperature
+from camera_bridge.preprocess import fit_views
+from vam_control.build import build_runtime, release
+from vam_control.runtime import OVERRUN_ACTIONS, RuntimeConfig, warm_up
 from vam_control.schedule import RTC_MODES, ExecutorConfig
 from vam_stack import ros
+from vam_stack.refusals import describe
+from yam_driver.config import load_config
 
 P = ros.Param
 TUNABLE = ("guidance", "tr_every_step", "w_lang_base", "w_plan_base", "s_max", "action_temperature")
 WEIGHT_RANGE = (0.0, 5.0)
+# command_outputs: the ros2_control outputs each value publishes besides /vam/joint_targets
+OUTPUTS = {"none": (), "joint_trajectory": ("joint_trajectory",), "forward_command": ("forward_commands",),
+           "both": ("joint_trajectory", "forward_commands")}
 # The guidance, policy and runtime settings are generated from their config dataclasses (default
 # and description from the field and its comment); only the node's own wiring is written here.
 def _auto_backend(params) -> tuple:
@@ -67,7 +75,7 @@ PARAMS = (
                                  "(/vam/joint_trajectory, a one-point JointTrajectory reached one period later, for "
                                  "joint_trajectory_controller) | forward_command (/vam/commands, Float64MultiArray, for "
                                  "forward_command_controller) | both | none; absolute joint targets only",
-      choices=("none", "joint_trajectory", "forward_command", "both")),
+      choices=tuple(OUTPUTS)),
     P("autostart", True, "configure (load and warm up the policy) and activate (take instructions) at start-up; "
                          "false: drive the lifecycle services yourself"),
     P("warm_up", True, "at configure, run the policy on a blank observation with every guidance branch, so the "
@@ -103,3 +111,53 @@ def policy_from_params(p: dict):
         from vam_control.executor_worker import ProcessPolicy
         return ProcessPolicy(factory)
     return factory()
+
+
+def tune_live(policy, params: dict, changes: dict, log) -> tuple[bool, str, dict]:
+    """(ok, reason, parameters) after a live change (TUNABLE only: the guidance schedule, weights,
+    s_max, TR per step, the action temperature), applied to `policy` from its next replan (None: they
+    take effect at configure). The whole new setting is checked before anything changes; a refusal
+    says why and keeps `params`. A service call never ends the node: any error is a refusal."""
+    try:
+        unknown = sorted(set(changes) - set(TUNABLE))
+        if unknown:
+            raise ros.ParameterError(f"{unknown} cannot change while the node runs")
+        merged = {**params, **changes}
+        guidance = guidance_from(merged)
+        check_action_temperature(merged["action_temperature"], "action_temperature")
+        if policy is not None and changes:
+            if not hasattr(policy, "configure"):
+                raise ros.ParameterError(f"this policy ({type(policy).__name__}) cannot be tuned live")
+            policy.configure(guidance=guidance, action_temperature=float(merged["action_temperature"]))
+    except (ValueError, TypeError) as e:      # ConfigError / ParameterError are ValueErrors
+        return False, str(e), params
+    except Exception as e:
+        return False, f"internal error: {describe(e)}", params
+    if changes:
+        log.info("tuned live (from the next replan): " + ", ".join(f"{k}={v!r}" for k, v in sorted(changes.items())))
+    return True, "", merged
+
+
+def control_from_params(policy, p: dict, send, on_telemetry, log):
+    """The control loop the parameters build around `policy` (`vam_control.build.build_runtime`: for
+    absolute joint targets the driver config names the joints and the safety filter bounds them),
+    warmed up (`warm_up`). Returns (Control, the warm-up's seconds per part)."""
+    s, driver, outputs = policy.spec, None, OUTPUTS[p["command_outputs"]]
+    if s.action_type != "eef_delta":
+        driver = load_config(ros.config_path(p["driver_config"], "yam_driver_damiao.yaml"))
+    elif outputs:
+        raise ros.ParameterError(f"command_outputs {p['command_outputs']!r} needs absolute joint targets; this "
+                                 f"policy sends {s.action_type!r}")
+    control = build_runtime(policy, {**p, "safety_config": ros.config_path(p["safety_config"], "yam_safety.yaml")},
+                            send, on_telemetry, driver=driver, log=log, fit_views=fit_views)
+    times = {}
+    if p["warm_up"]:
+        try:
+            times = warm_up(policy, guidance_from(p), p["seed"])
+        except BaseException:
+            release(control.runtime, None, 1.0)
+            raise
+        log.info("warmed up: " + ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))
+    log.info(f"{s.action_type} policy, {s.action_dim} actions at {s.rate_hz} Hz, "
+             f"input: the current {s.height}x{s.width} stacked frame and {s.proprio_dim} proprio")
+    return control, times

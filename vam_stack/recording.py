@@ -366,7 +366,7 @@ class McapRecorder:
         tr_steps = telemetry.get("tr_steps")
         steps_msg = (msgs.float32_array_msg(tr_steps, ["euler_step"])
                      if tr_steps is not None and len(tr_steps) > 0 else None)
-        json_msg = msgs.json_msg({k: _nan_to_none(telemetry[k]) for k in TELEMETRY_JSON_KEYS
+        json_msg = msgs.json_msg({k: json_ready(telemetry[k]) for k in TELEMETRY_JSON_KEYS
                                   if k in telemetry})
         phase_msg = msgs.string_msg(phase) if phase is not None else None
         for k, m in values.items():
@@ -387,14 +387,18 @@ def _unknown(v: Any) -> bool:
     return v is None or (isinstance(v, (float, np.floating)) and np.isnan(v))
 
 
-def _nan_to_none(v: Any) -> Any:
+def json_ready(v: Any) -> Any:
+    """`v` ready for JSON (the one cleaner: recordings' and the policy node's telemetry): arrays
+    become lists, NaN and +-inf (unknown) null, recursively through lists, tuples and dicts."""
     if isinstance(v, np.ndarray):
         v = v.tolist()
     if isinstance(v, (list, tuple)):
-        return [_nan_to_none(x) for x in v]
+        return [json_ready(x) for x in v]
     if isinstance(v, dict):
-        return {k: _nan_to_none(x) for k, x in v.items()}
-    return None if _unknown(v) else v
+        return {k: json_ready(x) for k, x in v.items()}
+    if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+        return None
+    return v
 
 
 # -- reading (tests, tools) ------------------------------------------------------------------

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from vam_policy_node.node import _interruptible
+from vam_policy_node.startup import interruptible
 
 pytestmark = pytest.mark.unit
 
@@ -21,7 +21,7 @@ def test_a_signal_during_the_autostart_interrupts_it_and_the_previous_handler_st
     try:
         t0 = time.monotonic()
         with pytest.raises(KeyboardInterrupt, match=signal.Signals(sig).name):
-            with _interruptible():
+            with interruptible():
                 os.kill(os.getpid(), sig)
                 time.sleep(5.0)                      # a warm-up
         assert time.monotonic() - t0 < 1.0
