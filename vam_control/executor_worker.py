@@ -26,7 +26,10 @@ import traceback
 from types import SimpleNamespace
 from typing import Any, Callable
 
+from vam_stack import realtime
+
 log = logging.getLogger(__name__)
+WORKER_NICE = 10   # the inference child's nice value: the control threads of every node come first on a shared CPU
 
 SPEC_FIELDS = ("chunk", "execute", "action_dim", "rate_hz")
 
@@ -57,13 +60,18 @@ def _spec_fields(spec: Any) -> dict:
     return fields
 
 
-def _serve(conn, factory: Callable[[], Any], torch_threads: int | None) -> None:
+def _serve(conn, factory: Callable[[], Any], torch_threads: int | None, nice: int = 0) -> None:
     """Child process main loop: build the policy, then answer reset/infer until 'close'.
 
     SIGINT is ignored here: a terminal's Ctrl-C (or `ros-graph`'s, to the process group, as a
     terminal sends it under `ros2 launch`) reaches this child too, and its parent node stops it
     (`ProcessPolicy.close`); a KeyboardInterrupt here printed a traceback at every Ctrl-C. SIGINT
-    is blocked from before the spawn (`ProcessPolicy.__init__`) until it is ignored here."""
+    is blocked from before the spawn (`ProcessPolicy.__init__`) until it is ignored here.
+
+    Scheduling: normal, at `nice` (the parent may run SCHED_FIFO, which a child inherits): the
+    inference is the heaviest work on the machine and must never preempt a control thread
+    (vam_stack/realtime.py)."""
+    realtime.background(nice)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -107,12 +115,12 @@ class ProcessPolicy:
     """A policy living in a child process; `infer` blocks (GIL released) until it answers."""
 
     def __init__(self, factory: Callable[[], Any], *, torch_threads: int | None = None,
-                 start_timeout_s: float = 600.0) -> None:
+                 start_timeout_s: float = 600.0, nice: int = WORKER_NICE) -> None:
         if not callable(factory):
             raise TypeError(f"factory must be callable, got {factory!r}")
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, factory, torch_threads), name="policy", daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(child, factory, torch_threads, nice), name="policy", daemon=True)
         # the child inherits this thread's signal mask: SIGINT stays blocked in it until `_serve` ignores it
         # (a Ctrl-C during the child's interpreter start-up would otherwise print a KeyboardInterrupt traceback)
         blocked = hasattr(signal, "pthread_sigmask")

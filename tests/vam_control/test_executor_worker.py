@@ -102,3 +102,19 @@ def test_the_child_ignores_sigint_a_terminal_sends_to_the_whole_group(capfd):
     assert pol._proc.exitcode == 0
     err = capfd.readouterr().err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+
+
+class ReportsScheduling(CpuBurnPolicy):
+    """A fake policy whose result says how its process is scheduled."""
+
+    def infer(self, obs):
+        import os
+        return {**super().infer(obs), "sched": (os.sched_getscheduler(0) == os.SCHED_OTHER,
+                                                os.getpriority(os.PRIO_PROCESS, 0))}
+
+
+def test_the_inference_child_runs_with_normal_scheduling_at_its_nice_value():
+    """issues 58/60: the control threads run SCHED_FIFO and the child inherits its creator's policy;
+    it must not compete with them (vam_stack/realtime.py)."""
+    with ProcessPolicy(functools.partial(ReportsScheduling, 0.0, action_dim=7), nice=7) as pol:
+        assert pol.infer({})["sched"] == (True, 7)
