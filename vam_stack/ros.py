@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import array
 import importlib
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Sequence
@@ -339,6 +340,7 @@ def diagnostics(node: Any, statuses: Sequence[dict]) -> Any:
 # every node's /diagnostics period, under diagnostic_updater's own parameter name
 DIAGNOSTICS_PERIOD = Param("diagnostic_updater.period", 1.0, "period of /diagnostics [s] (diagnostic_updater's "
                            "parameter)", range=(0.1, 60.0))
+RT_SWITCH_INTERVAL_S = 0.0005   # sys.setswitchinterval of a process with process_rt_priority > 0
 PROCESS_RT_PRIORITY = Param("process_rt_priority", 0, "SCHED_FIFO priority of every thread of this node's process "
                             "(its ROS executor, the middleware's threads), set once the node is built: a thread "
                             "holding the GIL is then never preempted by ordinary work while the node's real-time "
@@ -429,8 +431,12 @@ def _raise_process_priority(nodes: list) -> None:
                 if getattr(n, "has_parameter", None) and n.has_parameter(name)), default=0)
     if prio > 0:
         raised = process_fifo(prio)
+        # a thread waiting for the GIL asks its holder to drop it after the switch interval (5 ms by
+        # default): a real-time process hands it over within RT_SWITCH_INTERVAL_S instead
+        sys.setswitchinterval(min(sys.getswitchinterval(), RT_SWITCH_INTERVAL_S))
         if raised:
-            nodes[0].get_logger().info(f"{raised} threads of this process at SCHED_FIFO {prio} ({name})")
+            nodes[0].get_logger().info(f"{raised} threads of this process at SCHED_FIFO {prio} ({name}), GIL "
+                                       f"switch interval {sys.getswitchinterval() * 1e3:.1f} ms")
 
 
 def _wait_for_callbacks(executor: Any, timeout_s: float) -> None:
