@@ -72,7 +72,7 @@ def run_suite(cfg: SimConfig, out: Path, policy=None, quiet: bool = False, runne
             on_start(runner)
         if not quiet:
             print(_weights_notice(runner), flush=True)
-        bar = progress_bar(total=cfg.episodes, desc=f"{cfg.suite}/{cfg.guidance if cfg.policy == 'vam' else 'expert'}",
+        bar = progress_bar(total=cfg.episodes, desc=f"{cfg.suite}/{cfg.label if cfg.policy == 'vam' else 'expert'}",
                    unit="ep", disable=quiet, file=sys.stdout)
         ran = []
         for i in range(cfg.episodes):
@@ -96,14 +96,14 @@ def _interrupt_code(e: KeyboardInterrupt) -> tuple[str, int]:
 
 # ---- sim ------------------------------------------------------------------------------------
 def _weights(args) -> dict:
-    """--w-lang / --w-plan / --s-max as run-config fields (None: the policy config's)."""
+    """--w-lang / --w-plan / --s-max for RunConfig.with_weights (None: GuidanceConfig's)."""
     return {"w_lang": getattr(args, "w_lang", None), "w_plan": getattr(args, "w_plan", None),
             "s_max": getattr(args, "s_max", None)}
 
 
 def _device_arguments(p: argparse.ArgumentParser) -> None:
     """--device / --backend of `sim` and `eval` (checked by SimConfig: vam_sim.episode.check_run_device),
-    and the guidance weights (checked by vam_sim.episode.check_guidance_weights)."""
+    and the guidance weights (RunConfig.with_weights: GuidanceConfig checks them)."""
     p.add_argument("--w-lang", type=float, help="vam: language (null-text) guidance base weight (default 0.1)")
     p.add_argument("--w-plan", type=float, help="vam: plan guidance base weight (default 0.3)")
     p.add_argument("--s-max", type=float, help="vam: upper clip of the TR-adaptive scale s_i (default 2.0)")
@@ -158,7 +158,7 @@ def _sim_summary(cfg: SimConfig, runner, episodes: list[dict], t0: float) -> dic
 
     policy = getattr(runner, "policy", None)
     mock = runner.mock if runner is not None else LiberoMockConfig.load(cfg.mock_config)
-    return {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
+    return {"config": cfg.as_dict(),
             "mock": mock.as_dict(),
             "weights": getattr(policy, "checkpoint", None) if policy is not None else None,
             "episodes": episodes, "success_rate": success_rates(episodes),
@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
                     **latency,
                     device=args.device, backend=args.backend,
                     action_temperature=args.action_temperature, image_transport=transport[0],
-                    jpeg_quality=transport[1], **_weights(args))
+                    jpeg_quality=transport[1]).with_weights(**_weights(args))
     if args.robot == "libero-real":                  # nothing (not even an empty recording) before this check
         from vam_sim.libero_real.client import libero_python
 
@@ -368,7 +368,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 checkpoint=args.checkpoint, record=False, plots=args.plots,
                 max_steps=getattr(args, "max_steps", None), execute=getattr(args, "execute", None),
                 mock_config=getattr(args, "mock_config", None), device=getattr(args, "device", "auto"),
-                backend=getattr(args, "backend", "torch"), **_weights(args))
+                backend=getattr(args, "backend", "torch")).with_weights(**_weights(args))
             for g in schedules for suite in suites for seed in seeds}   # every config checked up front
     out = claim_out_dir(args.out, getattr(args, "overwrite", False))
     out_existed = out.exists()

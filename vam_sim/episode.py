@@ -70,23 +70,6 @@ def check_run_device(device: str, backend: str, policy: str) -> None:
           f"device {device!r} / backend {backend!r} place the vam policy's networks; the {policy!r} policy has none")
 
 
-def check_guidance_weights(w_lang, w_plan, s_max, policy: str) -> None:
-    """A run config's guidance weights (None: the policy config's): what `GuidanceConfig` accepts
-    (ConfigError quoting the value), and only for the vam policy (the expert has no guidance)."""
-    from vam_model.guidance import GuidanceConfig
-
-    given = {k: v for k, v in (("w_lang_base", w_lang), ("w_plan_base", w_plan), ("s_max", s_max)) if v is not None}
-    GuidanceConfig(**given)
-    check(policy == "vam" or not given,
-          f"guidance weights {given} steer the vam policy; the {policy!r} policy has none")
-
-
-def guidance_weights(cfg) -> dict:
-    """The GuidanceConfig overrides a run config carries (w_lang, w_plan, s_max that are set)."""
-    return {k: v for k, v in (("w_lang_base", cfg.w_lang), ("w_plan_base", cfg.w_plan), ("s_max", cfg.s_max))
-            if v is not None}
-
-
 def check_temperature(value, policy: str) -> None:
     """A run config's `action_temperature`: a number in [0, 1] (ConfigError quoting it), and the
     default 1 unless the vam policy runs (the scripted expert draws no action noise)."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -41,20 +40,14 @@ def _init(threads: int) -> None:
 
 def _policy(cfg: SimConfig):
     """The worker's policy for `cfg` (built on first use), set to `cfg`'s guidance."""
-    from vam_model.guidance import GuidanceConfig, parse_guidance_label
-
-    from .episode import guidance_weights
-
     key = (cfg.checkpoint, cfg.preset, cfg.device, cfg.backend, cfg.action_temperature)
     policy = _POLICIES.get(key)
     if policy is None:
         policy = _POLICIES[key] = SimRunner.policy_for_run(
-            cfg.checkpoint, cfg.preset, "libero64", cfg.guidance, cfg.seed, cfg.device, cfg.backend,
-            cfg.action_temperature, guidance_weights(cfg), threads=_THREADS,
+            cfg.checkpoint, cfg.preset, "libero64", cfg.label, cfg.seed, cfg.device, cfg.backend,
+            cfg.action_temperature, cfg.guidance_weights, threads=_THREADS,
             warm=cfg.executor == "realtime" and not cfg.virtual_latency_ms)
-    schedule, baseline = parse_guidance_label(cfg.guidance)
-    policy.configure(guidance=replace(GuidanceConfig(), schedule=schedule, tr_baseline=baseline,
-                                      **guidance_weights(cfg)))
+    policy.configure(guidance=cfg.guidance)
     return policy
 
 
@@ -84,7 +77,7 @@ def run_parallel(jobs: list[tuple[SimConfig, Path, int]], workers: int, threads:
                         results[n] = fut.result()
                     except Exception as e:
                         cfg, _, i = jobs[n]
-                        raise RuntimeError(f"episode {i} of {cfg.suite}/{cfg.guidance} seed {cfg.seed} failed in a "
+                        raise RuntimeError(f"episode {i} of {cfg.suite}/{cfg.label} seed {cfg.seed} failed in a "
                                            f"worker: {type(e).__name__}: {e}") from e
                     if on_result is not None:
                         on_result(n, results[n])

@@ -38,12 +38,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from vam_control.schedule import RTC_MODES
 from vam_stack import msgs
 from vam_stack.config import check
 
-from ..episode import (EpisodeRunner, episode_seed, policy_seed, PolicyEpisode, RealtimeLoop, check_guidance_weights, check_run_device,
-                       check_temperature, guidance_weights)
+from ..episode import EpisodeRunner, episode_seed, policy_seed, PolicyEpisode, RealtimeLoop
+from ..run_config import RunConfig
 
 from .env import LiberoMockEnv, make_env
 from .expert import expert_action
@@ -51,73 +50,42 @@ from .reach import ReachTracker
 
 log = logging.getLogger(__name__)
 
-POLICIES = ("vam", "expert")
-EXECUTORS = ("lockstep", "realtime")
 IMAGE_TRANSPORTS = ("raw", "compressed")
 
 
 @dataclass(frozen=True)
-class SimConfig:
-    suite: str = "goal"              # one of SUITES
+class SimConfig(RunConfig):
+    """One run on the mocked LIBERO bridge (or real LIBERO): the shared run settings (RunConfig) and the suite."""
+
     episodes: int = 10               # episodes; episode i runs task i % 10, repetition i // 10
-    seed: int = 0                    # seed id hashed into every initial state
-    guidance: str = "tr_adaptive"    # none | flat | tr_adaptive
-    policy: str = "vam"              # vam (the video-action model) | expert (scripted)
-    preset: str | None = None        # model preset; None: libero64 (the shipped simulation policy) without a
-                                     # checkpoint, the checkpoint's own with one (a given preset must match it)
-    checkpoint: str | None = None    # safetensors checkpoint (default: shipped weights if present)
-    record: bool = True              # write DIR/recording.mcap
-    record_image_every: int = 1      # write every k-th camera frame to the MCAP (1 = all)
-    plots: bool = True               # write DIR/<episode>/tr_trace.png
+    suite: str = "goal"              # one of SUITES (LIBERO's names accepted: libero_10, 10, ...)
     first_task: int = 0              # task index of episode 0 (tasks cycle from here)
-    max_steps: int | None = None     # cap on episode length (smoke runs); None = the suite's limit
-    execute: int | None = None       # actions run from each chunk before the next replan; None = the preset's
     mock_config: str | None = None   # mocked LIBERO YAML (None = config/libero_mock.yaml)
-    executor: str = "lockstep"       # lockstep: the sim waits for each replan (deterministic); realtime: the sim
-                                     # runs at its own rate on the wall clock (see the module docstring); `vam-stack
-                                     # sim` asks for realtime unless told (vam_sim.cli_executor), eval for lockstep
-    rtc: str = "off"                 # realtime: guided = the next chunk continues the executing one (real-time
-                                     # chunking, vam_model/realtime_chunking.py) | off = latency compensation only
     lockstep_delay: int = 0          # lockstep: a replan takes this many ticks of simulated time (ExecutorConfig)
     reanchor: bool = True            # a chunk installed d ticks late gets back the displacement it skipped but the
                                      # arm did not run (ExecutorConfig.reanchor; realtime and lockstep_delay > 0)
     virtual_latency_ms: float = 0.0  # realtime: > 0 runs the realtime executor on a virtual clock (deterministic,
                                      # no threads): every replan takes exactly this long (ChunkExecutor.virtual_step)
-    device: str = "auto"             # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
-    backend: str = "torch"           # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
-    action_temperature: float = 1.0  # vam: scale of the flow's initial action noise (PolicyConfig), in [0, 1]
     image_transport: str = "raw"     # vam: raw frames | compressed: each frame JPEG-encoded and decoded (msgs.jpeg_roundtrip)
     jpeg_quality: int = msgs.JPEG_QUALITY_DEFAULT  # compressed: JPEG quality in [1, 100] (95: image_transport's default)
-    w_lang: float | None = None      # vam: language (null-text) guidance base weight; None = PolicyConfig's (0.1)
-    w_plan: float | None = None      # vam: plan guidance base weight; None = PolicyConfig's (0.3)
-    s_max: float | None = None       # vam: upper clip of the adaptive scale s_i; None = PolicyConfig's (2.0)
 
     def __post_init__(self):
         from .tasks import canonical_suite
 
+        super().__post_init__()
         try:                                     # LIBERO's names (libero_10, 10, ...) are accepted
             object.__setattr__(self, "suite", canonical_suite(self.suite))
         except ValueError as e:
             check(False, str(e))
-        check(self.episodes >= 1, f"episodes must be >= 1, got {self.episodes!r}")
-        check(self.seed >= 0, f"seed must be >= 0, got {self.seed!r}")
-        check(self.policy in POLICIES, f"policy must be one of {POLICIES}, got {self.policy!r}")
-        check(self.record_image_every >= 1, f"record_image_every must be >= 1, got {self.record_image_every!r}")
         check(0 <= self.first_task < 10, f"first_task must be in [0, 9], got {self.first_task!r}")
-        check(self.max_steps is None or self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps!r}")
-        check(self.execute is None or self.execute >= 1, f"execute must be >= 1, got {self.execute!r}")
-        check(self.executor in EXECUTORS, f"executor must be one of {EXECUTORS}, got {self.executor!r}")
-        check(self.rtc in RTC_MODES, f"rtc must be one of {RTC_MODES}, got {self.rtc!r}")
-        check(self.executor == "lockstep" or self.policy == "vam",
-              f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
+        check(isinstance(self.lockstep_delay, int) and self.lockstep_delay >= 0,
+              f"lockstep_delay must be an integer >= 0, got {self.lockstep_delay!r}")
+        check(isinstance(self.reanchor, bool), f"reanchor must be true or false, got {self.reanchor!r}")
         check(math.isfinite(self.virtual_latency_ms) and self.virtual_latency_ms >= 0,
               f"virtual_latency_ms must be finite and >= 0, got {self.virtual_latency_ms!r}")
         check(self.virtual_latency_ms == 0 or self.executor == "realtime",
               f"virtual_latency_ms {self.virtual_latency_ms!r} runs the realtime executor on a virtual clock; "
               f"executor is {self.executor!r}")
-        check_run_device(self.device, self.backend, self.policy)
-        check_guidance_weights(self.w_lang, self.w_plan, self.s_max, self.policy)
-        check_temperature(self.action_temperature, self.policy)
         check(self.image_transport in IMAGE_TRANSPORTS,
               f"image_transport must be one of {IMAGE_TRANSPORTS}, got {self.image_transport!r}")
         check(self.image_transport == "raw" or self.policy == "vam",
@@ -251,8 +219,8 @@ class SimRunner(EpisodeRunner):
 
     def _policy_for_run(self):
         c = self.cfg
-        return self.policy_for_run(c.checkpoint, c.preset, "libero64", c.guidance, c.seed, c.device, c.backend,
-                                 c.action_temperature, guidance_weights(c),
+        return self.policy_for_run(c.checkpoint, c.preset, "libero64", c.label, c.seed, c.device, c.backend,
+                                 c.action_temperature, c.guidance_weights,
                                  warm=c.executor == "realtime" and not c.virtual_latency_ms)
 
     def __enter__(self):
@@ -276,7 +244,7 @@ class SimRunner(EpisodeRunner):
         name = episode_name(c.suite, task, rep, c.seed)
         result = {"name": name, "suite": c.suite, "task": task, "task_name": env.task.name,
                   "instruction": env.instruction, "seed": c.seed, "episode": rep, "policy": c.policy,
-                  "guidance": c.guidance if c.policy == "vam" else None, "success": False, "steps": 0,
+                  "guidance": c.label if c.policy == "vam" else None, "success": False, "steps": 0,
                   "termination": None, "replans": []}
         with env:
             obs = env.reset()

@@ -38,7 +38,7 @@ class RealLiberoRunner(SimRunner):
         name = episode_name(c.suite, task, rep, c.seed)
         result = {"name": name, "suite": c.suite, "task": task, "task_name": env.task.name,
                   "instruction": env.instruction, "seed": c.seed, "episode": rep, "policy": c.policy,
-                  "guidance": c.guidance, "success": False, "steps": 0, "termination": None, "replans": [],
+                  "guidance": c.label, "success": False, "steps": 0, "termination": None, "replans": [],
                   "backend": "real_libero" if self.backend == "libero" else "mock_via_server"}
         with env:
             obs = env.reset()

@@ -45,9 +45,8 @@ def run(args: argparse.Namespace) -> int:
                        sim_config=getattr(args, "sim_config", None), executor=getattr(args, "executor", "lockstep"),
                        rtc=getattr(args, "rtc", "off"),
                        device=getattr(args, "device", "auto"), backend=getattr(args, "backend", "torch"),
-                       action_temperature=getattr(args, "action_temperature", 1.0),
-                       w_lang=getattr(args, "w_lang", None), w_plan=getattr(args, "w_plan", None),
-                       s_max=getattr(args, "s_max", None))
+                       action_temperature=getattr(args, "action_temperature", 1.0)).with_weights(
+        w_lang=getattr(args, "w_lang", None), w_plan=getattr(args, "w_plan", None), s_max=getattr(args, "s_max", None))
     overwrite = getattr(args, "overwrite", False)
     out = claim_out_dir(args.out, overwrite)
     t0 = time.perf_counter()
@@ -56,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     def write(complete: bool, **extra) -> None:
         n = len(episodes)
-        summary = {"config": {k: getattr(cfg, k) for k in cfg.__dataclass_fields__} | {"robot": "yam-mujoco"},
+        summary = {"config": cfg.as_dict() | {"robot": "yam-mujoco"},
                    "weights": getattr(started[0].policy, "checkpoint", None) if started else None,
                    "episodes": episodes,
                    "success_rate": {cfg.task: round(sum(e["success"] for e in episodes) / n, 4)} if n else {},

@@ -23,42 +23,25 @@ from typing import Any, Callable
 import numpy as np
 
 from vam_control.executor import check_rtc_method
-from vam_control.schedule import RTC_MODES
 from vam_stack.config import check
 from vam_stack.names import NOISE_WHERE
 
-from ..episode import (EpisodeRunner, episode_seed, policy_seed, RealtimeLoop, check_guidance_weights, check_run_device, check_temperature,
-                       guidance_weights)
+from ..episode import EpisodeRunner, episode_seed, policy_seed, RealtimeLoop
+from ..run_config import RunConfig
 from .expert import MAX_MISS_M, MISS_WHEN, make_expert, miss_offset
 from .robot import SimRobot, build_sim_robot
 from .tasks import TASKS
 
 log = logging.getLogger(__name__)
 
-POLICIES = ("vam", "expert")
-EXECUTORS = ("lockstep", "realtime")
-
 
 @dataclass(frozen=True)
-class YamRunConfig:
-    """One `vam-stack sim --robot yam-mujoco` run."""
+class YamRunConfig(RunConfig):
+    """One run on the simulated YAM (`vam-stack sim --robot yam-mujoco`, collect, recovery rounds): the shared
+    run settings (RunConfig), the task, and the scripted expert's perturbations."""
 
-    task: str = "handover"  # vam_sim.yam_mujoco.tasks.TASKS
-    episodes: int = 1  # episode i is seeded by hash(task, i, seed)
-    seed: int = 0  # seed id
-    guidance: str = "tr_adaptive"  # none | flat | tr_adaptive
-    policy: str = "vam"  # vam (video-action model) | expert (scripted, privileged state)
-    preset: str | None = None  # model preset; None: yam64 (the shipped robot-path policy) without a checkpoint, the checkpoint's own with one
-    checkpoint: str | None = None  # safetensors checkpoint (default: models/<preset>.safetensors if shipped)
-    record: bool = True  # write DIR/recording.mcap
-    record_image_every: int = 1  # write every k-th stacked frame to the MCAP
-    plots: bool = True  # write DIR/<episode>/tr_trace.png
-    max_steps: int | None = None  # cap on episode ticks (smoke runs); None = the task's limit
+    task: str = "handover"  # vam_stack.names.YAM_TASKS; episode i is seeded by hash(task, i, seed)
     sim_config: str | None = None  # yam_mujoco YAML (default config/yam_mujoco.yaml)
-    executor: str = "lockstep"  # lockstep: the world waits for each replan (deterministic); realtime: the world
-                                # runs one control period per 30 Hz wall-clock tick while the policy infers
-                                # (`vam-stack sim` asks for realtime unless told, vam_sim.cli_executor)
-    rtc: str = "off"  # realtime: guided = the next chunk continues the executing one (real-time chunking) | off
     expert_noise: float = 0.0  # expert only: std [rad] of a smooth perturbation of its joint targets (not the
                                # grippers) before the safety filter; `capture` still sees the clean target
     expert_noise_tau_s: float = 0.5  # correlation time of that perturbation (Ornstein-Uhlenbeck) [s]
@@ -70,32 +53,14 @@ class YamRunConfig:
                                 # seeded direction per episode), misses, and it re-grasps: recovery in the data
     expert_miss_when: str = "before_lift"  # where the expert notices that miss: before_lift (its fingers are still
                                            # at the block) | at_meet (after carrying the empty gripper to the meeting point)
-    execute: int | None = None  # actions run from each chunk before the next replan (1..chunk); None = the preset's
     takeover_step: int | None = None  # vam, lockstep: at this tick the scripted expert takes over from the policy
                                       # and finishes the episode (recovery rounds); it only restarts its plans
                                       # before a grasp, so a policy already in the manipulation phase there ends
                                       # the episode ("no_takeover"). The episode limit grows by the takeover tick.
-    device: str = "auto"  # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
-    backend: str = "torch"  # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
-    action_temperature: float = 1.0  # vam: scale of the flow's initial action noise (PolicyConfig), in [0, 1]
-    w_lang: float | None = None      # vam: language (null-text) guidance base weight; None = PolicyConfig's (0.1)
-    w_plan: float | None = None      # vam: plan guidance base weight; None = PolicyConfig's (0.3)
-    s_max: float | None = None       # vam: upper clip of the adaptive scale s_i; None = PolicyConfig's (2.0)
 
     def __post_init__(self):
+        super().__post_init__()
         check(self.task in TASKS, f"task must be one of {sorted(TASKS)}, got {self.task!r}")
-        check(self.episodes >= 1, f"episodes must be >= 1, got {self.episodes!r}")
-        check(self.seed >= 0, f"seed must be >= 0, got {self.seed!r}")
-        check(self.policy in POLICIES, f"policy must be one of {POLICIES}, got {self.policy!r}")
-        check(self.record_image_every >= 1, f"record_image_every must be >= 1, got {self.record_image_every!r}")
-        check(self.max_steps is None or self.max_steps >= 1, f"max_steps must be >= 1, got {self.max_steps!r}")
-        check(self.executor in EXECUTORS, f"executor must be one of {EXECUTORS}, got {self.executor!r}")
-        check(self.rtc in RTC_MODES, f"rtc must be one of {RTC_MODES}, got {self.rtc!r}")
-        check(self.executor == "lockstep" or self.policy == "vam",
-              f"executor {self.executor!r} runs the vam policy; the scripted expert is stepped in lockstep")
-        check_run_device(self.device, self.backend, self.policy)
-        check_temperature(self.action_temperature, self.policy)
-        check_guidance_weights(self.w_lang, self.w_plan, self.s_max, self.policy)
         check(math.isfinite(self.expert_noise) and 0.0 <= self.expert_noise <= 0.2,
               f"expert_noise must be in [0, 0.2] rad, got {self.expert_noise!r}")
         check(self.expert_noise == 0.0 or self.policy == "expert",
@@ -114,8 +79,6 @@ class YamRunConfig:
               f"expert_miss_when must be one of {MISS_WHEN}, got {self.expert_miss_when!r}")
         check(self.expert_miss_when == "before_lift" or self.expert_miss_m > 0,
               f"expert_miss_when {self.expert_miss_when!r} places a scripted miss; expert_miss_m is 0")
-        check(self.execute is None or (isinstance(self.execute, int) and self.execute >= 1),
-              f"execute must be an int >= 1, got {self.execute!r}")
         check(self.execute is None or self.policy == "vam", f"execute applies to the vam policy, got {self.policy!r}")
         if self.takeover_step is not None:
             limit = TASKS[self.task].max_steps
@@ -187,8 +150,8 @@ class YamSimRunner(EpisodeRunner):
     def _open(self) -> None:
         c = self.cfg
         if c.policy == "vam" and self.policy is None:
-            self.policy = self.policy_for_run(c.checkpoint, c.preset, "yam64", c.guidance, c.seed, c.device, c.backend,
-                                            c.action_temperature, guidance_weights(c), warm=c.executor == "realtime")
+            self.policy = self.policy_for_run(c.checkpoint, c.preset, "yam64", c.label, c.seed, c.device, c.backend,
+                                            c.action_temperature, c.guidance_weights, warm=c.executor == "realtime")
         if self.policy is not None:
             spec = self.policy.spec
             check_rtc_method(self.policy, c.rtc)
@@ -229,7 +192,7 @@ class YamSimRunner(EpisodeRunner):
         dt = 1.0 / sim.cfg.control_hz
         result = {"name": name, "suite": "yam_mujoco", "task": c.task, "instruction": task.instruction,
                   "seed": c.seed, "episode": index, "episode_seed": ep_seed, "policy": c.policy,
-                  "guidance": c.guidance if c.policy == "vam" else None, "success": False, "steps": 0,
+                  "guidance": c.label if c.policy == "vam" else None, "success": False, "steps": 0,
                   "termination": None, "replans": []}
         if c.policy == "vam":
             result["policy_seed"] = policy_seed(ep_seed)

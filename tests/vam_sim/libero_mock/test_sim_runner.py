@@ -14,7 +14,7 @@ def test_sim_config_errors():
         SimConfig(suite="gaol")
     with pytest.raises(ConfigError, match="max_steps"):
         SimConfig(max_steps=0)
-    with pytest.raises(ConfigError, match="execute must be >= 1, got 0"):
+    with pytest.raises(ConfigError, match="execute must be an int >= 1, got 0"):
         SimConfig(execute=0)
     with pytest.raises(ConfigError, match="device must be one of .*got 'gpu'"):
         SimConfig(device="gpu")
@@ -209,14 +209,14 @@ def test_guidance_weights_reach_the_policy_and_bad_ones_are_named(tmp_path):
     from vam_sim.libero_mock.runner import SimRunner
     from vam_stack.config import ConfigError
 
-    cfg = SimConfig(preset="tiny", guidance="flat", w_lang=0.25, w_plan=0.5, s_max=1.5)
+    cfg = SimConfig(preset="tiny", guidance="flat").with_weights(w_lang=0.25, w_plan=0.5, s_max=1.5)
     g = SimRunner(cfg, tmp_path / "run")._policy_for_run().cfg.guidance
     assert (g.schedule, g.w_lang_base, g.w_plan_base, g.s_max) == ("flat", 0.25, 0.5, 1.5)
     assert SimRunner(SimConfig(preset="tiny"), tmp_path / "r2")._policy_for_run().cfg.guidance.w_plan_base == 0.3
     with pytest.raises(ConfigError, match=r"w_plan_base must be finite and >= 0, got -1.0"):
-        SimConfig(w_plan=-1.0)
+        SimConfig().with_weights(w_plan=-1.0)
     with pytest.raises(ConfigError, match="the 'expert' policy has none"):
-        SimConfig(policy="expert", s_max=1.0)
+        SimConfig(policy="expert").with_weights(s_max=1.0)
     with pytest.raises(ConfigError, match="w_lang_base must be finite"):
         main(["eval", "--suites", "goal", "--w-lang", "nan", "--out", str(tmp_path / "e")])
     assert not (tmp_path / "e").exists()

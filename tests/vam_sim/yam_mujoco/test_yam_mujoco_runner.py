@@ -415,11 +415,11 @@ def test_a_miss_noticed_at_the_meeting_point_goes_back_for_the_block(tmp_path):
 
 @pytest.mark.unit
 def test_yam_runs_take_guidance_weights_checked():
-    from vam_sim.episode import guidance_weights
     from vam_sim.yam_mujoco.runner import YamRunConfig
     from vam_stack.config import ConfigError
 
-    assert guidance_weights(YamRunConfig(w_plan=0.5, s_max=1.0)) == {"w_plan_base": 0.5, "s_max": 1.0}
-    assert guidance_weights(YamRunConfig()) == {}
+    cfg = YamRunConfig().with_weights(w_plan=0.5, s_max=1.0)
+    assert cfg.guidance_weights == {"w_lang_base": 0.1, "w_plan_base": 0.5, "s_max": 1.0}
+    assert YamRunConfig().guidance_weights == {"w_lang_base": 0.1, "w_plan_base": 0.3, "s_max": 2.0}
     with pytest.raises(ConfigError, match="s_max must be finite and >= 0, got inf"):
-        YamRunConfig(s_max=float("inf"))
+        YamRunConfig().with_weights(s_max=float("inf"))
