@@ -31,20 +31,8 @@ import torch
 
 from vam_model.backends import BackendConfig, make_backend, parity, within_bounds
 from vam_bench.backends import dit_call_flops, summarize
-from vam_bench.policy import sync_device
+from vam_bench.policy import bf16_peak, sync_device
 from vam_stack.outputs import jsonable, write_json_atomic
-
-# Dense bf16 tensor-core peak (FLOP/s, no sparsity) by GPU name fragment, from vendor data sheets.
-BF16_PEAK = {"H200": 989e12, "H100 SXM": 989e12, "H100 80GB HBM3": 989e12, "H100 PCIe": 756e12, "H100": 756e12,
-             "A100": 312e12, "L40S": 362e12, "L4": 121e12, "RTX 4090": 165e12, "A10": 125e12}
-
-
-def bf16_peak(name: str) -> float | None:
-    for frag, peak in BF16_PEAK.items():
-        if frag in name:
-            return peak
-    return None
-
 
 def _time(fn, repeats: int) -> dict:
     fn()

@@ -49,6 +49,18 @@ RTC_MODES = ("unguided", "flat")          # also timed with a committed chunk (r
 RTC_METHODS = ("guided", "trained")        # how the committed chunk is continued (vam_model/realtime_chunking.py)
 
 
+# Dense bf16 tensor-core peak (FLOP/s, no sparsity) by GPU name fragment, from vendor data sheets.
+BF16_PEAK = {"H200": 989e12, "H100 SXM": 989e12, "H100 80GB HBM3": 989e12, "H100 PCIe": 756e12, "H100": 756e12,
+             "A100": 312e12, "L40S": 362e12, "L4": 121e12, "RTX 4090": 165e12, "A10": 125e12}
+
+
+def bf16_peak(name: str) -> float | None:
+    for frag, peak in BF16_PEAK.items():
+        if frag in name:
+            return peak
+    return None
+
+
 def _median_ms(xs):
     return round(statistics.median(xs) * 1e3, 3)
 
@@ -195,7 +207,6 @@ def _stages(variants: dict, backend: str, obs: dict, repeats: int, dev: torch.de
 def achieved(preset: str, replan: dict, backend: str = "torch") -> dict:
     """FLOP/s of the unguided replan against the FLOP model; on CUDA also the bf16 peak fraction."""
     from vam_model.networks.info import model_info
-    from vam_bench.gpu_check import bf16_peak
 
     f = model_info(preset)["flops"]
     steps = replan["euler_steps"]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from .foundation import FoundationError, read_tensor_file
+from .weight_files import FoundationError, read_tensor_file
 
 EXPERT = "paligemma_with_expert.gemma_expert.model."
 LAYER_MAP = {"self_attn.q_proj.weight": "q.weight", "self_attn.k_proj.weight": "k.weight",
