@@ -118,6 +118,49 @@ def test_only_node_modules_import_rclpy():
     assert not offenders, f"rclpy imported outside node.py / {sorted(SHARED_ROS_MODULES)}: {offenders}"
 
 
+# the control loop (vam_control: executor, schedule, runtime, worker, safety filter, pacing) sits above
+# the shared base and the model and below every node package: it imports no ROS and none of ours but those
+CONTROL_MAY_IMPORT = {"vam_stack", "vam_model"}
+# node modules: a simulator or benchmark library uses the control package, never a node
+NODE_MODULES = ("vam_policy_node", "tr_monitor_node", "yam_driver.node", "camera_bridge.node", "yam_leader.node")
+# where vam_sim / vam_bench still import a node package, and why (issue 62: each is to go)
+NODE_IMPORT_EXCEPTIONS = {
+    "vam_sim/episode.py": "tr_monitor_node.trace / .plot: the TR trace and its plot, plain modules in a node package",
+}
+
+
+def _module_imports(path: Path) -> set[str]:
+    """Dotted names of the modules `path` imports (`from a import b` gives a.b too), module strings included."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.update({node.module, *(f"{node.module}.{a.name}" for a in node.names)})
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_STRING.match(node.value):
+            found.add(node.value)
+    return found
+
+
+def test_the_control_package_imports_no_ros_and_no_node():
+    graph = package_graph()
+    found = {dep: files for dep, files in graph["vam_control"].items()
+             if (dep in PACKAGES and dep not in CONTROL_MAY_IMPORT) or dep in ("rclpy", "launch", "launch_ros")}
+    assert not found, f"vam_control may import only {sorted(CONTROL_MAY_IMPORT)} of ours and no ROS; it imports {found}"
+
+
+def test_simulators_and_benchmarks_import_no_node():
+    offenders = []
+    for pkg in ("vam_sim", "vam_bench"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = str(path.relative_to(ROOT))
+            if path.name == "node.py" or rel in NODE_IMPORT_EXCEPTIONS:   # a node may spin others in its process
+                continue
+            bad = sorted(m for m in _module_imports(path) if any(m == n or m.startswith(n + ".") for n in NODE_MODULES))
+            offenders += [f"{rel}: {m}" for m in bad]
+    assert not offenders, f"simulator / benchmark code imports a node (use vam_control): {offenders}"
+
+
 def test_every_relative_link_in_the_readme_and_docs_resolves():
     broken = []
     for md in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:

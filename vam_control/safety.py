@@ -41,7 +41,7 @@ import numpy as np
 
 from vam_stack.config import ConfigError, check, check_within, from_yaml
 from vam_stack.paths import config_dir
-from vam_stack.robot import check_safety, load_robot
+from vam_stack.robot import check_safety, load_robot, robot_rate
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,8 @@ class SafetyConfig:
     """Limits for `arms` x (6 joints + gripper) absolute joint targets."""
 
     arms: int = 2  # bimanual YAM: 2 x 7 = 14-dim targets
-    rate_hz: float = 30.0  # command rate; the per-tick step is max velocity / rate_hz
+    rate_hz: float | None = None  # command rate; the per-tick step is max velocity / rate_hz. None: the robot's
+    #                               (config/yam_robot.yaml, the one source); a stated one must agree
     joint_lower: tuple[float, ...] = (-2.61799, 0.0, 0.0, -1.69297, -1.5708, -2.0944)  # rad, model range
     joint_upper: tuple[float, ...] = (3.14159, 3.66519, 3.14159, 1.5708, 1.5708, 2.0944)  # rad, model range
     margin_rad: float = 0.15  # buffer kept inside the model range at every end without its own below
@@ -71,13 +72,15 @@ class SafetyConfig:
     stale_after_s: float = 0.2  # a command older than this, or silence this long, holds the arm
 
     # a safety file states every limit: none falls back to a default because a line is missing
-    YAML_REQUIRED = ("arms", "rate_hz", "joint_lower", "joint_upper", "margin_rad", "max_joint_velocity",
+    YAML_REQUIRED = ("arms", "joint_lower", "joint_upper", "margin_rad", "max_joint_velocity",
                      "gripper_min", "gripper_max", "max_gripper_velocity", "stale_after_s")
 
     def __post_init__(self) -> None:
         robot = load_robot()
         check(isinstance(self.arms, int) and self.arms >= 1, f"arms must be an integer >= 1, got {self.arms!r}")
-        check(math.isfinite(self.rate_hz) and self.rate_hz > 0, f"rate_hz must be > 0, got {self.rate_hz!r}")
+        if self.rate_hz is not None:
+            check(math.isfinite(self.rate_hz) and self.rate_hz > 0, f"rate_hz must be > 0, got {self.rate_hz!r}")
+        object.__setattr__(self, "rate_hz", robot_rate("safety ", self.rate_hz, robot))
         for name in ("joint_lower", "joint_upper", "max_joint_velocity"):
             value = tuple(getattr(self, name))
             check(len(value) == JOINTS_PER_ARM, f"{name} needs {JOINTS_PER_ARM} values, got {value!r}")

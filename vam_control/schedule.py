@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from vam_stack.config import check
+from vam_stack.robot import load_robot
 
 MODES = ("lockstep", "realtime")
 RTC_MODES = ("guided", "trained", "off")
@@ -21,10 +22,12 @@ ACTION_KINDS = ("absolute", "delta")
 class ExecutorConfig:
     """Timing and seam handling of the chunk executor."""
 
-    rate_hz: float = 30.0  # targets per second (real YAM: 30 Hz; LIBERO: 20 Hz controller ticks)
-    chunk: int = 50  # A_H, actions per chunk the policy returns
-    execute: int = 30  # N, actions run from each chunk before the next takes over
-    action_dim: int = 14  # width of one action (YAM: 2 x (6 joints + gripper); LIBERO: 7)
+    # timing and width: the policy's spec (`from_spec`), the robot's (`robot_config`: config/yam_robot.yaml) or
+    # LIBERO's (`libero_config`); no default here
+    rate_hz: float  # targets per second
+    chunk: int  # A_H, actions per chunk the policy returns
+    execute: int  # N, actions run from each chunk before the next takes over
+    action_dim: int  # width of one action (YAM: 2 x (6 joints + gripper); LIBERO: 7)
     mode: str = "realtime"  # "lockstep" (sim time, deterministic) | "realtime" (wall clock)
     action_kind: str = "absolute"  # "absolute": hold repeats the last target; "delta": hold emits 0
     hold_keep_dims: tuple[int, ...] = ()  # delta only: dims kept at their last value on hold (gripper)
@@ -91,10 +94,13 @@ class ExecutorConfig:
 
 
 def robot_config(**overrides: Any) -> ExecutorConfig:
-    """Real YAM: 14 absolute joint targets, 30 Hz, chunk 50, execute 30, realtime, blended,
-    tick thread at SCHED_FIFO 50 when the process may (a warning and normal scheduling if not)."""
-    return ExecutorConfig(**{**dict(rate_hz=30.0, chunk=50, execute=30, action_dim=14, mode="realtime",
-                                    action_kind="absolute", blend_ticks=5, rt_priority=50), **overrides})
+    """The real YAM (config/yam_robot.yaml: its rate, chunk and execute, 2 x (6 joints + gripper) absolute
+    joint targets), realtime, blended, tick thread at SCHED_FIFO 50 when the process may (a warning and
+    normal scheduling if not)."""
+    r = load_robot()
+    return ExecutorConfig(**{**dict(rate_hz=r.rate_hz, chunk=r.chunk, execute=r.execute, action_dim=r.dim,
+                                    mode="realtime", action_kind="absolute", blend_ticks=5, rt_priority=50),
+                             **overrides})
 
 
 def libero_config(**overrides: Any) -> ExecutorConfig:

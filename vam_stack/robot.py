@@ -41,10 +41,13 @@ class RobotDescription:
     min_rate_hz: float  # command and control rates must be within [min_rate_hz, max_rate_hz]
     max_rate_hz: float
     max_watchdog_s: float  # ceiling for every watchdog or staleness limit [s]
+    rate_hz: float  # the control rate: targets per second, the filter's step, the driver's loop, the leader's reads
+    chunk: int  # actions per replan on the robot path (the executor's default; a policy's spec may differ)
+    execute: int  # actions run from each chunk before the next takes over
 
     YAML_REQUIRED = ("arms", "joint_names", "gripper_name", "joint_lower", "joint_upper", "max_joint_speed",
                      "gripper_min", "gripper_max", "max_gripper_speed", "min_rate_hz", "max_rate_hz",
-                     "max_watchdog_s")
+                     "max_watchdog_s", "rate_hz", "chunk", "execute")
 
     def __post_init__(self) -> None:
         n = len(self.joint_names)
@@ -63,6 +66,9 @@ class RobotDescription:
         check(0 < self.min_rate_hz < self.max_rate_hz, f"need 0 < min_rate_hz < max_rate_hz, got "
                                                        f"{self.min_rate_hz!r}, {self.max_rate_hz!r}")
         check(0 < self.max_watchdog_s, f"max_watchdog_s must be > 0, got {self.max_watchdog_s!r}")
+        _rate("robot ", "rate_hz", self.rate_hz, self)
+        check(isinstance(self.chunk, int) and isinstance(self.execute, int) and 1 <= self.execute <= self.chunk,
+              f"need integers 1 <= execute <= chunk, got chunk {self.chunk!r}, execute {self.execute!r}")
 
     @property
     def arm_joints(self) -> int:
@@ -100,6 +106,18 @@ def load_robot(path: str | Path | None = None) -> RobotDescription:
 def _rate(where: str, name: str, value: float, robot: RobotDescription) -> None:
     check(isinstance(value, (int, float)) and math.isfinite(value) and robot.min_rate_hz <= value <= robot.max_rate_hz,
           f"{where}{name} must be in [{robot.min_rate_hz:g}, {robot.max_rate_hz:g}] Hz, got {value!r}")
+
+
+def robot_rate(where: str, value: float | None, robot: RobotDescription | None = None, name: str = "rate_hz") -> float:
+    """The control rate a config runs at: the robot description's `rate_hz` (config/yam_robot.yaml, its
+    one source) when `value` is None; a config that still states one must agree (ConfigError naming both)."""
+    r = robot or load_robot()
+    if value is None:
+        return r.rate_hz
+    _rate(where, name, value, r)
+    check(float(value) == r.rate_hz, f"{where}{name} {value!r} differs from the robot's control rate {r.rate_hz!r} "
+                                     f"(config/yam_robot.yaml rate_hz, its one source): drop the key or make it agree")
+    return float(value)
 
 
 def _watchdog(where: str, name: str, value: float, robot: RobotDescription) -> None:
@@ -177,4 +195,4 @@ def check_layers(driver: Any, safety: Any) -> None:
               f"max_gripper_velocity {safety.max_gripper_velocity!r}")
 
 
-__all__ = ["RobotDescription", "load_robot", "check_safety", "check_driver", "check_layers", "ConfigError"]
+__all__ = ["RobotDescription", "load_robot", "robot_rate", "check_safety", "check_driver", "check_layers", "ConfigError"]

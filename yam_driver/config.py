@@ -92,7 +92,8 @@ class DriverConfig:
 
     bus: str  # "dynamixel" (Protocol 2.0 servos) or "damiao" (DM43xx over CAN, what the YAM uses)
     arms: list[ArmConfig]  # exactly 2: left then right (14 joints in that order)
-    rate_hz: float = 30.0  # control loop rate; the policy's chunks are 30 Hz
+    rate_hz: float | None = None  # control loop rate [Hz]; None: the robot's (config/yam_robot.yaml rate_hz, its
+    #                               one source); a file may state its own loop rate (tests run slower loops)
     watchdog_s: float = 0.2  # targets older than this are stale -> hold (6 ticks at 30 Hz)
     ramp_speed_scale: float = 0.25  # start-up/resume ramp speed as a fraction of each joint's max_speed
     ramp_tolerance: float = 0.005  # driver units: ramp is done when every joint is this close
@@ -139,13 +140,15 @@ class DriverConfig:
     #   linear_4310.yml clog_speed_threshold)
 
     # safety-relevant timings a driver file states explicitly (no silent default)
-    YAML_REQUIRED = ("bus", "arms", "rate_hz", "watchdog_s", "ramp_speed_scale", "ramp_tolerance", "on_fault")
+    YAML_REQUIRED = ("bus", "arms", "watchdog_s", "ramp_speed_scale", "ramp_tolerance", "on_fault")
 
     def __post_init__(self) -> None:
         check(self.bus in BUSES, f"bus must be one of {BUSES}, got {self.bus!r}")
         check(len(self.arms) == NUM_ARMS,
               f"expected {NUM_ARMS} arms (left, right), got {len(self.arms)}: {[a.name for a in self.arms]}")
         check(len({a.name for a in self.arms}) == NUM_ARMS, f"arm names must differ, got {[a.name for a in self.arms]}")
+        if self.rate_hz is None:
+            object.__setattr__(self, "rate_hz", load_robot().rate_hz)
         check(self.rate_hz > 0 and math.isfinite(self.rate_hz), f"rate_hz must be > 0, got {self.rate_hz!r}")
         check(self.watchdog_s > 0, f"watchdog_s must be > 0, got {self.watchdog_s!r}")
         check(0 < self.ramp_speed_scale <= 1, f"ramp_speed_scale must be in (0, 1], got {self.ramp_speed_scale!r}")

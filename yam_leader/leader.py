@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vam_stack.config import check
+from vam_stack.robot import robot_rate
 from vam_control.safety import SafetyFilter
 
 ARM = np.array([i for i in range(14) if i % 7 != 6])   # 2 x 6 arm joints; 6 and 13 are the grippers
@@ -39,14 +40,17 @@ ARM = np.array([i for i in range(14) if i % 7 != 6])   # 2 x 6 arm joints; 6 and
 class LeaderConfig:
     """The leader-arm teleoperator (the yam_leader node's parameters)."""
 
-    rate_hz: float = 30.0                 # read-and-send rate [Hz]; must equal the safety filter's (the follower's)
+    rate_hz: float | None = None          # read-and-send rate [Hz]; None: the robot's (config/yam_robot.yaml, its one
+    #                                       source: the safety filter's and the follower's); a stated one must agree
     engage_tolerance_rad: float = 0.15    # every leader arm joint within this of the follower's to engage [rad]
     max_jump_rad: float = 0.3             # a joint reading that moves further in one period is a glitch [rad]
     max_failed_reads: int = 3             # failed reads in a row that disengage (1..10)
 
     def __post_init__(self):
-        check(math.isfinite(self.rate_hz) and 1.0 <= self.rate_hz <= 500.0,
-              f"yam_leader: rate_hz must be in [1, 500] Hz, got {self.rate_hz!r}")
+        if self.rate_hz is not None:
+            check(math.isfinite(self.rate_hz) and 1.0 <= self.rate_hz <= 500.0,
+                  f"yam_leader: rate_hz must be in [1, 500] Hz, got {self.rate_hz!r}")
+        object.__setattr__(self, "rate_hz", robot_rate("yam_leader: ", self.rate_hz))
         check(math.isfinite(self.engage_tolerance_rad) and 0.0 < self.engage_tolerance_rad <= 0.5,
               f"yam_leader: engage_tolerance_rad must be in (0, 0.5] rad (a larger one lets the follower jump), "
               f"got {self.engage_tolerance_rad!r}")

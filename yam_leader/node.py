@@ -37,8 +37,9 @@ PARAMS = (
                          "schema); empty = config/yam_leader.yaml"),
     P("safety_config", "", "safety limits YAML of the filter; empty = config/yam_safety.yaml"),
     P("use_emulator", False, "read an emulated leader arm (yam_driver.emulators) instead of hardware: demos, CI"),
-    *ros.params_from(LeaderConfig, ("rate_hz", "engage_tolerance_rad", "max_jump_rad", "max_failed_reads"),
-                     ranges={"rate_hz": (1.0, 500.0), "engage_tolerance_rad": (0.001, 0.5),
+    # (the read-and-send rate is no parameter: the robot's, config/yam_robot.yaml rate_hz)
+    *ros.params_from(LeaderConfig, ("engage_tolerance_rad", "max_jump_rad", "max_failed_reads"),
+                     ranges={"engage_tolerance_rad": (0.001, 0.5),
                              "max_jump_rad": (0.001, 1.0), "max_failed_reads": (1, 10)}),
     ros.DIAGNOSTICS_PERIOD,
 )
@@ -54,8 +55,7 @@ class YamLeaderNode(Node):
         from yam_leader.mapping import load_leader
 
         try:
-            cfg = LeaderConfig(**{k: p[k] for k in ("rate_hz", "engage_tolerance_rad", "max_jump_rad",
-                                                    "max_failed_reads")})
+            cfg = LeaderConfig(**{k: p[k] for k in ("engage_tolerance_rad", "max_jump_rad", "max_failed_reads")})
             self.mapping, bus_cfg = load_leader(ros.config_path(p["config_file"], "yam_leader.yaml"))
             safety = SafetyFilter(load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")),
                                   clock=self._now)

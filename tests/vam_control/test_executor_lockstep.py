@@ -10,6 +10,7 @@ import pytest
 from vam_control.executor import (ChunkExecutor, ChunkSchedule, ExecutorConfig, libero_config,
                                       robot_config)
 from vam_stack.config import ConfigError
+from vam_stack.robot import load_robot
 
 pytestmark = pytest.mark.unit
 
@@ -42,15 +43,18 @@ def obs() -> dict:
 
 def test_config_validation_quotes_bad_values():
     with pytest.raises(ConfigError, match=r"execute must be in \[1, chunk=17\], got 18"):
-        ExecutorConfig(chunk=17, execute=18)
+        ExecutorConfig(rate_hz=30.0, chunk=17, execute=18, action_dim=14)
     with pytest.raises(ConfigError, match="mode must be one of .* got 'fast'"):
-        ExecutorConfig(mode="fast")
+        robot_config(mode="fast")
+    with pytest.raises(TypeError, match="rate_hz"):     # no default timing: the spec's, the robot's or LIBERO's
+        ExecutorConfig(chunk=17, execute=10, action_dim=7)
     with pytest.raises(ConfigError, match=r"hold_keep_dims must index \[0, 7\), got \(7,\)"):
         libero_config(hold_keep_dims=(7,))
     cfg = ExecutorConfig.from_spec(SimpleNamespace(chunk=17, execute=10, action_dim=7, rate_hz=10), mode="lockstep")
     assert (cfg.chunk, cfg.execute, cfg.action_dim, cfg.rate_hz, cfg.mode) == (17, 10, 7, 10.0, "lockstep")
-    r = robot_config()
+    r, robot = robot_config(), load_robot()     # the robot's timing: config/yam_robot.yaml
     assert (r.rate_hz, r.chunk, r.execute, r.action_dim, r.blend_ticks) == (30.0, 50, 30, 14, 5)
+    assert (r.rate_hz, r.chunk, r.execute, r.action_dim) == (robot.rate_hz, robot.chunk, robot.execute, robot.dim)
 
 
 def test_executor_rejects_spec_mismatch_and_missing_realtime_callables():
@@ -242,7 +246,7 @@ def test_executor_config_loads_from_yaml_with_clear_errors(tmp_path):
     p.write_text("executor:\n  blend_tick: 3\n")
     with pytest.raises(ConfigError, match="did you mean 'blend_ticks'"):
         from_yaml(ExecutorConfig, p, "executor")
-    p.write_text("executor:\n  rt_priority: 120\n")
+    p.write_text("executor:\n  rate_hz: 20\n  chunk: 17\n  execute: 10\n  action_dim: 7\n  rt_priority: 120\n")
     with pytest.raises(ConfigError, match=r"rt_priority must be in \[0, 99\], got 120"):
         from_yaml(ExecutorConfig, p, "executor")
 

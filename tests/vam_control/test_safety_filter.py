@@ -68,7 +68,7 @@ def test_malformed_files_are_startup_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"joint_lower needs 6 values, got \(0.0, 0.0, 0.0\)"):
         load_safety_config(bad)
     bad.write_text("yam_safety:\n  joint_lower: [0, 0, 0, 0, 0, 0]\n")     # the rest would silently default
-    with pytest.raises(ConfigError, match="missing required fields 'arms', 'rate_hz', 'joint_upper'"):
+    with pytest.raises(ConfigError, match="missing required fields 'arms', 'joint_upper'"):
         load_safety_config(bad)
     bad.write_text("other: {}\n")
     with pytest.raises(ConfigError, match="missing section 'yam_safety'"):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from vam_stack.config import ConfigError, check, from_dict, load_yaml
 from vam_stack.paths import models_dir
+from vam_stack.robot import robot_rate
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,9 @@ class RobotConfig:
     action_type: str = "absolute_joint"  # or "eef_delta" (LIBERO)
     chunk: int = 50                   # A_H actions per replan
     execute: int = 30                 # actions executed before the next chunk takes over
-    control_hz: float = 30.0          # executor rate
+    control_hz: float | None = None   # executor rate [Hz]; absolute_joint (the YAM): None = the robot's
+    #                                   (config/yam_robot.yaml rate_hz, its one source), a stated one must agree;
+    #                                   eef_delta (LIBERO): required, LIBERO's controller rate
 
     @property
     def image_width(self) -> int:
@@ -149,6 +152,12 @@ class RobotConfig:
         check(1 <= self.execute <= self.chunk, f"robot.execute must be in [1, chunk={self.chunk}], got {self.execute!r}")
         for name in ("frame_skip", "action_dim", "proprio_dim", "chunk"):
             check(getattr(self, name) >= 1, f"robot.{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.control_hz is None:
+            check(self.action_type == "absolute_joint", "robot.control_hz must be given for eef_delta actions (the "
+                                                        "simulator's controller rate, LIBERO: 20.0)")
+        check(self.control_hz is None or self.control_hz > 0, f"robot.control_hz must be > 0, got {self.control_hz!r}")
+        if self.action_type == "absolute_joint":
+            object.__setattr__(self, "control_hz", robot_rate("robot.", self.control_hz, name="control_hz"))
         check(self.control_hz > 0 and self.camera_hz > 0, f"rates must be > 0, got {self.control_hz!r}, {self.camera_hz!r}")
 
 
