@@ -103,6 +103,87 @@ def test_the_shared_base_imports_none_of_our_packages():
     assert not found, f"vam_stack (the shared base) imports {found}"
 
 
+# what the training and data layers may import (issue 62): training reads datasets and trains the
+# model; it runs no simulator (recovery rollouts come in as `rollouts`, vam_sim/collect_recovery.py).
+# camera_bridge.preprocess.fit_views (the camera path's view fit, applied to stored frames) is the
+# one exception, until it moves to the shared base.
+ALLOWED_DEPS = {"vam_train": {"vam_data", "vam_model", "vam_stack", "camera_bridge"},
+                "vam_data": {"vam_model", "vam_stack", "camera_bridge"}}
+
+
+@pytest.mark.parametrize("pkg", sorted(ALLOWED_DEPS))
+def test_training_and_data_import_only_their_layers(pkg):
+    graph = package_graph()
+    found = {dep: files for dep, files in graph[pkg].items() if dep in PACKAGES and dep not in ALLOWED_DEPS[pkg]}
+    assert not found, f"{pkg} may import only {sorted(ALLOWED_DEPS[pkg])}; it imports {found}"
+
+
+def module_graph(pkg: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """{module: {modules of the same package it imports}} for `pkg` (dotted names); imports inside
+    functions count, relative ones are resolved, and `from a import b` names a.b when that is a module."""
+    base = root / pkg
+    modules = {".".join((pkg, *f.relative_to(base).with_suffix("").parts)).removesuffix(".__init__"): f
+               for f in base.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for mod, path in modules.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        tree = ast.parse(path.read_text(), filename=str(path))
+        typing_only = {id(n) for b in ast.walk(tree) if isinstance(b, ast.If) and ast.unparse(b.test).endswith(
+            "TYPE_CHECKING") for s in b.body for n in ast.walk(s)}    # annotations only: never imported at run time
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")
+                    up = parts[:len(parts) - node.level + 1]
+                    src = ".".join(up + ([node.module] if node.module else []))
+                else:
+                    src = node.module or ""
+                names = [f"{src}.{a.name}" if f"{src}.{a.name}" in modules else src for a in node.names]
+            for name in names:
+                while name and name not in modules:          # a.b.c imports the innermost module of ours
+                    name = name.rpartition(".")[0]
+                if name and name != mod and not mod.startswith(name + "."):   # a package's own __init__ is no loop
+                    graph[mod].add(name)
+    return graph
+
+
+# loops still open (issue 62), each to be cut by moving the shared part to a lower module; a loop
+# not listed here fails, and so does a listed one that is gone (remove it from the list)
+KNOWN_CYCLES = {
+    "vam_stack": {"vam_stack.image_msgs", "vam_stack.msgs"},       # msgs re-exports image_msgs' names at its end
+    "vam_train": {"vam_train.distributed", "vam_train.trainer"},   # trainer's DataParallel mixin; run_rank builds a Trainer
+    "yam_driver": {"yam_driver.bus", "yam_driver.damiao_bus", "yam_driver.dynamixel_bus"},   # not this change's files
+}
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_no_import_cycle_between_modules_of_a_package(pkg):
+    # splits made to hold the size limit must not import each other: shared parts go to a lower module
+    graph = module_graph(pkg)
+    known = KNOWN_CYCLES.get(pkg, set())
+    if known:
+        assert find_cycle({a: b for a, b in graph.items() if a in known}), f"{pkg}: {sorted(known)} no longer loop"
+    cycle = find_cycle({a: b - known if a in known else b for a, b in graph.items()})
+    assert cycle is None, f"import cycle inside {pkg}: " + " -> ".join(cycle)
+
+
+def test_the_module_cycle_check_finds_a_lazy_cycle(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .b import x\n")
+    (pkg / "b.py").write_text("x = 1\n\ndef f():\n    from pkg import a\n")
+    (pkg / "c.py").write_text("import pkg.a\n")
+    graph = module_graph("pkg", tmp_path)
+    assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.a"} and graph["pkg.c"] == {"pkg.a"}
+    assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.a"]
+
+
 # the shared base's ROS modules: its rclpy helpers, and the operator's probe node (a node the
 # record, ros-eval and bench commands spin in their own process, so it is no package's node.py)
 SHARED_ROS_MODULES = {"vam_stack/ros.py", "vam_stack/probe.py"}
