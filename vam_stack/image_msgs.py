@@ -1,5 +1,6 @@
 """Images to and from sensor_msgs/Image and sensor_msgs/CompressedImage (JPEG as
-image_transport's compressed transport writes it); part of vam_stack.msgs, which re-exports it."""
+image_transport's compressed transport writes it); part of vam_stack.msgs, which re-exports it
+(both build on vam_stack.msg_base)."""
 from __future__ import annotations
 
 import re
@@ -7,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .msgs import IMAGE_ENCODINGS, MessageError, header, msg_class
+from .msg_base import IMAGE_ENCODINGS, MessageError, header, msg_class
 
 
 # --- images -------------------------------------------------------------------------------
