@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from vam_model.guidance import GUIDANCE_LABELS, SCHEDULES as GUIDANCE
+from vam_model.guidance import GUIDANCE_LABELS
 from vam_stack.msgs import JPEG_QUALITY_DEFAULT
 from vam_stack.outputs import claim_out_dir, remove_empty_dirs, write_json_atomic
 from vam_stack.recording import Interrupted, stop_on_signals
@@ -25,6 +25,7 @@ from .libero_mock.reach import reach_stats
 from .episode import error_stats, success_counts, success_intervals, success_rates, summarise
 from .libero_mock.runner import SimConfig, SimRunner
 from .libero_mock.tasks import SUITES
+from .run_config import add_run_arguments, run_config_from_args
 from .reports import (errors_line, errors_table, markdown_table, per_task_counts, per_task_rates, per_task_table,
                        reach_line, reach_table, realtime_line)
 
@@ -95,23 +96,11 @@ def _interrupt_code(e: KeyboardInterrupt) -> tuple[str, int]:
 
 
 # ---- sim ------------------------------------------------------------------------------------
-def _weights(args) -> dict:
-    """--w-lang / --w-plan / --s-max for RunConfig.with_weights (None: GuidanceConfig's)."""
-    return {"w_lang": getattr(args, "w_lang", None), "w_plan": getattr(args, "w_plan", None),
-            "s_max": getattr(args, "s_max", None)}
-
-
-def _device_arguments(p: argparse.ArgumentParser) -> None:
-    """--device / --backend of `sim` and `eval` (checked by SimConfig: vam_sim.episode.check_run_device),
-    and the guidance weights (RunConfig.with_weights: GuidanceConfig checks them)."""
-    p.add_argument("--w-lang", type=float, help="vam: language (null-text) guidance base weight (default 0.1)")
-    p.add_argument("--w-plan", type=float, help="vam: plan guidance base weight (default 0.3)")
-    p.add_argument("--s-max", type=float, help="vam: upper clip of the TR-adaptive scale s_i (default 2.0)")
-    p.add_argument("--device", default="auto", help="vam: where the networks run: auto (CUDA when present), cpu, "
-                                                    "cuda or cuda:N")
-    p.add_argument("--backend", default=None, help="vam: runtime of the DiT and head calls: torch, onnxruntime "
-                                                    "or tensorrt (the last two export on first use, cached per "
-                                                    "weights); default onnxruntime on a CPU, torch on CUDA")
+# the run-config flags (vam_sim.run_config: generated from the fields, read back by run_config_from_args)
+DEVICE_FLAGS = ("guidance_weights", "device", "backend")       # sim's and eval's
+SIM_FLAGS = ("episodes", "seed", "guidance", "policy", "preset", "checkpoint", "first_task", "max_steps", "execute",
+             "action_temperature")
+SIM_DEFAULTS = {"episodes": 3, "backend": None}   # backend None: onnxruntime on a CPU, torch on CUDA (_default_backend)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -124,30 +113,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", default=None, type=_suite, metavar="SUITE",
                    help=f"LIBERO robots: one of {', '.join(SUITES)} (default goal; LIBERO's names work too: "
                         f"libero_goal, libero_10 / 10, ...)")
-    p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
-    p.add_argument("--episodes", type=int, default=3, help="episodes (task i %% 10 for episode i)")
-    p.add_argument("--seed", type=int, default=0, help="seed id hashed into every initial state")
-    p.add_argument("--guidance", default="tr_adaptive", choices=GUIDANCE)
-    p.add_argument("--policy", default="vam", choices=("vam", "expert"))
-    p.add_argument("--preset", help="model preset when no checkpoint is given (default libero64, the shipped simulation policy; yam-mujoco: yam64)")
-    p.add_argument("--checkpoint", help="safetensors checkpoint (default: models/<preset>.safetensors if shipped)")
-    p.add_argument("--first-task", type=int, default=0, help="task index of the first episode")
-    p.add_argument("--max-steps", type=int, help="cap episode length (quick smoke runs)")
-    p.add_argument("--execute", type=int,
-                   help="replan every N steps instead of the preset's (LIBERO presets: 10, yam64: 30)")
-    p.add_argument("--action-temperature", type=float, default=1.0, metavar="T",
-                   help="vam: scale of the flow's initial action noise, in [0, 1] (1 = the trained N(0, I) "
-                        "prior; lower narrows the sampled chunks)")
+    add_run_arguments(p, SimConfig, ("mock_config", *SIM_FLAGS), SIM_DEFAULTS)
     add_executor_arguments(p)
-    p.add_argument("--image-transport", default="raw", choices=("raw", "compressed"),
-                   help="libero robots, vam: raw frames, or compressed: every stacked frame JPEG-encoded and decoded "
-                        "before the policy sees it, as over the ROS path's /camera/stacked/image_raw/compressed")
-    p.add_argument("--jpeg-quality", type=int, default=JPEG_QUALITY_DEFAULT, metavar="Q",
-                   help=f"with --image-transport compressed: JPEG quality in [1, 100] (default {JPEG_QUALITY_DEFAULT}, "
-                        f"image_transport's)")
-    _device_arguments(p)
-    p.add_argument("--no-record", action="store_true", help="do not write recording.mcap")
-    p.add_argument("--record-image-every", type=int, default=1, help="write every k-th camera frame to the MCAP")
+    add_run_arguments(p, SimConfig, ("image_transport", "jpeg_quality", *DEVICE_FLAGS, "record", "record_image_every"),
+                      SIM_DEFAULTS)
     p.add_argument("--out", required=True, help="output directory (must be empty or new unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
                    help="write into a non-empty --out, replacing the files this run writes (others are left)")
@@ -183,15 +152,8 @@ def run(args: argparse.Namespace) -> int:
         return run_yam(args)
     if args.task is not None:
         raise SystemExit(f"--task {args.task!r} is for --robot yam-mujoco; the LIBERO robot takes --suite/--first-task")
-    cfg = SimConfig(suite=args.suite or "goal", episodes=args.episodes, seed=args.seed, guidance=args.guidance,
-                    policy=args.policy, preset=args.preset, checkpoint=args.checkpoint,
-                    record=not args.no_record, record_image_every=args.record_image_every,
-                    first_task=args.first_task, max_steps=args.max_steps, execute=args.execute,
-                    mock_config=args.mock_config, executor=args.executor, rtc=args.rtc,
-                    **latency,
-                    device=args.device, backend=args.backend,
-                    action_temperature=args.action_temperature, image_transport=transport[0],
-                    jpeg_quality=transport[1]).with_weights(**_weights(args))
+    cfg = run_config_from_args(SimConfig, args, suite=args.suite or "goal", executor=args.executor, rtc=args.rtc,
+                               **latency)
     if args.robot == "libero-real":                  # nothing (not even an empty recording) before this check
         from vam_sim.libero_real.client import libero_python
 
@@ -268,20 +230,15 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--guidance", default="none,flat,tr_adaptive",
                    help="comma-separated schedules to compare; 'tr_adaptive+running_min' is the labelled TR_0 "
                         "ablation of the paper study (docs/paper_study.md)")
-    p.add_argument("--policy", default="vam", choices=("vam", "expert"))
-    p.add_argument("--preset", help="model preset (default libero64 without --checkpoint, the checkpoint's own with one)")
-    p.add_argument("--checkpoint")
+    add_run_arguments(p, SimConfig, ("policy", "preset", "checkpoint"))
     p.add_argument("--plots", action="store_true", help="also write per-episode TR trace PNGs")
-    p.add_argument("--max-steps", type=int, help="cap episode length below the suite's limit (budgeted runs)")
-    p.add_argument("--execute", type=int,
-                   help="replan every N steps instead of the preset's (LIBERO presets: 10, yam64: 30)")
-    p.add_argument("--mock-config", help="mocked LIBERO YAML (default config/libero_mock.yaml)")
+    add_run_arguments(p, SimConfig, ("max_steps", "execute", "mock_config"))
     p.add_argument("--workers", type=int, default=0,
                    help="vam: spread the episodes over N processes (results identical to one process: every "
                         "episode draws its own noise); default 0 = one per core")
     p.add_argument("--threads", type=int, default=0,
                    help="with --workers: torch/onnxruntime threads per worker (0: cores / workers)")
-    _device_arguments(p)
+    add_run_arguments(p, SimConfig, DEVICE_FLAGS, {"backend": None})
     p.add_argument("--out", required=True, help="output directory (must be empty or new unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
                    help="write into a non-empty --out, replacing the files this run writes (others are left)")
@@ -362,13 +319,9 @@ def run_eval(args: argparse.Namespace) -> int:
     from .libero_mock.config import LiberoMockConfig
 
     mock = LiberoMockConfig.load(getattr(args, "mock_config", None))
-    cfgs = {(g, suite, seed): SimConfig(
-                suite=suite, episodes=10 * args.episodes_per_task, seed=seed,
-                guidance=g if g != "expert" else "none", policy=args.policy, preset=args.preset,
-                checkpoint=args.checkpoint, record=False, plots=args.plots,
-                max_steps=getattr(args, "max_steps", None), execute=getattr(args, "execute", None),
-                mock_config=getattr(args, "mock_config", None), device=getattr(args, "device", "auto"),
-                backend=getattr(args, "backend", "torch")).with_weights(**_weights(args))
+    cfgs = {(g, suite, seed): run_config_from_args(
+                SimConfig, args, suite=suite, episodes=10 * args.episodes_per_task, seed=seed,
+                guidance=g if g != "expert" else "none", record=False, plots=args.plots)
             for g in schedules for suite in suites for seed in seeds}   # every config checked up front
     out = claim_out_dir(args.out, getattr(args, "overwrite", False))
     out_existed = out.exists()

@@ -13,12 +13,13 @@ the default weights; `label` gives it back, as results carry it.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from numbers import Integral
 
 from vam_control.schedule import RTC_MODES
 from vam_model.guidance import GuidanceConfig, guidance_label, parse_guidance_label
 from vam_stack.config import check
+from vam_stack.names import GUIDANCE_SCHEDULES
 
 from .episode import check_run_device, check_temperature
 
@@ -26,31 +27,63 @@ POLICIES = ("vam", "expert")  # vam: the video-action model | expert: the simula
 EXECUTORS = ("lockstep", "realtime")
 
 
+# ---- the command line, generated from the fields --------------------------------------------------
+def cli(flag: str, help: str, **kwargs) -> dict:
+    """A field's command-line flag (field metadata): `flag`, its help and any further argparse keywords
+    (type, choices, action, metavar; the default is the field's unless the command gives its own)."""
+    return {"cli": (flag, help, kwargs)}
+
+
+# --w-lang / --w-plan / --s-max set the nested GuidanceConfig's weights (None given: its defaults)
+GUIDANCE_FLAGS = {"w_lang_base": ("--w-lang", "vam: language (null-text) guidance base weight (default 0.1)"),
+                  "w_plan_base": ("--w-plan", "vam: plan guidance base weight (default 0.3)"),
+                  "s_max": ("--s-max", "vam: upper clip of the TR-adaptive scale s_i (default 2.0)")}
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One closed-loop run, whatever the simulator (see the module docstring)."""
 
-    episodes: int = 1  # episodes to run (how episode i picks its task and seed: the simulator's)
-    seed: int = 0  # seed id hashed into every episode's initial state
-    policy: str = "vam"  # vam (the video-action model) | expert (the simulator's scripted expert)
-    guidance: GuidanceConfig = field(default_factory=GuidanceConfig)  # vam: schedule and weights (a label is read as
+    episodes: int = field(default=1, metadata=cli("--episodes", "episodes (task i %% 10 for episode i)", type=int))
+    #   episodes to run (how episode i picks its task and seed: the simulator's)
+    seed: int = field(default=0, metadata=cli("--seed", "seed id hashed into every initial state", type=int))
+    #   seed id hashed into every episode's initial state
+    policy: str = field(default="vam", metadata=cli("--policy", None, choices=POLICIES))
+    #   vam (the video-action model) | expert (the simulator's scripted expert)
+    guidance: GuidanceConfig = field(default_factory=GuidanceConfig, metadata=cli("--guidance", None, choices=GUIDANCE_SCHEDULES))
+    #   vam: schedule and weights (--w-lang, --w-plan, --s-max: GUIDANCE_FLAGS; a label is read as
     #   that schedule with the default weights); the expert has none, so its weights must stay the defaults
-    preset: str | None = None  # model preset; None: the simulator's shipped policy (libero64, yam64) without a
+    preset: str | None = field(default=None, metadata=cli(
+        "--preset", "model preset when no checkpoint is given (default libero64, the shipped simulation policy; "
+                    "yam-mujoco: yam64; with --checkpoint, the checkpoint's own)"))
+    #   model preset; None: the simulator's shipped policy (libero64, yam64) without a
     #   checkpoint, the checkpoint's own with one (a given preset must match it)
-    checkpoint: str | None = None  # safetensors checkpoint (default: models/<preset>.safetensors if shipped)
-    record: bool = True  # write DIR/recording.mcap
-    record_image_every: int = 1  # write every k-th camera frame to the MCAP (1 = all)
+    checkpoint: str | None = field(default=None, metadata=cli(
+        "--checkpoint", "safetensors checkpoint (default: models/<preset>.safetensors if shipped)"))
+    record: bool = field(default=True, metadata=cli("--no-record", "do not write recording.mcap", action="store_true"))
+    #   write DIR/recording.mcap
+    record_image_every: int = field(default=1, metadata=cli(
+        "--record-image-every", "write every k-th camera frame to the MCAP", type=int))  # 1 = all
     plots: bool = True  # write DIR/<episode>/tr_trace.png
-    max_steps: int | None = None  # cap on episode length in ticks (smoke runs); None = the task's limit
-    execute: int | None = None  # vam: actions run from each chunk before the next replan (1..chunk); None = the preset's
+    max_steps: int | None = field(default=None, metadata=cli(
+        "--max-steps", "cap episode length below the task's limit (quick smoke runs, budgeted evaluations)", type=int))
+    #   cap on episode length in ticks (smoke runs, budgeted evaluations); None = the task's limit
+    execute: int | None = field(default=None, metadata=cli(
+        "--execute", "replan every N steps instead of the preset's (LIBERO presets: 10, yam64: 30)", type=int))
+    #   vam: actions run from each chunk before the next replan (1..chunk); None = the preset's
     executor: str = "lockstep"  # lockstep: the world waits for each replan (deterministic, how results are reported);
     #   realtime: the world runs at its own rate on the wall clock while the policy infers in a worker thread
     #   (`vam-stack sim` asks for realtime unless told: vam_sim.cli_executor)
     rtc: str = "off"  # realtime: guided = the next chunk continues the executing one (real-time chunking,
     #   vam_model/realtime_chunking.py) | trained (a head trained on a committed prefix) | off = latency compensation
-    device: str = "auto"  # vam: where the networks run (auto = CUDA when present | cpu | cuda | cuda:N)
-    backend: str = "torch"  # vam: runtime of the DiT and head calls (torch | onnxruntime | tensorrt)
-    action_temperature: float = 1.0  # vam: scale of the flow's initial action noise (PolicyConfig), in [0, 1]
+    device: str = field(default="auto", metadata=cli(
+        "--device", "vam: where the networks run: auto (CUDA when present), cpu, cuda or cuda:N"))
+    backend: str = field(default="torch", metadata=cli(
+        "--backend", "vam: runtime of the DiT and head calls: torch, onnxruntime or tensorrt (the last two export "
+                     "on first use, cached per weights); default onnxruntime on a CPU, torch on CUDA"))
+    action_temperature: float = field(default=1.0, metadata=cli(
+        "--action-temperature", "vam: scale of the flow's initial action noise, in [0, 1] (1 = the trained N(0, I) "
+                                "prior; lower narrows the sampled chunks)", type=float, metavar="T"))
 
     def __post_init__(self) -> None:
         if isinstance(self.guidance, str):
@@ -106,3 +139,52 @@ def _whole(v) -> bool:
 
 
 _DEFAULT_WEIGHTS = {k: getattr(GuidanceConfig(), k) for k in ("w_lang_base", "w_plan_base", "s_max")}
+
+
+def _flag(cls, name: str):
+    for klass in cls.__mro__:                          # a subclass that only changes a default keeps the flag
+        f = getattr(klass, "__dataclass_fields__", {}).get(name)
+        if f is not None and "cli" in f.metadata:
+            return f, f.metadata["cli"]
+    return None, None
+
+
+def add_run_arguments(p, cls, names, defaults: dict | None = None) -> None:
+    """Add the flags of `cls`'s fields `names` to parser `p` ('guidance': the schedule, 'guidance_weights':
+    --w-lang/--w-plan/--s-max), each with its field's default unless `defaults` names another (the command's
+    own, e.g. sim's --episodes 3)."""
+    defaults = {"guidance": guidance_label(GuidanceConfig())} | (defaults or {})
+    for name in names:
+        if name == "guidance_weights":
+            for flag, text in GUIDANCE_FLAGS.values():
+                p.add_argument(flag, type=float, help=text)
+            continue
+        f, (flag, text, kwargs) = _flag(cls, name)
+        default = defaults.get(name, f.default)
+        if kwargs.get("action") == "store_true":
+            p.add_argument(flag, help=text, **kwargs)
+        else:
+            p.add_argument(flag, default=default, help=text, **kwargs)
+
+
+def run_config_from_args(cls, args, **given):
+    """`cls` from the parsed flags `args` that it has a field for (an absent flag keeps the field's default;
+    --no-X sets X false; --w-lang/--w-plan/--s-max the guidance weights), `given` fields winning."""
+    kw = {}
+    for f in fields(cls):
+        _, meta = _flag(cls, f.name)
+        if f.name in given or meta is None:
+            continue
+        flag = meta[0]
+        dest = flag.lstrip("-").replace("-", "_")
+        if not hasattr(args, dest):
+            continue
+        value = getattr(args, dest)
+        if flag.startswith("--no-"):
+            value = not value
+        elif value is None and f.default is not None:
+            continue
+        kw[f.name] = value
+    weights = {k: getattr(args, flag.lstrip("-").replace("-", "_"), None) for k, (flag, _) in GUIDANCE_FLAGS.items()}
+    return cls(**kw, **given).with_weights(w_lang=weights["w_lang_base"], w_plan=weights["w_plan_base"],
+                                           s_max=weights["s_max"])

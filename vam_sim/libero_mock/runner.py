@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -42,7 +42,7 @@ from vam_stack import msgs
 from vam_stack.config import check
 
 from ..episode import EpisodeRunner, episode_seed, policy_seed, PolicyEpisode, RealtimeLoop
-from ..run_config import RunConfig
+from ..run_config import RunConfig, cli
 
 from .env import LiberoMockEnv, make_env
 from .expert import expert_action
@@ -59,15 +59,23 @@ class SimConfig(RunConfig):
 
     episodes: int = 10               # episodes; episode i runs task i % 10, repetition i // 10
     suite: str = "goal"              # one of SUITES (LIBERO's names accepted: libero_10, 10, ...)
-    first_task: int = 0              # task index of episode 0 (tasks cycle from here)
-    mock_config: str | None = None   # mocked LIBERO YAML (None = config/libero_mock.yaml)
+    first_task: int = field(default=0, metadata=cli("--first-task", "task index of the first episode", type=int))
+    #                                  task index of episode 0 (tasks cycle from here)
+    mock_config: str | None = field(default=None, metadata=cli(
+        "--mock-config", "mocked LIBERO YAML (default config/libero_mock.yaml)"))
     lockstep_delay: int = 0          # lockstep: a replan takes this many ticks of simulated time (ExecutorConfig)
     reanchor: bool = True            # a chunk installed d ticks late gets back the displacement it skipped but the
                                      # arm did not run (ExecutorConfig.reanchor; realtime and lockstep_delay > 0)
     virtual_latency_ms: float = 0.0  # realtime: > 0 runs the realtime executor on a virtual clock (deterministic,
                                      # no threads): every replan takes exactly this long (ChunkExecutor.virtual_step)
-    image_transport: str = "raw"     # vam: raw frames | compressed: each frame JPEG-encoded and decoded (msgs.jpeg_roundtrip)
-    jpeg_quality: int = msgs.JPEG_QUALITY_DEFAULT  # compressed: JPEG quality in [1, 100] (95: image_transport's default)
+    image_transport: str = field(default="raw", metadata=cli(
+        "--image-transport", "libero robots, vam: raw frames, or compressed: every stacked frame JPEG-encoded and "
+                             "decoded before the policy sees it, as over the ROS path's "
+                             "/camera/stacked/image_raw/compressed", choices=IMAGE_TRANSPORTS))
+    #                                  vam: raw frames | compressed: each frame JPEG-encoded and decoded (msgs.jpeg_roundtrip)
+    jpeg_quality: int = field(default=msgs.JPEG_QUALITY_DEFAULT, metadata=cli(
+        "--jpeg-quality", f"with --image-transport compressed: JPEG quality in [1, 100] (default "
+                          f"{msgs.JPEG_QUALITY_DEFAULT}, image_transport's)", type=int, metavar="Q"))
 
     def __post_init__(self):
         from .tasks import canonical_suite

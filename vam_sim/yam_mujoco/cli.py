@@ -13,6 +13,7 @@ import time
 from vam_stack.outputs import claim_out_dir, write_json_atomic
 from vam_stack.recording import Interrupted, stop_on_signals
 
+from ..run_config import run_config_from_args
 from .runner import YamRunConfig, YamSimRunner
 
 
@@ -37,16 +38,9 @@ def furthest_counts(episodes: list[dict]) -> dict[str, int]:
 def run(args: argparse.Namespace) -> int:
     from vam_sim.episode import summarise, wilson_interval
 
-    cfg = YamRunConfig(task=args.task or "handover", episodes=args.episodes, seed=args.seed,
-                       guidance=args.guidance, policy=args.policy, preset=args.preset,
-                       checkpoint=args.checkpoint, record=not args.no_record,
-                       record_image_every=args.record_image_every, max_steps=args.max_steps,
-                       execute=getattr(args, "execute", None),
-                       sim_config=getattr(args, "sim_config", None), executor=getattr(args, "executor", "lockstep"),
-                       rtc=getattr(args, "rtc", "off"),
-                       device=getattr(args, "device", "auto"), backend=getattr(args, "backend", "torch"),
-                       action_temperature=getattr(args, "action_temperature", 1.0)).with_weights(
-        w_lang=getattr(args, "w_lang", None), w_plan=getattr(args, "w_plan", None), s_max=getattr(args, "s_max", None))
+    cfg = run_config_from_args(YamRunConfig, args, task=args.task or "handover",
+                               sim_config=getattr(args, "sim_config", None),
+                               executor=getattr(args, "executor", "lockstep"), rtc=getattr(args, "rtc", "off"))
     overwrite = getattr(args, "overwrite", False)
     out = claim_out_dir(args.out, overwrite)
     t0 = time.perf_counter()
