@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from vam_stack.names import NOISE_WHERE_FLAGS
 from vam_stack.progress import progress_bar
 
 from vam_sim.collect import CollectConfig, collect
@@ -30,9 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise-every", type=int, default=2, help="perturb every n-th episode")
     p.add_argument("--joint-noise", type=float, default=0.0,
                    help="yam-mujoco: std [rad] of the expert's arm-joint target perturbation (labels stay clean)")
-    # NOISE_WHERE (vam_sim.yam_mujoco.runner) spelled with dashes; importing it here would load MuJoCo on
-    # every `vam-stack` call, so a test holds the two equal.
-    p.add_argument("--noise-where", choices=("everywhere", "free-space"), default="everywhere",
+    p.add_argument("--noise-where", choices=NOISE_WHERE_FLAGS, default="everywhere",
                    help="yam-mujoco: where the joint noise acts (free-space: faded out while a gripper is at an object)")
     p.add_argument("--miss-m", type=float, default=0.0,
                    help="yam-mujoco, handover: the first left grasp aims this far [m] off the block and the expert "

@@ -53,6 +53,7 @@ def test_launch_arguments_offer_the_lists():
 
 
 def test_command_lines_offer_the_lists():
+    from vam_cli.collect import add_arguments as collect_args
     from vam_cli.record import add_arguments as record_args
     from vam_experiments.ros_eval import add_arguments as ros_eval_args
 
@@ -60,6 +61,7 @@ def test_command_lines_offer_the_lists():
     assert _choices(ros_eval_args, "guidance") == names.GUIDANCE_SCHEDULES
     assert _choices(record_args, "task") == names.YAM_TASKS
     assert _choices(record_args, "noise_where") == names.NOISE_WHERE_FLAGS
+    assert _choices(collect_args, "noise_where") == names.NOISE_WHERE_FLAGS
 
 
 def test_the_paper_study_needs_the_schedules():
