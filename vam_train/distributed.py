@@ -14,66 +14,18 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import replace
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
+from vam_stack.config import ConfigError
 from vam_data.dataset import Dataset
 from .train_config import TrainConfig
-
-
-class DataParallel:
-    """The Trainer's collective operations (no-ops with one rank)."""
-
-    # ---- data parallel (cfg.ranks > 1) --------------------------------------------------------
-    def _mean(self, x: torch.Tensor) -> torch.Tensor:
-        """The mean of `x` over the ranks (x itself in one process)."""
-        if self.ranks == 1:
-            return x
-        import torch.distributed as dist
-
-        x = x.clone()
-        dist.all_reduce(x)
-        return x / self.ranks
-
-    def _average_grads(self, params: list[torch.Tensor]) -> None:
-        """Replace each gradient by its mean over the ranks (one all-reduce of the flattened grads):
-        every rank's loss is a mean over its equal share, so this is the whole batch's gradient.
-        A parameter without a gradient has none on every rank (the same graph) and keeps none, so
-        the optimiser skips it as in one process."""
-        live = [p for p in params if p.grad is not None]
-        if not live:
-            return
-        flat = self._mean(torch.cat([p.grad.reshape(-1) for p in live]))
-        k = 0
-        for p in live:
-            p.grad = flat[k:k + p.numel()].view_as(p).clone()
-            k += p.numel()
-
-    def _broadcast(self, value: float) -> float:
-        """Rank 0's value of a float, on every rank (the clock that decides stage and stop)."""
-        if self.ranks == 1:
-            return value
-        import torch.distributed as dist
-
-        t = torch.tensor([value], dtype=torch.float64, device=self.device)   # (NCCL moves device tensors only)
-        dist.broadcast(t, 0)
-        return float(t[0])
-
-    def _check_in_step(self) -> None:
-        """Raise when the ranks' weights have drifted apart (they apply the same averaged steps)."""
-        import torch.distributed as dist
-
-        total = torch.stack([p.detach().double().sum() for p in self.model.parameters()]).sum().reshape(1)
-        lo, hi = total.clone(), total.clone()
-        dist.all_reduce(lo, op=dist.ReduceOp.MIN)
-        dist.all_reduce(hi, op=dist.ReduceOp.MAX)
-        if float(hi[0] - lo[0]) > 1e-9 * max(1.0, abs(float(total[0]))):
-            raise RuntimeError(f"data-parallel ranks drifted apart at step {self.step}: weight sums span "
-                               f"[{float(lo[0])!r}, {float(hi[0])!r}]")
-
-
+from .trainer import Trainer, resolve_device
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -102,12 +54,6 @@ def run_rank(cfg: TrainConfig, out: str | Path, resume: bool = False, ship: str 
              data: Dataset | None = None, model_cfg=None) -> dict | None:
     """Train as one rank of the group the environment describes (torchrun's, or `fit_data_parallel`'s);
     returns rank 0's result (None on the other ranks)."""
-    import torch.distributed as dist
-
-    from vam_stack.config import ConfigError
-
-    from .trainer import Trainer, resolve_device
-
     env = torchrun_env()
     if env is None:
         raise RuntimeError("run_rank needs the torch.distributed environment (torchrun, or fit_data_parallel)")
@@ -146,8 +92,6 @@ def run_rank(cfg: TrainConfig, out: str | Path, resume: bool = False, ship: str 
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -158,8 +102,6 @@ def fit_data_parallel(cfg: TrainConfig, out: str | Path, resume: bool = False, s
     """Train with cfg.ranks CPU processes on this machine: spawned (torch.multiprocessing) with the
     environment torchrun would give them (localhost, a free port), each running `run_rank` over gloo.
     A rank that fails ends the others (spawn terminates them) and its error is raised here."""
-    import torch.multiprocessing as mp
-
     mp.spawn(_spawned_rank, args=(cfg, str(out), resume, ship, _free_port(), data, model_cfg),
              nprocs=cfg.ranks, join=True)
 

@@ -1,6 +1,6 @@
 """The trainer: model set-up, stages, optimiser steps, EMA, checkpoints and export
 (`vam_train.train` documents the modes, budgets and resume; recovery rounds: recovery.py;
-data parallel: distributed.py)."""
+data parallel: data_parallel.py, distributed.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -24,7 +24,7 @@ from vam_model.networks.config import load_config
 from vam_model.networks.model import VideoActionModel
 from vam_data.dataset import Dataset
 from .batches import CALIBRATION_STEP, Batches, check_dataset_fits, load_train_data
-from .distributed import DataParallel
+from .data_parallel import DataParallel
 from .lora import apply_lora, merge_lora
 from .losses import action_loss, frozen_features, joint_losses, text_path_features
 from .recovery import RecoveryRounds, Rollouts
