@@ -32,7 +32,8 @@ from camera_bridge.sources import CameraError, CameraSource, SourceStats, make_s
 from camera_bridge.sources.base import Clock
 from camera_bridge.sync import Synchroniser
 from camera_bridge.window import FrameRing, Window
-from vam_control.pacing import DeadlinePacer, set_fifo_priority
+from vam_control.pacing import DeadlinePacer
+from vam_stack.realtime import set_fifo_priority
 
 log = logging.getLogger(__name__)
 FRAME_DUE_MARGIN_S = 0.0003  # wake this long after the frames are due (the sleep's own slack is ~0.1 ms)

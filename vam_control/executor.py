@@ -69,7 +69,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from vam_stack.config import ConfigError
-from vam_control.pacing import DeadlinePacer, set_fifo_priority
+from vam_control.pacing import DeadlinePacer
+from vam_stack.realtime import set_fifo_priority
 
 from .schedule import (ACTION_KINDS, MODES, ChunkSchedule, ExecutorConfig, ObservationUnavailable,  # noqa: F401
                        SeamMeter, StepInfo, libero_config, robot_config)

@@ -23,15 +23,11 @@ Per tick it records:
 """
 from __future__ import annotations
 
-import logging
-import os
 import threading
 import time
 from typing import Callable
 
 import numpy as np
-
-log = logging.getLogger(__name__)
 
 
 class DeadlinePacer:
@@ -120,16 +116,6 @@ class DeadlinePacer:
             ov = np.asarray(self.overhead) * 1e6
             out.update(overhead_us=float(ov.mean()), p99_overhead_us=float(np.percentile(ov, 99)))
         return out
-
-
-def set_fifo_priority(priority: int) -> bool:
-    """Give the calling thread SCHED_FIFO `priority` (Linux; needs CAP_SYS_NICE). Warns if refused."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # pid 0: this thread
-        return True
-    except (AttributeError, PermissionError, OSError) as e:
-        log.warning("could not set SCHED_FIFO priority %d for the tick thread (%s); normal scheduling", priority, e)
-        return False
 
 
 class IncreasingStamps:

@@ -67,6 +67,7 @@ PARAMS = (
     P("safety_config", "", "safety limits YAML (absolute joint targets); empty = config/yam_safety.yaml"),
     P("driver_config", "", "yam_driver YAML naming the 14 joints; empty = config/yam_driver_damiao.yaml"),
     P("rt_priority", 0, "SCHED_FIFO priority of the executor tick thread, 0 = normal scheduling", range=(0, 99)),
+    ros.PROCESS_RT_PRIORITY,
     P("policy_process", False, "run the policy in a child process (its Python work off the tick thread's GIL)"),
     P("image_transport", "raw", "stacked frame subscription: raw (/camera/stacked/image_raw) | compressed (its JPEG "
                                 "twin .../image_raw/compressed, image_transport's compressed transport, decoded here)",
