@@ -14,11 +14,11 @@ import sys
 
 # name -> (module, one-line help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "model-info": ("vam_model.networks.info", "parameters, tokens, sigma grid and FLOPs of a preset"),
+    "model-info": ("vam_cli.model_info", "parameters, tokens, sigma grid and FLOPs of a preset"),
     "sim": ("vam_sim.cli", "closed-loop episodes: mocked LIBERO, real LIBERO or the MuJoCo YAM (summary, TR plots, MCAP)"),
     "eval": ("vam_sim.cli_eval", "success per task and suite, ID vs OOD, across guidance schedules"),
     "collect": ("vam_cli.collect", "scripted-expert demonstrations (mocked LIBERO or the MuJoCo YAM) into a "
-                                    "dataset on disk"),
+                                   "dataset on disk"),
     "train": ("vam_cli.train", "train the video-action model (joint or two-stage)"),
     "tr-study": ("vam_experiments.tr_study", "TR of a trained model by expert phase and against sigma_v"),
     "tr-block": ("vam_experiments.tr_block", "TR by phase against the feature block k and sigma_v: table and figure"),
@@ -27,20 +27,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                                    "guidance ID/OOD"),
     "compare": ("vam_experiments.compare", "two arms' eval results paired episode by episode: paired interval, "
                                            "McNemar's exact test, verdict"),
-    "export": ("vam_model.export", "export the DiT feature extractor / head to ONNX"),
+    "export": ("vam_cli.export", "export the DiT feature extractor / head to ONNX"),
     "libero-check": ("vam_sim.libero_real.check", "compare the mocked LIBERO bridge's conventions with real LIBERO's"),
-    "foundation": ("vam_model.foundation", "import the public Cosmos-Predict2.5 DiT and Wan VAE (and pi0's expert) "
-                                           "into a checkpoint to train from"),
-    "checkpoint": ("vam_model.networks.checkpoint", "verify a checkpoint's tensor hash, or add it to a trusted one"),
+    "foundation": ("vam_cli.foundation", "import the public Cosmos-Predict2.5 DiT and Wan VAE (and pi0's expert) "
+                                         "into a checkpoint to train from"),
+    "checkpoint": ("vam_cli.checkpoint", "verify a checkpoint's tensor hash, or add it to a trusted one"),
     "ros-eval": ("vam_experiments.ros_eval", "episodes of the simulated YAM through the ROS graph as processes "
                                              "(success with its 95 % interval)"),
     "record": ("vam_cli.record", "demonstrations of the simulated YAM through the ROS graph (scripted teleoperator, "
                                  "demo_recorder) into MCAP, one file per episode"),
-    "import": ("vam_data.import_cli", "LeRobotDataset v3 or MCAP recordings into a training set at a preset's "
+    "import": ("vam_cli.data_import", "LeRobotDataset v3 or MCAP recordings into a training set at a preset's "
                                       "geometry (checked by name, range, rate and view)"),
-    "merge": ("vam_data.merge", "several datasets into one training set (statistics recomputed, sources checked "
-                                "to agree)"),
-    "export-lerobot": ("vam_data.export_cli", "a dataset as LeRobotDataset v3.0 (parquet + AV1 or lossless video)"),
+    "merge": ("vam_cli.merge", "several datasets into one training set (statistics recomputed, sources checked "
+                               "to agree)"),
+    "export-lerobot": ("vam_cli.export_lerobot", "a dataset as LeRobotDataset v3.0 (parquet + AV1 or lossless video)"),
     "ros-graph": ("vam_stack.process_graph", "start a launch file's nodes as processes, as `ros2 launch` would "
                                              "(for machines without launch)"),
     "leader": ("yam_leader.cli", "the leader arm: calibrate its offsets (and trigger ends) at the follower's pose"),

@@ -15,7 +15,6 @@ values, and nothing is written. Output goes to OUT.partial, renamed when complet
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -116,25 +115,3 @@ def merge_datasets(roots: list[str | Path], out: str | Path, progress=None) -> d
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return json.loads((out / "meta" / "info.json").read_text())
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("datasets", nargs="+", help="two or more dataset folders of this project, in the order wanted")
-    p.add_argument("--out", required=True, help="new dataset folder (must not exist)")
-
-
-def run(args: argparse.Namespace) -> int:
-    from vam_stack.progress import progress_bar
-
-    out = Path(args.out)
-    if out.exists():
-        raise FileExistsError(f"--out {str(out)!r} exists; merge writes a new dataset")
-    with progress_bar(desc="merge", unit="episode") as bar:
-        def progress(done: int, total: int) -> None:
-            bar.total, bar.n = total, done
-            bar.refresh()
-
-        info = merge_datasets(args.datasets, out, progress=progress)
-    print(f"wrote {out}: {info['total_episodes']} episodes, {info['total_frames']} frames from "
-          f"{[m['dataset'] for m in info['merged_from']]}; train with: vam-stack train --dataset {out} ...")
-    return 0

@@ -15,9 +15,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from vam_model.networks.checkpoint import (HASH_KEY, CheckpointError, add_hash, load_checkpoint,
-                                                 main as checkpoint_main, read_metadata, save_checkpoint,
-                                                 verify_checkpoint)
+from vam_cli.checkpoint import main as checkpoint_main
+from vam_model.networks.checkpoint import (HASH_KEY, CheckpointError, add_hash, load_checkpoint, read_metadata,
+                                           save_checkpoint, verify_checkpoint)
 from vam_model.networks.config import load_config
 from vam_model.networks.model import VideoActionModel
 from vam_model.policy import InputError, PolicyConfig, VamPolicy, build_policy

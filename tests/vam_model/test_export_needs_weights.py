@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from vam_cli import export as export_cli
 from vam_cli.main import entry
 from vam_model import export
 
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.unit
 
 
 def test_no_checkpoint_is_refused_in_one_line_before_anything_is_built(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(export, "load_model", lambda *a, **k: pytest.fail("a model was built"))
+    monkeypatch.setattr(export_cli, "load_model", lambda *a, **k: pytest.fail("a model was built"))
     out = tmp_path / "onnx"
     assert entry(["export", "onnx", "--preset", "yam64", "--out", str(out)]) == 2
     err = capsys.readouterr().err
@@ -34,9 +35,9 @@ def test_random_weights_graph_only_or_a_checkpoint_export(tmp_path, monkeypatch,
         built.append((preset, checkpoint, meta))
         raise SystemExit("stop after the checks")
 
-    monkeypatch.setattr(export, "load_model", fake_load)
+    monkeypatch.setattr(export_cli, "load_model", fake_load)
     with pytest.raises(SystemExit, match="stop after the checks"):
-        export.run(_args(tmp_path, flag))
+        export_cli.run(_args(tmp_path, flag))
     assert len(built) == 1
 
 
@@ -44,7 +45,7 @@ def _args(tmp_path, flag):
     import argparse
 
     p = argparse.ArgumentParser()
-    export.add_arguments(p)
+    export_cli.add_arguments(p)
     return p.parse_args(["onnx", "--preset", "tiny", "--out", str(tmp_path / "o"), *flag])
 
 

@@ -21,20 +21,18 @@ Loading refuses, with the file named:
 A checkpoint written before the hash existed is refused until someone who trusts it adds the
 hash (the tensors are not touched, only the metadata is rewritten):
 
-    python -m vam_model.networks.checkpoint add-hash FILE.safetensors [...]
-    python -m vam_model.networks.checkpoint verify FILE.safetensors [...]
+    vam-stack checkpoint add-hash FILE.safetensors [...]
+    vam-stack checkpoint verify FILE.safetensors [...]
 
 `check_preset` compares a checkpoint's stored config with the preset a caller asked for.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -48,7 +46,7 @@ FORMAT = "vam_stack/v1"
 HASH_KEY = "tensor_sha256"   # metadata key of the tensor integrity hash
 FULL_HASH_KEY = "checkpoint_sha256"   # metadata key of the hash over the tensor hash and every other field
 HASH_KEYS = (HASH_KEY, FULL_HASH_KEY)
-ADD_HASH_COMMAND = "python -m vam_model.networks.checkpoint add-hash"
+ADD_HASH_COMMAND = "vam-stack checkpoint add-hash"
 
 
 class CheckpointError(ValueError):
@@ -296,40 +294,3 @@ def add_hash(path: str | Path, force: bool = False) -> tuple[str, bool]:
     finally:
         tmp.unlink(missing_ok=True)
     return digest, True
-
-
-# ---- command line -----------------------------------------------------------------------------
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    a = sub.add_parser("add-hash", help="add the tensor integrity hash to trusted checkpoints (metadata only)")
-    a.add_argument("files", nargs="+", help=".safetensors checkpoints")
-    a.add_argument("--force", action="store_true",
-                   help="replace a stored hash that does not match the tensors (only if you trust them)")
-    v = sub.add_parser("verify", help="check a checkpoint's metadata and integrity hash")
-    v.add_argument("files", nargs="+", help=".safetensors checkpoints")
-
-
-def run(args: argparse.Namespace) -> int:
-    status = 0
-    for f in args.files:
-        try:
-            if args.action == "add-hash":
-                digest, changed = add_hash(f, force=args.force)
-                print(f"{f}: {HASH_KEY} {digest} ({'added' if changed else 'already present'})")
-            else:
-                print(f"{f}: ok, {HASH_KEY} {verify_checkpoint(f)}")
-        except CheckpointError as e:
-            print(f"error: {e}", file=sys.stderr)
-            status = 1
-    return status
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m vam_model.networks.checkpoint",
-                                description="checkpoint integrity hash: add it to trusted files, verify it")
-    add_arguments(p)
-    return run(p.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import argparse
 
+from vam_stack.progress import progress_bar
+
+from vam_data.lerobot_v3 import export_lerobot
+from vam_data.video import CODECS
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .video import CODECS
-
     p.add_argument("dataset", help="dataset folder of this project (vam-stack collect / import)")
     p.add_argument("--out", required=True, help="new LeRobot v3 folder (must not exist)")
     p.add_argument("--codec", default="av1", choices=sorted(CODECS), help="video codec of the camera views")
@@ -22,10 +25,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vam_stack.progress import progress_bar
-
-    from .lerobot_v3 import export_lerobot
-
     with progress_bar(desc="export", unit="episode") as bar:
         def progress(done: int, total: int) -> None:
             bar.total, bar.n = total, done

@@ -17,6 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from vam_stack.progress import progress_bar
+
+from vam_data import lerobot_v3, mcap_import
+from vam_data.contract import contract_for
+from vam_data.lerobot_import import import_lerobot
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", help="LeRobot v3 folder (--format lerobot) or a recording / folder of recordings (mcap)")
@@ -31,10 +37,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vam_stack.progress import progress_bar
-
-    from .contract import contract_for
-
     contract = contract_for(args.preset)
     with progress_bar(desc=f"import {args.format}", unit="episode") as bar:
         def progress(done: int, total: int) -> None:
@@ -43,16 +45,12 @@ def run(args: argparse.Namespace) -> int:
             bar.refresh()
 
         if args.format == "lerobot":
-            from .lerobot_import import import_lerobot
-            from .lerobot_v3 import load_mapping
-
-            info = import_lerobot(args.source, contract, args.out, load_mapping(args.mapping),
+            info = import_lerobot(args.source, contract, args.out, lerobot_v3.load_mapping(args.mapping),
                                   overwrite=args.overwrite, progress=progress, skip_bad=args.skip_bad)
         else:
-            from .mcap_import import import_mcap, load_mapping
-
-            info = import_mcap(args.source, contract, args.out, load_mapping(args.mapping),
-                               overwrite=args.overwrite, progress=progress, task=args.task, skip_bad=args.skip_bad)
+            info = mcap_import.import_mcap(args.source, contract, args.out, mcap_import.load_mapping(args.mapping),
+                                           overwrite=args.overwrite, progress=progress, task=args.task,
+                                           skip_bad=args.skip_bad)
     for bad in info["imported_from"].get("skipped", []):
         print(f"skipped {bad.get('recording', bad.get('episode'))}: {bad['reason']}")
     print(json.dumps({k: info[k] for k in ("total_episodes", "total_frames", "fps", "frame_shape", "imported_from")}))
