@@ -37,14 +37,14 @@ from .bus import BusError, BusReading, JointBus, WriteResult, make_bus
 from .config import DriverConfig, is_gripper
 from .gravity import GravityModel
 from .gripper_limit import GripperLimiter
-from .faults import HardwareChecks, JointFault, LoopStats, Mode, TickReport  # noqa: F401 (the driver's interface)
+from .faults import JointFault, JointHealth, LoopStats, Mode, TickReport  # noqa: F401 (the driver's interface)
 
 log = logging.getLogger(__name__)
 
 FUTURE_TOLERANCE_S = 0.005  # s: a target stamp this far ahead of the driver clock is still "now"
 
 
-class YamDriver(HardwareChecks):
+class YamDriver:
     """Bimanual YAM driver over a `JointBus`; a context manager that starts and shuts down."""
 
     def __init__(self, config: DriverConfig, bus: JointBus | None = None,
@@ -62,16 +62,11 @@ class YamDriver(HardwareChecks):
         robot = load_robot()
         self._gripper = np.array([is_gripper(a, j) for a, j in config.joints])
         per_arm = list(robot.max_joint_speed) + [robot.max_gripper_speed]
-        self._ceiling = np.array([per_arm[a.joints.index(j)] for a, j in config.joints], np.float64)  # (14,)
-        self._seen_t = np.full(self.n, np.nan)   # monotonic time of each joint's last plausible reading
+        ceiling = np.array([per_arm[a.joints.index(j)] for a, j in config.joints], np.float64)  # (14,)
+        self.health = JointHealth(config, ceiling, self._gripper, self._enter_fault)   # faults and their counts
         self._home = np.full(self.n, np.nan)      # pose of a `home()` in progress
-        self._over = np.zeros(self.n, int)        # consecutive ticks over max_tracking_error
-        self.glitches = 0                         # readings refused as implausible jumps
         self.mode = Mode.IDLE
-        self.faults: list[JointFault] = []
         self.shutdown_errors: list[str] = []
-        self._faulted = np.zeros(self.n, bool)
-        self._fail_count = np.zeros(self.n, int)
         self._present = np.full(self.n, np.nan)
         self._velocity = np.full(self.n, np.nan)
         self._effort = np.full(self.n, np.nan)
@@ -88,6 +83,10 @@ class YamDriver(HardwareChecks):
         self.gravity = GravityModel(config) if config.gravity_factor is not None else None
         self._ff = np.zeros(self.n)               # feed-forward of the last write, Nm
         self.gripper_limit = GripperLimiter(config)
+
+    faults = property(lambda self: self.health.faults, doc="latched faults, oldest first")
+    glitches = property(lambda self: self.health.glitches, doc="readings refused as implausible jumps")
+    _faulted = property(lambda self: self.health.faulted)
 
     def effort_summary(self) -> dict[str, float | str]:
         """What /diagnostics shows of the torques the driver adds: the gravity feed-forward of the last
@@ -158,10 +157,7 @@ class YamDriver(HardwareChecks):
     def _connect(self) -> np.ndarray:
         if self.mode not in (Mode.IDLE, Mode.STOPPED):
             raise RuntimeError(f"connect() needs mode idle or stopped, driver is {self.mode.value}")
-        self.faults.clear()
-        self._faulted[:] = False
-        self._fail_count[:] = 0
-        self._over[:] = 0
+        self.health.reset()
         self.gripper_limit.reset()
         with self._lock:
             self._targets = None
@@ -169,7 +165,7 @@ class YamDriver(HardwareChecks):
             self.bus.connect()
             present = self._read_all_or_raise("start-up")
             self._present = present.copy()
-            self._seen_t[:] = time.monotonic()
+            self.health.seen(time.monotonic())
             self._command = np.clip(present, self._lower, self._upper)
             self._hold = self._command.copy()
             self.mode = Mode.CONNECTED
@@ -190,7 +186,7 @@ class YamDriver(HardwareChecks):
         try:
             present = self._read_all_or_raise("torque on")
             self._present = present.copy()
-            self._seen_t[:] = time.monotonic()
+            self.health.seen(time.monotonic())
             self._command = np.clip(present, self._lower, self._upper)
             self._hold = self._command.copy()
             with self._lock:
@@ -305,14 +301,11 @@ class YamDriver(HardwareChecks):
             log.warning("yam_driver: %s", line)
         present = self._read_all_or_raise("fault reset")
         self._present, self._command = present.copy(), np.clip(present, self._lower, self._upper)
-        self._seen_t[:] = time.monotonic()
+        self.health.seen(time.monotonic())
         self._hold = self._command.copy()
         self.bus.write_targets(self._command, torque_ff=self._feedforward(present))   # goal = measured: no jump
         self.bus.enable()                         # every motor: a reconnected or power-cycled one is disabled
-        self.faults.clear()
-        self._faulted[:] = False
-        self._fail_count[:] = 0
-        self._over[:] = 0
+        self.health.reset()
         with self._lock:
             self._targets = None  # a fresh target is needed after a reset
         self.mode = Mode.RAMPING
@@ -350,13 +343,15 @@ class YamDriver(HardwareChecks):
             reading = BusReading.empty(self.n)
             reading.errors = {i: f"bus error: {e}" for i in range(self.n)}
         t1 = time.monotonic()
-        self._refuse_glitches(reading, t1)
+        health = self.health
+        health.refuse_glitches(reading, self._present, t1)
         self._present = np.where(reading.ok, reading.position, self._present)
         self._velocity = np.where(reading.ok, reading.velocity, self._velocity)
         self._effort = np.where(reading.ok, reading.effort, self._effort)
-        new_faults = self._latch_hardware(reading.hardware_error, reading.errors, now)
-        new_faults += self._check_torque(reading, now)
-        new_faults += self._check_tracking(reading, now)
+        new_faults = health.latch_hardware(reading.hardware_error, reading.errors, now)
+        new_faults += health.check_torque(reading, self.bus.torque_enabled, now)
+        new_faults += health.check_tracking(reading, self._command, self.bus.torque_enabled and self.mode not in (
+            Mode.IDLE, Mode.CONNECTED, Mode.STOPPED), now)
 
         desired, speed, age, clipped = self._desired(now)
         cmd = np.full(self.n, np.nan)
@@ -379,13 +374,13 @@ class YamDriver(HardwareChecks):
                 written, write_errors, retries = result.written, result.errors, retries + result.retries
                 self._command = np.where(mask, cmd, self._command)
                 if result.hardware_error is not None:
-                    new_faults += self._latch_hardware(result.hardware_error, write_errors, now)
+                    new_faults += health.latch_hardware(result.hardware_error, write_errors, now)
             if self.mode == Mode.RAMPING and age is not None and np.all(
                     np.abs(desired - self._command)[~self._faulted] <= self.config.ramp_tolerance):
                 self.mode = Mode.RUNNING
         failed = ~reading.ok & ~self._faulted
         failed[list(write_errors)] = True
-        new_faults += self._count_failures(failed, {**reading.errors, **write_errors}, now)
+        new_faults += health.count_failures(failed, {**reading.errors, **write_errors}, now)
         t2 = time.monotonic()
         self._io_ms.append((t2 - t0) * 1000.0)
         self.tick += 1

@@ -1,16 +1,19 @@
 """What the driver reports and how it decides a joint has faulted: its modes, latched faults, tick
 and loop reports, and the checks for hardware that lies (torque silently off, a joint not
 following its command, a reading that jumps further than the joint can move, repeated failed
-exchanges, hardware error flags). `YamDriver` (driver.py) runs them every tick."""
+exchanges, hardware error flags), in `JointHealth`. `YamDriver._step` (driver.py) runs them every
+tick; the driver node's `monitor.DriverMonitor` reports them. Fault detection reads in those three files."""
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 from enum import Enum
+from typing import Callable
 
 import numpy as np
 
 from .bus import BusReading
+from .config import DriverConfig
 
 log = logging.getLogger("yam_driver.driver")
 
@@ -76,78 +79,98 @@ class LoopStats:
     stop_reason: str = ""
 
 
-class HardwareChecks:
-    """The driver's per-tick fault checks (mixed into YamDriver; they read and latch its state)."""
+class JointHealth:
+    """Each joint's health, owned here: latched faults, consecutive failed exchanges, ticks over the
+    tracking limit, the time of the last plausible reading. `YamDriver._step` runs the checks every
+    tick; a check that latches calls `on_fault()` (the driver holds, or turns torque off)."""
 
-    def _refuse_glitches(self, reading: BusReading, t: float) -> None:
-        """A reading further from the last plausible one than the joint could have moved (its speed
-        ceiling x `reading_speed_factor` over the time between them, at least one period, + `reading_margin`) is refused:
-        not ok this tick (a failed read, counted toward a fault), never a position or hold target."""
+    def __init__(self, config: DriverConfig, ceiling: np.ndarray, gripper: np.ndarray,
+                 on_fault: Callable[[], None]):
+        """`ceiling`: (14,) each joint's speed ceiling (rad/s); `gripper`: (14,) bool."""
+        self.config, self.names, self.n = config, config.joint_names, len(config.joint_names)
+        self._ceiling, self._gripper, self._on_fault = ceiling, gripper, on_fault
+        self.faults: list[JointFault] = []
+        self.faulted = np.zeros(self.n, bool)
+        self.glitches = 0                           # readings refused as implausible jumps
+        self._fail_count = np.zeros(self.n, int)    # consecutive ticks without a valid exchange
+        self._over = np.zeros(self.n, int)          # consecutive ticks over max_tracking_error
+        self._seen_t = np.full(self.n, np.nan)      # monotonic time of each joint's last plausible reading
+
+    def reset(self) -> None:
+        """No fault, no count (connect, the operator's fault reset)."""
+        self.faults.clear()
+        self.faulted[:] = False
+        self._fail_count[:] = 0
+        self._over[:] = 0
+
+    def seen(self, t: float) -> None:
+        """Every joint was just read plausibly (a full read at connect, enable, reset)."""
+        self._seen_t[:] = t
+
+    def refuse_glitches(self, reading: BusReading, present: np.ndarray, t: float) -> None:
+        """A reading further from the last plausible one (`present`) than the joint could have moved
+        (its speed ceiling x `reading_speed_factor` over the time between them, at least one period,
+        + `reading_margin`) is refused: not ok this tick (a failed read, counted toward a fault),
+        never a position or hold target."""
         c = self.config
         # at least one period: the command itself moves a period's step per tick, however fast ticks come
         dt = np.where(np.isfinite(self._seen_t), np.maximum(t - self._seen_t, c.period_s), np.inf)
         bound = self._ceiling * c.reading_speed_factor * dt + c.reading_margin
-        jump = np.abs(reading.position - self._present)
-        glitch = reading.ok & np.isfinite(self._present) & (jump > bound)
+        jump = np.abs(reading.position - present)
+        glitch = reading.ok & np.isfinite(present) & (jump > bound)
         for i in np.flatnonzero(glitch):
             self.glitches += 1
             reading.errors[i] = (f"implausible reading {reading.position[i]:+.3f}: {jump[i]:.3f} from the last "
-                                 f"plausible {self._present[i]:+.3f} in {1e3 * dt[i]:.0f} ms (bound {bound[i]:.3f})")
+                                 f"plausible {present[i]:+.3f} in {1e3 * dt[i]:.0f} ms (bound {bound[i]:.3f})")
         reading.ok = reading.ok & ~glitch
         self._seen_t = np.where(reading.ok, t, self._seen_t)
 
-    def _check_torque(self, reading: BusReading, now: float) -> list[JointFault]:
-        """A motor that says its torque is off while the driver holds torque is not holding the arm:
-        a fault at once, named (no error flag needed: a brown-out or power-cycled motor comes back disabled)."""
-        if reading.torque_off is None or not self.bus.torque_enabled:
+    def check_torque(self, reading: BusReading, torque_on: bool, now: float) -> list[JointFault]:
+        """A motor that says its torque is off while the driver holds torque (`torque_on`) is not holding the
+        arm: a fault at once, named (no error flag needed: a brown-out or power-cycled motor comes back disabled)."""
+        if reading.torque_off is None or not torque_on:
             return []
-        lost = reading.torque_off & ~self._faulted
-        new = [self._latch(i, "motor reports torque off while the driver holds torque (not holding the arm)", now)
-               for i in np.flatnonzero(lost)]
-        if new:
-            self._enter_fault()
-        return new
+        lost = reading.torque_off & ~self.faulted
+        return self._latch_all([(i, "motor reports torque off while the driver holds torque (not holding the arm)")
+                                for i in np.flatnonzero(lost)], now)
 
-    def _check_tracking(self, reading: BusReading, now: float) -> list[JointFault]:
-        """An arm joint further than `max_tracking_error` from its command for `tracking_error_ticks`
-        ticks in a row is a fault (sagging without torque, blocked, a slipped coupling). Grippers are
-        exempt: a grasp holds them off their command."""
+    def check_tracking(self, reading: BusReading, command: np.ndarray, commanding: bool,
+                       now: float) -> list[JointFault]:
+        """An arm joint further than `max_tracking_error` from its `command` for `tracking_error_ticks`
+        ticks in a row while `commanding` (torque on, started) is a fault (sagging without torque,
+        blocked, a slipped coupling). Grippers are exempt: a grasp holds them off their command."""
         c = self.config
-        if not self.bus.torque_enabled or self.mode in (Mode.IDLE, Mode.CONNECTED, Mode.STOPPED):
+        if not commanding:
             return []
-        err = np.abs(reading.position - self._command)
-        over = reading.ok & ~self._faulted & ~self._gripper & np.isfinite(err) & (err > c.max_tracking_error)
+        err = np.abs(reading.position - command)
+        over = reading.ok & ~self.faulted & ~self._gripper & np.isfinite(err) & (err > c.max_tracking_error)
         self._over = np.where(over, self._over + 1, 0)
-        new = [self._latch(i, f"tracking error {err[i]:.3f} rad > {c.max_tracking_error} for {self._over[i]} ticks "
-                              f"(commanded {self._command[i]:+.3f}, measured {reading.position[i]:+.3f})", now)
-               for i in np.flatnonzero(self._over >= c.tracking_error_ticks)]
-        if new:
-            self._enter_fault()
-        return new
+        return self._latch_all([(i, f"tracking error {err[i]:.3f} rad > {c.max_tracking_error} for {self._over[i]} "
+                                    f"ticks (commanded {command[i]:+.3f}, measured {reading.position[i]:+.3f})")
+                                for i in np.flatnonzero(self._over >= c.tracking_error_ticks)], now)
 
-    def _latch_hardware(self, hw: np.ndarray, reasons: dict[int, str], now: float) -> list[JointFault]:
+    def latch_hardware(self, hw: np.ndarray, reasons: dict[int, str], now: float) -> list[JointFault]:
         """A hardware error flag latches at once (the motor itself has stopped)."""
-        new = [self._latch(i, reasons.get(i, "hardware error"), now)
-               for i in np.flatnonzero(hw) if not self._faulted[i]]
-        if new:
-            self._enter_fault()
-        return new
+        return self._latch_all([(i, reasons.get(i, "hardware error")) for i in np.flatnonzero(hw)
+                                if not self.faulted[i]], now)
 
-    def _count_failures(self, failed: np.ndarray, reasons: dict[int, str], now: float) -> list[JointFault]:
+    def count_failures(self, failed: np.ndarray, reasons: dict[int, str], now: float) -> list[JointFault]:
         """Consecutive failed ticks per joint; `fault_after_failures` in a row latch a fault."""
         self._fail_count[failed] += 1
         self._fail_count[~failed] = 0
-        new = [self._latch(i, f"{self._fail_count[i]} ticks in a row without a valid exchange; "
-                              f"last: {reasons.get(i, 'no reply')}", now)
-               for i in np.flatnonzero(self._fail_count >= self.config.fault_after_failures)
-               if not self._faulted[i]]
-        if new:
-            self._enter_fault()
-        return new
+        return self._latch_all([(i, f"{self._fail_count[i]} ticks in a row without a valid exchange; "
+                                    f"last: {reasons.get(i, 'no reply')}")
+                                for i in np.flatnonzero(self._fail_count >= self.config.fault_after_failures)
+                                if not self.faulted[i]], now)
 
-    def _latch(self, i: int, reason: str, now: float) -> JointFault:
-        self._faulted[i] = True
-        fault = JointFault(self.names[i], i, reason, now)
-        self.faults.append(fault)
-        log.error("yam_driver fault latched: %s", fault)
-        return fault
+    def _latch_all(self, found: list[tuple[int, str]], now: float) -> list[JointFault]:
+        new = []
+        for i, reason in found:
+            self.faulted[i] = True
+            fault = JointFault(self.names[i], int(i), reason, now)
+            self.faults.append(fault)
+            log.error("yam_driver fault latched: %s", fault)
+            new.append(fault)
+        if new:
+            self._on_fault()
+        return new
