@@ -38,7 +38,7 @@ from typing import Callable, Iterable
 import can
 import numpy as np
 
-from . import damiao_protocol as dmp
+from . import can_socket, damiao_protocol as dmp
 from .bus import BusError, BusMismatchError, BusReading, JointBus, WriteResult
 from .config import DriverConfig
 
@@ -101,8 +101,11 @@ class DamiaoBus(JointBus):
         try:
             for ch in self.channels.values():
                 try:
-                    ch.bus = can.Bus(interface=self.config.can_interface, channel=ch.name,
-                                     bitrate=self.config.can_bitrate)
+                    if self.config.can_interface == can_socket.INTERFACE:   # an emulator's own process
+                        ch.bus = can_socket.SocketCanBus(ch.name)
+                    else:
+                        ch.bus = can.Bus(interface=self.config.can_interface, channel=ch.name,
+                                         bitrate=self.config.can_bitrate)
                 except Exception as e:  # can.CanError, OSError
                     raise BusError(f"cannot open CAN channel {ch.name!r} ({self.config.can_interface}): {e}") from e
             self.connected = True

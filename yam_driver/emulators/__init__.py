@@ -16,12 +16,14 @@ emulator threads never wait on each other).
 from __future__ import annotations
 
 import dataclasses
+import os
 import uuid
 
 import numpy as np
 
 from typing import Callable
 
+from ..can_socket import INTERFACE, ListeningCanBus
 from ..config import DriverConfig, JointMap
 from ..dxl_protocol import ADDR_TORQUE_ENABLE
 from .damiao_emulator import DamiaoEmulator, EmulatedMotor
@@ -38,13 +40,15 @@ class EmulatedRig:
     def __init__(self, config: DriverConfig, initial: np.ndarray | None = None, tau_s: float = 0.02,
                  skip_ids: dict[str, list[int]] | None = None, can_timeout_s: float | None = None,
                  answer_status_request: bool = True, answer_registers: bool = True,
-                 load_fn: Callable[[np.ndarray], np.ndarray] | None = None):
+                 load_fn: Callable[[np.ndarray], np.ndarray] | None = None, listen_dir: str | None = None):
         """`initial`: (14,) start positions in driver units (default: mid-range of each joint).
         `skip_ids`: arm name -> ids left off the emulated bus (to test config mismatches).
         Damiao only: `can_timeout_s`, the motors' own command timeout (None = off);
         `answer_status_request` False: firmware that ignores the 0xCC status request;
         `answer_registers` False: firmware that does not answer register reads;
-        `load_fn`: the external torque model (module docstring; None = no load)."""
+        `load_fn`: the external torque model (module docstring; None = no load);
+        `listen_dir`: each channel is a Unix socket in this folder (`yam_driver.can_socket`), for a rig
+        in a process of its own (`emulators.process`); None: python-can's in-process virtual channels."""
         jm = JointMap.from_config(config)
         self.joint_map = jm
         if initial is None:
@@ -77,20 +81,24 @@ class EmulatedRig:
                     new_port[port] = emu.port_name
                 else:
                     channel = f"vam-{uuid.uuid4().hex[:8]}-{port}"
+                    bus = None
+                    if listen_dir is not None:
+                        channel = os.path.join(listen_dir, port)
+                        bus = ListeningCanBus(channel)
                     motors = [EmulatedMotor(j.id, config.feedback_id(j), j.motor, position=float(motor0[i]),
                                             target=float(motor0[i])) for i, _, j in keep]
                     emu = DamiaoEmulator(channel, motors, tau_s=tau_s, can_timeout_s=can_timeout_s,
                                          answer_status_request=answer_status_request,
                                          answer_registers=answer_registers,
                                          load_fn=None if load_fn is None else self._emulator_load(
-                                             load_fn, [(i, j.id) for i, _, j in keep]))
+                                             load_fn, [(i, j.id) for i, _, j in keep]), bus=bus)
                     new_port[port] = channel
                 self.emulators[port] = emu.start()
         except BaseException:
             self.stop()
             raise
         arms = [dataclasses.replace(a, port=new_port[a.port]) for a in config.arms]
-        extra = {"can_interface": "virtual"} if config.bus == "damiao" else {}
+        extra = {"can_interface": "virtual" if listen_dir is None else INTERFACE} if config.bus == "damiao" else {}
         self.config = dataclasses.replace(config, arms=arms, **extra)
         self.joint_map = jm
 

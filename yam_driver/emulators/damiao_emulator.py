@@ -72,7 +72,7 @@ class DamiaoEmulator:
 
     def __init__(self, channel: str, motors: list[EmulatedMotor], tau_s: float = 0.02,
                  can_timeout_s: float | None = None, answer_status_request: bool = True,
-                 answer_registers: bool = True, load_fn: LoadFn | None = None):
+                 answer_registers: bool = True, load_fn: LoadFn | None = None, bus: can.BusABC | None = None):
         """`can_timeout_s`: like the motor's CAN-timeout register (i2rt sets 400 ms), an enabled
         motor that gets no frame on its CAN id for this long disables itself and reports
         communication loss (0xD); it sets each motor's TIMEOUT register (50 us steps), which
@@ -82,7 +82,9 @@ class DamiaoEmulator:
         `answer_registers`: False emulates firmware that does not answer register frames.
         `load_fn(positions) -> torques`: positions per CAN id (rad, motor angle), returns the
         external torque per CAN id in motor Nm (positive pushes the angle positive; a missing id
-        is 0). Called with the emulator's lock held: it must not call back into the emulator."""
+        is 0). Called with the emulator's lock held: it must not call back into the emulator.
+        `bus`: the channel's end to answer on (default: python-can's in-process "virtual" channel
+        `channel`; `yam_driver.can_socket.ListeningCanBus` for an emulator in a process of its own)."""
         if not motors or len({m.can_id for m in motors}) != len(motors):
             raise ValueError(f"motor CAN ids must be unique and non-empty, got {[m.can_id for m in motors]}")
         if tau_s <= 0:
@@ -114,7 +116,7 @@ class DamiaoEmulator:
         self.replies_sent = 0  # frames put on the wire (after faults)
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._bus = can.Bus(interface="virtual", channel=channel)
+        self._bus = bus if bus is not None else can.Bus(interface="virtual", channel=channel)
         self._thread = threading.Thread(target=self._run, name=f"dm-emulator-{channel}", daemon=True)
 
     # --- test helpers ----------------------------------------------------------------
