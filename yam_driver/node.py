@@ -77,6 +77,7 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
     driver = property(lambda self: self.monitor.driver)
     rig = property(lambda self: self.monitor.rig)
     estopped = property(lambda self: self.monitor.estopped)
+    gate = property(lambda self: self.monitor.gate)
 
     def on_configure(self, state) -> TransitionCallbackReturn:
         gravity = self.cfg.bus == "damiao" and self.p["emulated_gravity"]
