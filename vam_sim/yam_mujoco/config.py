@@ -13,6 +13,7 @@ from pathlib import Path
 from vam_stack.config import check, from_yaml
 from vam_stack.names import YAM_TASKS
 from vam_stack.paths import config_dir
+from vam_stack.robot import robot_rate
 
 STEP_MODES = ("external", "wall_clock")
 CAMERAS = ("top", "left_wrist", "right_wrist")
@@ -28,7 +29,8 @@ class MujocoConfig:
     step_mode: str = "external"  # external: the caller steps one control period per tick (lockstep, sim time);
     #                              wall_clock: reads advance physics to the host clock (real-time driver loop)
     timestep: float = 0.002  # s, physics step (rounded so a control period is a whole number of steps)
-    control_hz: float = 30.0  # Hz, rate of `step_control()` and of the policy's targets
+    control_hz: float | None = None  # Hz, rate of `step_control()` and of the policy's targets; None: the robot's
+    #                                  (config/yam_robot.yaml rate_hz, its one source), a stated one must agree
     camera_width: int = 224  # px, rendered width of every view (paper: 224x168 per real camera)
     camera_height: int = 168  # px, rendered height
     camera_fps: float = 30.0  # Hz, frames per second of simulated time
@@ -46,8 +48,7 @@ class MujocoConfig:
         check(self.step_mode in STEP_MODES, f"step_mode must be one of {STEP_MODES}, got {self.step_mode!r}")
         check(math.isfinite(self.timestep) and 1e-4 <= self.timestep <= 0.01,
               f"timestep must be in [1e-4, 0.01] s, got {self.timestep!r}")
-        check(math.isfinite(self.control_hz) and 1 <= self.control_hz <= 1000,
-              f"control_hz must be in [1, 1000], got {self.control_hz!r}")
+        object.__setattr__(self, "control_hz", robot_rate("yam_mujoco ", self.control_hz, name="control_hz"))
         check(16 <= self.camera_width <= 1280 and 16 <= self.camera_height <= 960,
               f"camera size must be within 16..1280 x 16..960 px, got {self.camera_width!r}x{self.camera_height!r}")
         check(math.isfinite(self.camera_fps) and 0.5 <= self.camera_fps <= 240,

@@ -6,6 +6,7 @@ import vam_sim.yam_mujoco  # noqa: F401  (sets MUJOCO_GL=egl before mujoco is fi
 import mujoco  # noqa: E402
 
 from vam_stack.config import ConfigError
+from vam_stack.robot import load_robot
 from vam_sim.yam_mujoco.config import MujocoConfig, load_mujoco_config
 from vam_sim.yam_mujoco.model import ARMS, FINGER_TRAVEL, HOME, SceneSpec, build_mjcf
 from vam_sim.yam_mujoco.sim import YamSim
@@ -81,3 +82,16 @@ def test_config_errors_quote_the_value(tmp_path):
     with pytest.raises(ConfigError, match="did you mean 'task'"):
         load_mujoco_config(bad)
     assert MujocoConfig().substeps == 17 and MujocoConfig().physics_dt == pytest.approx(1 / 510)
+
+
+@pytest.mark.unit
+def test_control_rate_is_the_robots(tmp_path):
+    """config/yam_robot.yaml's rate_hz is the simulator's tick; a file that still states one must agree."""
+    assert load_mujoco_config().control_hz == MujocoConfig().control_hz == load_robot().rate_hz == 30.0
+    old = tmp_path / "old.yaml"
+    old.write_text("yam_mujoco:\n  control_hz: 30.0\n")
+    assert load_mujoco_config(old).control_hz == 30.0
+    old.write_text("yam_mujoco:\n  control_hz: 50.0\n")
+    with pytest.raises(ConfigError, match=r"old.yaml \[yam_mujoco\]: yam_mujoco control_hz 50.0 differs from the "
+                                          r"robot's control rate 30.0 \(config/yam_robot.yaml"):
+        load_mujoco_config(old)
