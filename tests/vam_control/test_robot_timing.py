@@ -8,9 +8,9 @@ import yaml
 
 from vam_control.safety import SafetyConfig, load_safety_config
 from vam_control.schedule import robot_config
-from vam_model.networks.config import RobotConfig
+from vam_model.networks.config import RobotConfig, load_config as load_model_config
 from vam_stack.config import ConfigError
-from vam_stack.paths import config_dir
+from vam_stack.paths import config_dir, models_dir
 from vam_stack.robot import load_robot
 from yam_driver.config import load_config
 from yam_leader.leader import LeaderConfig
@@ -44,5 +44,17 @@ def test_a_stated_rate_must_agree(tmp_path):
         LeaderConfig(rate_hz=50.0)
     with pytest.raises(ConfigError, match="robot.control_hz 25.0 differs from the robot's control rate 30.0"):
         RobotConfig(action_type="absolute_joint", control_hz=25.0)
-    with pytest.raises(ConfigError, match="control_hz must be given for eef_delta"):
-        RobotConfig(action_type="eef_delta", action_dim=7, proprio_dim=8, chunk=17, execute=10)
+    with pytest.raises(ConfigError, match="robot.chunk must be given for eef_delta"):
+        RobotConfig(action_type="eef_delta", action_dim=7, proprio_dim=8)
+
+
+def test_a_yam_model_takes_the_robots_chunk():
+    robot = load_robot()
+    r = RobotConfig(action_type="absolute_joint")
+    assert (r.chunk, r.execute, r.control_hz, r.camera_hz) == (robot.chunk, robot.execute, robot.rate_hz, 30.0)
+    assert (RobotConfig(chunk=4, execute=2).chunk, RobotConfig(chunk=4, execute=2).execute) == (4, 2)  # a model's own
+    for preset in ("real", "tiny_real", "yam64"):
+        data = yaml.safe_load((models_dir() / f"{preset}.yaml").read_text())["robot"]
+        assert not {"chunk", "execute", "control_hz"} & set(data), preset           # written once
+        r = load_model_config(preset).robot
+        assert (r.chunk, r.execute, r.control_hz) == (robot.chunk, robot.execute, robot.rate_hz), preset

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from vam_stack.config import ConfigError, check, from_dict, load_yaml
 from vam_stack.paths import models_dir
-from vam_stack.robot import robot_rate
+from vam_stack.libero import libero_rate
+from vam_stack.robot import load_robot, robot_rate
 
 
 @dataclass(frozen=True)
@@ -123,15 +124,18 @@ class RobotConfig:
     camera_height: int = 168
     frames: int = 17                  # video frames per replan
     frame_skip: int = 3               # source frames between policy frames
-    camera_hz: float = 30.0           # source frame rate
+    camera_hz: float | None = None    # source frame rate [Hz]; None: absolute_joint 30.0 (the YAM's cameras),
+    #                                   eef_delta the control rate (LIBERO renders one frame per controller tick)
     action_dim: int = 14              # 2 x (6 joints + gripper)
     proprio_dim: int = 14             # absolute joint angles
     action_type: str = "absolute_joint"  # or "eef_delta" (LIBERO)
-    chunk: int = 50                   # A_H actions per replan
-    execute: int = 30                 # actions executed before the next chunk takes over
-    control_hz: float | None = None   # executor rate [Hz]; absolute_joint (the YAM): None = the robot's
-    #                                   (config/yam_robot.yaml rate_hz, its one source), a stated one must agree;
-    #                                   eef_delta (LIBERO): required, LIBERO's controller rate
+    chunk: int | None = None          # A_H actions per replan; absolute_joint: None = the robot's (config/yam_robot.yaml
+    #                                   chunk, a model may state its own); eef_delta: required (LIBERO presets: 17)
+    execute: int | None = None        # actions executed before the next chunk takes over; None as chunk (the robot's
+    #                                   execute; LIBERO presets: 10)
+    control_hz: float | None = None   # executor rate [Hz]; None = the world's: absolute_joint (the YAM) the robot's
+    #                                   (config/yam_robot.yaml rate_hz), eef_delta LIBERO's controller rate
+    #                                   (vam_stack.libero.CONTROL_HZ); each its one source, a stated one must agree
 
     @property
     def image_width(self) -> int:
@@ -149,15 +153,19 @@ class RobotConfig:
               f"robot.frames must be 4n+1 (causal 4x tokenizer), got {self.frames!r}")
         check(self.action_type in ("absolute_joint", "eef_delta"),
               f"robot.action_type must be 'absolute_joint' or 'eef_delta', got {self.action_type!r}")
+        joint = self.action_type == "absolute_joint"
+        for name in ("chunk", "execute"):
+            if getattr(self, name) is None:
+                check(joint, f"robot.{name} must be given for eef_delta actions (a LIBERO preset's: chunk 17, execute 10)")
+                object.__setattr__(self, name, getattr(load_robot(), name))
         check(1 <= self.execute <= self.chunk, f"robot.execute must be in [1, chunk={self.chunk}], got {self.execute!r}")
         for name in ("frame_skip", "action_dim", "proprio_dim", "chunk"):
             check(getattr(self, name) >= 1, f"robot.{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.control_hz is None:
-            check(self.action_type == "absolute_joint", "robot.control_hz must be given for eef_delta actions (the "
-                                                        "simulator's controller rate, LIBERO: 20.0)")
         check(self.control_hz is None or self.control_hz > 0, f"robot.control_hz must be > 0, got {self.control_hz!r}")
-        if self.action_type == "absolute_joint":
-            object.__setattr__(self, "control_hz", robot_rate("robot.", self.control_hz, name="control_hz"))
+        rate = robot_rate if joint else libero_rate
+        object.__setattr__(self, "control_hz", rate("robot.", self.control_hz, name="control_hz"))
+        if self.camera_hz is None:   # the YAM's cameras run at 30 fps (config/cameras.yaml source_fps)
+            object.__setattr__(self, "camera_hz", 30.0 if joint else self.control_hz)
         check(self.control_hz > 0 and self.camera_hz > 0, f"rates must be > 0, got {self.control_hz!r}, {self.camera_hz!r}")
 
 

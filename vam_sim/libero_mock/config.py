@@ -9,6 +9,7 @@ import cv2
 import numpy as np
 
 from vam_stack.config import ConfigError, check, from_yaml
+from vam_stack.libero import libero_rate
 
 
 # Version of the mock's conventions (frames, rates, tasks, scenes). Datasets record it and
@@ -44,7 +45,8 @@ class LiberoMockConfig:
     """
 
     image_size: int = 224  # px, side of each square rendered view (LIBERO: 224x224)
-    control_hz: float = 20.0  # steps per second: LIBERO's controller tick (one action per tick, as openpi)
+    control_hz: float | None = None  # steps per second: LIBERO's controller tick (one action per tick, as openpi);
+    #                                  None: vam_stack.libero.CONTROL_HZ (its one source), a stated one must agree
     max_translation: float = 0.013  # m moved per step at |action| = 1 (real LIBERO: 0.0125-0.013 once moving)
     max_rotation: float = 0.08  # rad turned per step at |action| = 1 (real LIBERO: 0.065-0.10 by axis)
     max_tilt: float = 0.8  # rad the gripper axis may tilt away from pointing down
@@ -65,7 +67,8 @@ class LiberoMockConfig:
     def __post_init__(self) -> None:
         check(isinstance(self.image_size, int) and 32 <= self.image_size <= 1024,
               f"image_size must be an int in [32, 1024], got {self.image_size!r}")
-        for name in ("control_hz", "max_translation", "max_rotation", "max_tilt",
+        object.__setattr__(self, "control_hz", libero_rate("libero_mock ", self.control_hz))
+        for name in ("max_translation", "max_rotation", "max_tilt",
                      "gripper_max_width", "gripper_speed", "grasp_radius", "next_to_gap",
                      "ood_limit_factor"):
             v = getattr(self, name)

@@ -12,8 +12,10 @@ Observations follow the mocked bridge's conventions, so the policy sees the same
   proprio            float32 [8]: eef position (3), eef orientation axis-angle (3), the two
                      finger joint positions (2)
   action             7 floats in [-1, 1]: eef delta (6) and gripper (-1 open .. +1 close)
-  rate               one step = one LIBERO controller tick (20 Hz) with one action, as openpi's
-                     LIBERO client runs it and as the mocked bridge counts steps
+  rate               one step = one LIBERO controller tick with one action, as openpi's LIBERO
+                     client runs it and as the mocked bridge counts steps; `open` reports the
+                     opened environment's own control_freq (our side's: vam_stack.libero.CONTROL_HZ;
+                     `libero-check` compares the two)
 Episodes start with `SETTLE_STEPS` no-op ticks (objects fall into place), as openpi's
 client does, not counted in the limits (LIBERO's 220/280/300/520 ticks per suite).
 `tasks` {suite} lists the suite's tasks (name, instruction); `project` {points} gives the
@@ -71,8 +73,10 @@ class LiberoBackend:
         self.env = OffScreenRenderEnv(bddl_file_name=bddl, camera_heights=image_size, camera_widths=image_size)
         self.env.seed(0)
         self.size = image_size
+        # the rate robosuite runs: ControlEnv passes its control_freq (LIBERO's default 20) to the robosuite
+        # environment it keeps as .env (libero/libero/envs/env_wrapper.py, LIBERO @ 4f0dd188)
         return {"instruction": task.language, "name": task.name, "max_steps": LIMITS[suite],
-                "init_states": len(self.init_states), "control_hz": 20.0}
+                "init_states": len(self.init_states), "control_hz": float(self.env.env.control_freq)}
 
     @staticmethod
     def tasks(suite: str) -> dict:
