@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from vam_stack.config import check
+from vam_stack.libero import CONTROL_HZ as LIBERO_HZ
 from vam_stack.robot import load_robot
 
 MODES = ("lockstep", "realtime")
@@ -104,11 +105,12 @@ def robot_config(**overrides: Any) -> ExecutorConfig:
 
 
 def libero_config(**overrides: Any) -> ExecutorConfig:
-    """LIBERO: 7-dim end-effector deltas, 20 Hz (its controller ticks), chunk 17, execute 10, lockstep, no blending,
-    re-anchored after a delay (+4 / +6 points at a 3-tick delay under none / tr_adaptive, docs/realtime_chunking.md).
+    """LIBERO: 7-dim end-effector deltas at its controller rate (vam_stack.libero.CONTROL_HZ), chunk 17, execute 10,
+    lockstep, no blending, re-anchored after a delay (+4 / +6 points at a 3-tick delay under none / tr_adaptive,
+    docs/realtime_chunking.md).
 
     Holding emits a zero motion delta and keeps the gripper command (dim 6)."""
-    return ExecutorConfig(**{**dict(rate_hz=20.0, chunk=17, execute=10, action_dim=7, mode="lockstep",
+    return ExecutorConfig(**{**dict(rate_hz=LIBERO_HZ, chunk=17, execute=10, action_dim=7, mode="lockstep",
                                     action_kind="delta", hold_keep_dims=(6,), blend_ticks=0, reanchor=True),
                              **overrides})
 
