@@ -16,8 +16,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from tr_monitor_node.plot import PlotConfig, render_attention_overlay, render_trace
-from tr_monitor_node.trace import Replan, TraceConfig, TRTrace
+from vam_stack.tr_plot import PlotConfig, render_attention_overlay, render_trace
+from vam_stack.tr_trace import Replan, TraceConfig, TRTrace
 from vam_stack.config import check
 
 SCALAR_KEYS = ("tr", "tr0", "s", "w_lang", "w_plan", "latency_ms")  # = topic table keys

@@ -161,7 +161,7 @@ class PolicyEpisode:
     """One policy episode's records, the same in every simulator and both executor modes."""
 
     def __init__(self, runner: EpisodeRunner, name: str, dt: float):
-        from tr_monitor_node.trace import TRTrace
+        from vam_stack.tr_trace import TRTrace
 
         self.runner, self.name, self.dt = runner, name, dt
         self.trace = TRTrace()
@@ -212,7 +212,7 @@ class PolicyEpisode:
         """The TR trace PNG (when the runner plots and there were replans) and the TR summary."""
         r = self.runner
         if r.plots and self.replans:
-            from tr_monitor_node.plot import save_trace_png
+            from vam_stack.tr_plot import save_trace_png
 
             png = save_trace_png(self.trace, r.out / self.name / "tr_trace.png", title=title, end_step=end_step)
             out["tr_trace"] = str(png.relative_to(r.out))

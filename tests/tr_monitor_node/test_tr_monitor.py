@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from tr_monitor_node.monitor import SCALAR_KEYS, MonitorConfig, TRMonitor
-from tr_monitor_node.plot import PlotConfig
-from tr_monitor_node.trace import TelemetryError
+from vam_stack.tr_plot import PlotConfig
+from vam_stack.tr_trace import TelemetryError
 from vam_stack import msgs, topics
 from vam_stack.config import ConfigError, from_yaml
 from vam_stack.paths import config_dir

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tr_monitor_node.trace import TelemetryError, TraceConfig, TRTrace, validate_telemetry
+from vam_stack.tr_trace import TelemetryError, TraceConfig, TRTrace, validate_telemetry
 from vam_stack.config import ConfigError, from_dict
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,5 @@
-"""TR history of an episode and the planning/manipulation phase (plain Python, no rclpy).
+"""TR history of an episode and the planning/manipulation phase (plain Python, no rclpy; the TR
+monitor node and the simulators' episode runner, vam_sim/episode.py, keep one per episode).
 
 The policy emits one telemetry dict per replan (`step`, `tr`, `tr_steps`, `tr0`, `s`,
 `w_lang`, `w_plan`, `branches_computed`, `latency_ms`, optionally `attention`). `TRTrace`

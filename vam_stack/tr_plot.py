@@ -1,8 +1,9 @@
 """Rendering for the TR monitor: the TR trace figure and the attention overlay (no rclpy).
 
 Both return RGB uint8 arrays (HxWx3) so the ROS node can publish them as `sensor_msgs/Image`
-(rgb8) and the simulation can save them as PNG. matplotlib is used through its object API
-with the Agg canvas only (no pyplot state, no display needed, safe off the main thread).
+(rgb8) and the simulators' episode runner (vam_sim/episode.py) can save them as PNG. matplotlib
+is used through its object API with the Agg canvas only (no pyplot state, no display needed,
+safe off the main thread).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from tr_monitor_node.trace import TRTrace
+from vam_stack.tr_trace import TRTrace
 from vam_stack.config import check
 
 PHASE_COLORS = {"planning": "#f39c12", "manipulation": "#3498db"}  # span shading

@@ -5,9 +5,9 @@ import cv2
 import numpy as np
 import pytest
 
-from tr_monitor_node.plot import (PlotConfig, attention_heatmap, render_attention_overlay,
+from vam_stack.tr_plot import (PlotConfig, attention_heatmap, render_attention_overlay,
                                   render_trace, save_png, save_trace_png)
-from tr_monitor_node.trace import TRTrace
+from vam_stack.tr_trace import TRTrace
 from vam_stack.config import ConfigError
 
 pytestmark = pytest.mark.unit
