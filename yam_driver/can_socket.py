@@ -19,6 +19,7 @@ import os
 import select
 import socket
 import struct
+import threading
 import time
 
 import can
@@ -80,49 +81,73 @@ class SocketCanBus(can.BusABC):
 
 
 class ListeningCanBus(can.BusABC):
-    """The emulator's end: listens at `channel` (a path, created here, removed at shutdown)."""
+    """The emulator's end: listens at `channel` (a path, created here, removed at shutdown). Several
+    threads may wait in `recv` at once (each frame goes to one of them)."""
 
     def __init__(self, channel: str, **kwargs):
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._listener.bind(channel)
         self._listener.listen(2)
+        self._listener.setblocking(False)
+        self._lock = threading.Lock()               # the peer socket is replaced by one thread at a time
         self._path = channel
         self._peer: socket.socket | None = None
         self.channel_info = f"unix socket {channel} (listening)"
         super().__init__(channel=channel)
 
-    def _drop_peer(self) -> None:
-        if self._peer is not None:
-            self._peer.close()
-            self._peer = None
+    def _drop_peer(self, peer: socket.socket | None = None) -> None:
+        """Close `peer` (default: the current one) if it is still the current one."""
+        with self._lock:
+            if self._peer is not None and (peer is None or peer is self._peer):
+                self._peer.close()
+                self._peer = None
 
     def send(self, msg: can.Message, timeout: float | None = None) -> None:
-        if self._peer is None:
+        peer = self._peer
+        if peer is None:
             return                                   # nobody on the bus: the frame is lost
         try:
-            self._peer.send(_pack(msg))
+            peer.send(_pack(msg))
+        except BlockingIOError:                      # the driver's queue is full: the frame is lost
+            pass
         except OSError:                              # the driver went away
-            self._drop_peer()
+            self._drop_peer(peer)
 
     def _recv_internal(self, timeout: float | None):
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             left = None if end is None else end - time.monotonic()
-            socks = [self._listener] + ([self._peer] if self._peer is not None else [])
-            ready = _readable(socks, left)
+            peer = self._peer
+            socks = [self._listener] + ([peer] if peer is not None else [])
+            try:
+                ready = _readable(socks, left)
+            except (OSError, ValueError):            # the peer was closed by another thread meanwhile
+                ready = []
+                if left is None or left > 0:
+                    continue
             if not ready:
                 return None, False
             if self._listener in ready:
-                self._drop_peer()                    # a new connection (the driver reconnected) replaces the old
-                self._peer = self._listener.accept()[0]
-            elif self._peer is not None and self._peer in ready:
                 try:
-                    raw = self._peer.recv(64)
+                    new = self._listener.accept()[0]  # the driver (re)connected: it replaces the old peer
+                except (BlockingIOError, OSError):
+                    new = None                       # another thread took it
+                if new is not None:
+                    new.setblocking(False)
+                    with self._lock:
+                        old, self._peer = self._peer, new
+                    if old is not None:
+                        old.close()
+            elif peer is not None and peer in ready:
+                try:
+                    raw = peer.recv(64)
+                except BlockingIOError:              # another thread took the frame
+                    continue
                 except OSError:
                     raw = b""
                 if raw:
                     return _unpack(raw), False
-                self._drop_peer()                    # the driver closed its end
+                self._drop_peer(peer)                # the driver closed its end
 
     def shutdown(self) -> None:
         super().shutdown()

@@ -2,12 +2,15 @@
 arm in a process of its own (issue 59: replies the driver's GIL no longer delays)."""
 import os
 import signal
-import threading
+import sys
 import time
 
+import can
 import numpy as np
 import pytest
 
+from yam_driver import damiao_protocol as dmp
+from yam_driver.can_socket import SocketCanBus
 from yam_driver.config import load_config
 from yam_driver.driver import Mode, YamDriver
 from yam_driver.emulators.process import EmulatedRigProcess
@@ -82,30 +85,24 @@ def test_the_emulator_process_outlives_sigint_to_the_group_and_ends_with_its_dri
         rig.close()
 
 
-def test_a_driver_stalled_by_another_thread_of_its_process_still_gets_its_replies():
+def test_a_reply_arrives_while_the_driver_process_holds_its_gil():
     """Issue 59's cause: an emulator in the driver's interpreter answers only when the driver
-    process's other threads let go of the GIL. A CPU-bound Python thread beside the driver (the
-    executor's callbacks, junk messages) made in-process emulators late; the process's emulators
-    answer from their own interpreter, and the driver takes the replies waiting for it."""
+    process lets go of the GIL (its executor's callbacks, its tick). The process's emulators answer
+    from their own interpreter: the reply waits in the driver's receive buffer, as a CAN adapter's."""
     cfg = load_config(bus="damiao")
-    stop = threading.Event()
-
-    def busy():                                         # holds the GIL except at the switch interval
-        while not stop.is_set():
-            sum(i * i for i in range(20000))
-
-    with EmulatedRigProcess(cfg, rt_priority=0) as rig:
-        driver = YamDriver(rig.config)
-        driver.start()
-        hog = threading.Thread(target=busy, daemon=True)
-        hog.start()
+    arm, joint = cfg.joints[0]
+    with EmulatedRigProcess(cfg) as rig:
+        channel = SocketCanBus(next(a.port for a in rig.config.arms if a.name == arm.name))
+        before = sys.getswitchinterval()
+        sys.setswitchinterval(1.0)                       # no other thread of this process runs meanwhile
         try:
-            for _ in range(60):
-                driver.set_targets(driver._present.copy())
-                driver.step()
-                time.sleep(cfg.period_s)
+            channel.send(can.Message(arbitration_id=dmp.STATUS_REQUEST_ID, data=dmp.status_request(joint.id),
+                                     is_extended_id=False))
+            t_end = time.monotonic() + 0.05
+            while time.monotonic() < t_end:              # this thread keeps the GIL for 50 ms
+                pass
+            reply = channel.recv(timeout=0)
         finally:
-            stop.set()
-            hog.join()
-        assert not driver.faults, driver.faults
-        driver.shutdown()
+            sys.setswitchinterval(before)
+            channel.shutdown()
+        assert reply is not None and reply.arbitration_id == cfg.feedback_id(joint)

@@ -40,7 +40,8 @@ class EmulatedRig:
     def __init__(self, config: DriverConfig, initial: np.ndarray | None = None, tau_s: float = 0.02,
                  skip_ids: dict[str, list[int]] | None = None, can_timeout_s: float | None = None,
                  answer_status_request: bool = True, answer_registers: bool = True,
-                 load_fn: Callable[[np.ndarray], np.ndarray] | None = None, listen_dir: str | None = None):
+                 load_fn: Callable[[np.ndarray], np.ndarray] | None = None, listen_dir: str | None = None,
+                 cpus: tuple[int, ...] = ()):
         """`initial`: (14,) start positions in driver units (default: mid-range of each joint).
         `skip_ids`: arm name -> ids left off the emulated bus (to test config mismatches).
         Damiao only: `can_timeout_s`, the motors' own command timeout (None = off);
@@ -48,7 +49,8 @@ class EmulatedRig:
         `answer_registers` False: firmware that does not answer register reads;
         `load_fn`: the external torque model (module docstring; None = no load);
         `listen_dir`: each channel is a Unix socket in this folder (`yam_driver.can_socket`), for a rig
-        in a process of its own (`emulators.process`); None: python-can's in-process virtual channels."""
+        in a process of its own (`emulators.process`); None: python-can's in-process virtual channels;
+        `cpus` (with `listen_dir`): each channel answered by one thread pinned to each of these CPUs."""
         jm = JointMap.from_config(config)
         self.joint_map = jm
         if initial is None:
@@ -91,7 +93,8 @@ class EmulatedRig:
                                          answer_status_request=answer_status_request,
                                          answer_registers=answer_registers,
                                          load_fn=None if load_fn is None else self._emulator_load(
-                                             load_fn, [(i, j.id) for i, _, j in keep]), bus=bus)
+                                             load_fn, [(i, j.id) for i, _, j in keep]), bus=bus,
+                                         cpus=cpus if listen_dir is not None else ())
                     new_port[port] = channel
                 self.emulators[port] = emu.start()
         except BaseException:

@@ -24,6 +24,7 @@ under load (the emulator has no free-fall model), nor does an enabled one with k
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections import Counter
@@ -72,7 +73,8 @@ class DamiaoEmulator:
 
     def __init__(self, channel: str, motors: list[EmulatedMotor], tau_s: float = 0.02,
                  can_timeout_s: float | None = None, answer_status_request: bool = True,
-                 answer_registers: bool = True, load_fn: LoadFn | None = None, bus: can.BusABC | None = None):
+                 answer_registers: bool = True, load_fn: LoadFn | None = None, bus: can.BusABC | None = None,
+                 cpus: tuple[int, ...] = ()):
         """`can_timeout_s`: like the motor's CAN-timeout register (i2rt sets 400 ms), an enabled
         motor that gets no frame on its CAN id for this long disables itself and reports
         communication loss (0xD); it sets each motor's TIMEOUT register (50 us steps), which
@@ -84,7 +86,10 @@ class DamiaoEmulator:
         external torque per CAN id in motor Nm (positive pushes the angle positive; a missing id
         is 0). Called with the emulator's lock held: it must not call back into the emulator.
         `bus`: the channel's end to answer on (default: python-can's in-process "virtual" channel
-        `channel`; `yam_driver.can_socket.ListeningCanBus` for an emulator in a process of its own)."""
+        `channel`; `yam_driver.can_socket.ListeningCanBus` for an emulator in a process of its own).
+        `cpus`: one answering thread pinned to each of these CPUs (a bus whose `recv` several threads
+        may call: ListeningCanBus), so a frame is answered while one CPU is frozen (a virtual
+        machine's host stops a vCPU for 100 ms at a time: docs/deployment.md); () = one thread."""
         if not motors or len({m.can_id for m in motors}) != len(motors):
             raise ValueError(f"motor CAN ids must be unique and non-empty, got {[m.can_id for m in motors]}")
         if tau_s <= 0:
@@ -117,7 +122,8 @@ class DamiaoEmulator:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._bus = bus if bus is not None else can.Bus(interface="virtual", channel=channel)
-        self._thread = threading.Thread(target=self._run, name=f"dm-emulator-{channel}", daemon=True)
+        self._threads = [threading.Thread(target=self._run, args=(cpu,), name=f"dm-emulator-{channel}-{cpu}",
+                                          daemon=True) for cpu in (cpus or (None,))]
 
     # --- test helpers ----------------------------------------------------------------
     def motor(self, can_id: int) -> EmulatedMotor:
@@ -143,13 +149,15 @@ class DamiaoEmulator:
 
     # --- lifecycle -------------------------------------------------------------------
     def start(self) -> "DamiaoEmulator":
-        self._thread.start()
+        for t in self._threads:
+            t.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=2.0)
+        for t in self._threads:
+            if t.is_alive():
+                t.join(timeout=2.0)
         self._bus.shutdown()
 
     def __enter__(self) -> "DamiaoEmulator":
@@ -200,7 +208,9 @@ class DamiaoEmulator:
         return dmp.pack_feedback(fb, m.limits())
 
     # --- wire ------------------------------------------------------------------------
-    def _run(self) -> None:
+    def _run(self, cpu: int | None = None) -> None:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})          # this thread (Linux)
         while not self._stop.is_set():
             msg = self._bus.recv(timeout=0.05)
             if msg is None:

@@ -6,9 +6,11 @@ interpreter lock: a reply waited until every other Python thread of the process 
 callbacks, the tick) let go of it, and on a loaded 2-core machine all 14 joints latched "no reply"
 at once, 17-30 s into a run, also with SCHED_FIFO threads (docs/deployment.md, "The emulated
 driver"). Here the rig runs in a spawned process that serves each channel on a Unix socket
-(`yam_driver.can_socket`), its threads at SCHED_FIFO `rt_priority` where the OS allows it (they
-block on their sockets between frames; they never spin), so a reply is in the driver's receive
-buffer within the round trip of a real bus, and the driver's reply timeout stays the hardware's.
+(`yam_driver.can_socket`), each channel answered by one thread pinned to each CPU (a virtual
+machine's host freezes one vCPU for 100 ms at a time under load: a lone thread woken there waits
+it out, a motor would not), at SCHED_FIFO `rt_priority` where the OS allows it (they block on
+their sockets between frames; they never spin), so a reply is in the driver's receive buffer
+within the round trip of a real bus, and the driver's reply timeout stays the hardware's.
 
 `EmulatedRigProcess(config)` has the in-process rig's `config`, `stop()` and its public methods
 (`positions()`, `torque_enabled(joint)`, `move_by_hand`, `set_hardware_error`, `drop_torque`,
@@ -143,8 +145,9 @@ def serve(fd: int) -> None:
         except (AttributeError, PermissionError, OSError):
             pass                                     # normal scheduling (docs/deployment.md says what it costs)
     try:
+        cpus = tuple(sorted(os.sched_getaffinity(0)))   # each channel answered from every CPU (module docstring)
         rig = EmulatedRig(config, load_fn=gravity_load(config, as_configured=True) if gravity else None,
-                          listen_dir=where)
+                          listen_dir=where, cpus=cpus if len(cpus) <= 8 else cpus[:8])
     except Exception as e:
         conn.send(("failed", f"{type(e).__name__}: {e}"))
         return
