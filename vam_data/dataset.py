@@ -338,12 +338,12 @@ class Dataset:
                      fit: tuple[int, int, int] | None = None) -> int:
         """Decode every frame not yet decoded into memory (PNG decoding releases the GIL, so
         `threads` decode in parallel); returns the bytes held. `fit` = (views, width, height)
-        keeps them at a model's view size instead (`camera_bridge.preprocess.fit_views`, the
+        keeps them at a model's view size instead (`vam_stack.views.fit_views`, the
         camera path's rule). Refuses, before decoding anything, when the frames would take more
         than `max_fraction` of the available memory."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from camera_bridge.preprocess import fit_views
+        from vam_stack.views import fit_views
 
         todo = [e for e in self.episodes if e.decoded is None]
         shape = tuple(self.info.get("frame_shape", (224, 448, 3)))

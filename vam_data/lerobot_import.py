@@ -240,7 +240,7 @@ class _Videos:
         self.c, self.cursors = contract, {}
 
     def frames(self, view: str, path: Path, t0: float, timestamps: np.ndarray, where: str) -> np.ndarray:
-        from camera_bridge.preprocess import fit_views
+        from vam_stack.views import fit_views
 
         cur = self.cursors.get(view)
         if cur is None or cur.path != path:

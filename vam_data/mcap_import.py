@@ -110,7 +110,7 @@ def _image(msg, msgtype: str) -> np.ndarray:
 
 def read_episode(path: Path, contract: DataContract, m: McapMapping) -> ImportedDemo:
     """One recording -> one checked episode at the contract's geometry."""
-    from camera_bridge.preprocess import fit_views
+    from vam_stack.views import fit_views
     from vam_stack.msgs import MessageError, deserialize
     from vam_stack.recording import Reader
 

@@ -96,7 +96,7 @@ def measure(policy, states: list[dict], progress: bool = True, index: int | None
     extracted at solver grid index `index` (None: the policy's)."""
     import torch
 
-    from camera_bridge.preprocess import fit_views
+    from vam_stack.views import fit_views
     from vam_stack.progress import progress_bar
 
     r, m = policy.mcfg.robot, policy.model

@@ -38,7 +38,7 @@ def measure(policy, states: list[dict], indices: list[int], progress: bool = Tru
     from vam_model.networks.video_solver import sigma_grid
 
     from vam_stack.progress import progress_bar
-    from camera_bridge.preprocess import fit_views
+    from vam_stack.views import fit_views
 
     grid = sigma_grid(policy.mcfg.solver)
     r = policy.mcfg.robot

@@ -9,7 +9,7 @@ import functools
 from vam_model.backends.base import BACKENDS, PRECISIONS, BackendConfig
 from vam_model.guidance import SCHEDULES, TR_BASELINES, GuidanceConfig, guidance_label
 from vam_model.policy import AUTOCAST, PolicyConfig, check_action_temperature
-from camera_bridge.preprocess import fit_views
+from vam_stack.views import fit_views
 from vam_control.build import build_runtime, release
 from vam_control.runtime import OVERRUN_ACTIONS, RuntimeConfig, warm_up
 from vam_control.schedule import RTC_MODES, ExecutorConfig

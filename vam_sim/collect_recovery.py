@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from camera_bridge.preprocess import fit_views
+from vam_stack.views import fit_views
 from vam_data.dataset import YAM_INFO, DatasetWriter, encode_demo
 from vam_model.policy import build_policy
 from vam_sim.collect import bridge_info

@@ -7,7 +7,7 @@ vam_cli/collect.py).
 Each episode runs the real robot path with the expert acting (`YamSimRunner`: the driver core
 on the MuJoCo bus, the safety filter, the camera bridge on the three rendered views) and
 records, per 30 Hz tick: the stacked views fitted view by view to `--view-size` (the camera
-path's rule, `camera_bridge.preprocess.fit_views`; 3 x 64x48 -> 192x48 by default), the 14
+path's rule, `vam_stack.views.fit_views`; 3 x 64x48 -> 192x48 by default), the 14
 measured joint values the actor saw, the expert's 14 absolute targets and its phase label.
 Episode `e` of a task starts from the state hashed from (task, e, seed): evaluation uses seed 0
 and the collection seed 100, so their initial states differ. `--joint-noise RAD` perturbs the
@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from vam_stack.config import check
+from vam_stack.views import fit_views
 
-from camera_bridge.preprocess import fit_views
 from vam_data.dataset import YAM_INFO, DatasetWriter, EncodedDemo, claim_dataset_dir, encode_demo
 from vam_sim.yam_mujoco.expert import MAX_MISS_M, MISS_WHEN
 from vam_sim.yam_mujoco.runner import NOISE_WHERE, YamRunConfig, YamSimRunner

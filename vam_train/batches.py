@@ -69,7 +69,7 @@ class Batches:
             self.p = w / w.sum()
 
     def _frames(self, clip: np.ndarray) -> np.ndarray:
-        from camera_bridge.preprocess import fit_views
+        from vam_stack.views import fit_views
 
         h, w = self.image_hw
         return fit_views(clip, self.views, w // self.views, h)  # the camera path's rule: view by view

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from camera_bridge.preprocess import fit_views
+from vam_stack.views import fit_views
 from vam_control.executor import robot_config
 from vam_control.runtime import PolicyRuntime, RuntimeConfig
 from vam_control.safety import SafetyFilter, load_safety_config

@@ -34,7 +34,7 @@ def test_shipped_weights_are_small_carry_their_statistics_and_the_mock_they_lear
 
 
 def _fit(stacked):
-    from camera_bridge.preprocess import fit_views
+    from vam_stack.views import fit_views
 
     return fit_views(stacked, 2, 64, 64)
 

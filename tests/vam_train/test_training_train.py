@@ -287,7 +287,7 @@ def test_libero64_preset_keeps_every_mechanism_on_a_small_token_geometry():
 
 @pytest.mark.unit
 def test_training_on_libero64_fits_the_224_px_frames_once_into_memory(data, tmp_path):
-    from camera_bridge.preprocess import fit_views
+    from vam_stack.views import fit_views
     from vam_model.networks.config import load_config
 
     cfg = load_config("libero64")

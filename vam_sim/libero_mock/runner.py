@@ -116,8 +116,8 @@ def _require_eef_delta(policy) -> None:
 def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
     """Refuse, before any episode, a policy that cannot act on the LIBERO bridge's frames: it must
     take 7-dim eef deltas and `views` views of the rendered views' aspect (sizes may differ: the
-    camera path resizes each view, `camera_bridge.preprocess.fit_views`)."""
-    from camera_bridge.preprocess import view_layout_problem
+    camera path resizes each view, `vam_stack.views.fit_views`)."""
+    from vam_stack.views import view_layout_problem
 
     _require_eef_delta(policy)
     r = policy.mcfg.robot
@@ -173,7 +173,7 @@ class PolicyDriver:
 
     def observe(self, obs: dict) -> None:
         """Keep the observation's frame (fitted to the preset's views) and its proprio."""
-        from camera_bridge.preprocess import fit_views
+        from vam_stack.views import fit_views
 
         frame = obs["stacked"]
         if self._jpeg_quality is not None:       # as the policy node decodes the compressed stacked topic

@@ -160,7 +160,7 @@ class YamSimRunner(EpisodeRunner):
             if spec.action_type != "absolute_joint" or spec.action_dim != 14 or spec.proprio_dim != 14:
                 raise ValueError(f"the simulated YAM needs a 14-dim absolute_joint policy with 14-dim proprio, got "
                                  f"{spec.action_dim}-dim {spec.action_type!r} (preset {self.policy.mcfg.name!r})")
-            from camera_bridge.preprocess import view_layout_problem
+            from vam_stack.views import view_layout_problem
 
             r = self.policy.mcfg.robot
             problem = view_layout_problem(tuple(self.robot.bridge_cfg.stacked_shape), len(r.cameras),
@@ -273,7 +273,7 @@ class YamSimRunner(EpisodeRunner):
             safety.reset(present)
             st["proprio"] = present.copy()
             if c.policy == "vam":
-                from camera_bridge.preprocess import fit_views
+                from vam_stack.views import fit_views
 
                 spec, r = self.policy.spec, self.policy.mcfg.robot
                 current["fit"] = (len(r.cameras), r.camera_width, r.camera_height)
