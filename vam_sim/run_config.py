@@ -60,6 +60,7 @@ class RunConfig:
     #   checkpoint, the checkpoint's own with one (a given preset must match it)
     checkpoint: str | None = field(default=None, metadata=cli(
         "--checkpoint", "safetensors checkpoint (default: models/<preset>.safetensors if shipped)"))
+    #   vam: safetensors checkpoint; None = models/<preset>.safetensors when shipped
     record: bool = field(default=True, metadata=cli("--no-record", "do not write recording.mcap", action="store_true"))
     #   write DIR/recording.mcap
     record_image_every: int = field(default=1, metadata=cli(
@@ -78,12 +79,15 @@ class RunConfig:
     #   vam_model/realtime_chunking.py) | trained (a head trained on a committed prefix) | off = latency compensation
     device: str = field(default="auto", metadata=cli(
         "--device", "vam: where the networks run: auto (CUDA when present), cpu, cuda or cuda:N"))
+    #   vam: where the networks run (auto: CUDA when present)
     backend: str = field(default="torch", metadata=cli(
         "--backend", "vam: runtime of the DiT and head calls: torch, onnxruntime or tensorrt (the last two export "
                      "on first use, cached per weights); default onnxruntime on a CPU, torch on CUDA"))
+    #   vam: runtime of the DiT and head calls (torch, onnxruntime, tensorrt)
     action_temperature: float = field(default=1.0, metadata=cli(
         "--action-temperature", "vam: scale of the flow's initial action noise, in [0, 1] (1 = the trained N(0, I) "
                                 "prior; lower narrows the sampled chunks)", type=float, metavar="T"))
+    #   vam: scale of the flow's initial action noise in [0, 1] (1 = the trained prior)
 
     def __post_init__(self) -> None:
         if isinstance(self.guidance, str):

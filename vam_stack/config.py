@@ -219,11 +219,26 @@ def field_docs(cls: type) -> dict[str, str]:
     field's line plus any comment-only lines right under it (the project's one-comment-per-field
     convention). A field without a comment is an error: a generated ROS parameter would have no
     description."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    docs: dict[str, list[str]] = {}
+    for klass in cls.__mro__:          # an inherited field's comment is in its own class's source
+        if dataclasses.is_dataclass(klass):
+            for name, doc in _own_field_docs(klass, names).items():
+                if not docs.get(name):
+                    docs[name] = doc
+    missing = [n for n in names if not docs.get(n)]
+    check(not missing, f"{cls.__name__}: fields without a comment: {missing}")
+    return {n: " ".join(docs[n]) for n in names}
+
+
+def _own_field_docs(cls: type, names: list[str]) -> dict[str, list[str]]:
+    """The comments of the fields `names` written in `cls`'s own source: on the field's line, then
+    comment-only lines right under it; a field with none there takes the first comments that follow
+    its line (on its statement's continuation lines or under it)."""
     import inspect
     import io
     import tokenize
 
-    names = [f.name for f in dataclasses.fields(cls)]
     docs: dict[str, list[str]] = {}
     current = None
     depth_line: dict[int, str] = {}
@@ -239,9 +254,7 @@ def field_docs(cls: type) -> dict[str, str]:
         elif tok.type == tokenize.COMMENT and current is not None:
             line = tok.start[0]
             owner = depth_line.get(line)
-            continuation = owner is None and tok.line.strip().startswith("#") and docs[current]
+            continuation = owner is None and (tok.line.strip().startswith("#") or not docs[current])
             if owner == current or continuation:
                 docs[current].append(tok.string.lstrip("#").strip())
-    missing = [n for n in names if not docs.get(n)]
-    check(not missing, f"{cls.__name__}: fields without a comment: {missing}")
-    return {n: " ".join(docs[n]) for n in names}
+    return docs
