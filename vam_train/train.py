@@ -44,13 +44,15 @@ forward passes, `cache_frames` decodes the dataset's PNG frames into RAM once an
 `loader_threads` assembles batches in parallel (config/train_tiny.yaml, `--variant gpu`).
 
 The pieces: train_config.py (TrainConfig, variants, --set), batches.py (data and batches),
-lora.py, trainer.py (Trainer), recovery.py (rounds), distributed.py (ranks); this module is
-a run (`train`).
+lora.py, trainer.py (Trainer), recovery.py (rounds), distributed.py and data_parallel.py (ranks);
+this module is a run (`train`).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import torch
 
 from vam_stack.config import ConfigError, to_dict
 
@@ -66,11 +68,19 @@ from .train_config import TrainConfig, load_train_config, parse_sets
 
 def write_text_embeddings(cfg: TrainConfig, path: str | Path, instructions: list[str]) -> tuple[Path, int]:
     """Embed each of `instructions` with cfg.text_encoder into `path` (for train.text_embeddings on a
-    machine without the encoder); returns (path, how many)."""
+    machine without the encoder); returns (path, how many). The encoder runs on cfg.threads torch
+    threads, as the Trainer's does: another thread count splits the matmul sums differently (up to
+    5e-6 apart on a 2-core machine), and the file would not replace the encoder exactly."""
     d = load_config(cfg.preset).dit
     enc = TextEncoder(cfg.text_encoder, d.text_tokens, d.text_in_dim)
     names = sorted(set(instructions))
-    return save_text_embeddings(path, cfg.text_encoder, {n: enc.encode(n) for n in names}), len(names)
+    before = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        table = {n: enc.encode(n) for n in names}
+    finally:
+        torch.set_num_threads(before)
+    return save_text_embeddings(path, cfg.text_encoder, table), len(names)
 
 
 def claim_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
