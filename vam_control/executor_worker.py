@@ -77,7 +77,7 @@ def _serve(conn, factory: Callable[[], Any], torch_threads: int | None, nice: in
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         if torch_threads:
-            import torch
+            import torch   # heavy, and only a child that sets its threads needs it here (the policy brings its own)
 
             torch.set_num_threads(torch_threads)
         policy = factory()

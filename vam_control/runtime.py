@@ -30,7 +30,7 @@ import math
 import queue
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -346,8 +346,6 @@ def warm_up(policy: Any, guidance: Any = None, seed: int | None = None) -> dict[
     times["first_replan"] = time.perf_counter() - t0
     configure = getattr(policy, "configure", None)
     if configure is not None and guidance is not None:
-        from dataclasses import replace
-
         configure(guidance=replace(guidance, schedule="flat"))
         t0 = time.perf_counter()
         policy.infer(obs)

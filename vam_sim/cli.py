@@ -13,18 +13,25 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
-from vam_model.guidance import GUIDANCE_LABELS
+from vam_model.guidance import GUIDANCE_LABELS, parse_guidance_label
 from vam_stack.msgs import JPEG_QUALITY_DEFAULT
 from vam_stack.outputs import claim_out_dir, remove_empty_dirs, write_json_atomic
+from vam_stack.progress import progress_bar
 from vam_stack.recording import Interrupted, stop_on_signals
 
 from .cli_executor import add_executor_arguments, latency_options
+from .libero_mock.config import CONVENTIONS, LiberoMockConfig, checkpoint_conventions
 from .libero_mock.reach import reach_stats
 from .episode import error_stats, success_counts, success_intervals, success_rates, summarise
 from .libero_mock.runner import SimConfig, SimRunner
-from .libero_mock.tasks import SUITES
+from .libero_mock.tasks import SUITES, canonical_suite
+from .libero_real.client import libero_python
+from .libero_real.runner import RealLiberoRunner
+from .parallel import default_workers, run_parallel
 from .run_config import add_run_arguments, run_config_from_args
 from .reports import (errors_line, errors_table, markdown_table, per_task_counts, per_task_rates, per_task_table,
                        reach_line, reach_table, realtime_line)
@@ -32,8 +39,6 @@ from .reports import (errors_line, errors_table, markdown_table, per_task_counts
 
 def _suite(text: str) -> str:
     """argparse type: a suite name, LIBERO's aliases accepted."""
-    from .libero_mock.tasks import canonical_suite
-
     try:
         return canonical_suite(text)
     except ValueError as e:
@@ -46,8 +51,6 @@ def _weights_notice(runner: SimRunner) -> str:
         return "policy: scripted expert"
     notice = ""
     if p.checkpoint not in ("random", None):
-        from .libero_mock.config import CONVENTIONS, checkpoint_conventions
-
         got = checkpoint_conventions(p.checkpoint)
         if got != CONVENTIONS:
             notice = (f"\nWARNING: these weights were trained on the mock's conventions {got or 'before libero-1'!r}, "
@@ -66,7 +69,6 @@ def run_suite(cfg: SimConfig, out: Path, policy=None, quiet: bool = False, runne
     """Run `cfg.episodes` episodes; finished ones are appended to `episodes` (a new list when None)
     as they end, so a caller that catches an interrupt still holds them. `on_start(runner)` runs
     once the runner has passed its checks, `on_episode(runner)` after every finished episode."""
-    from vam_stack.progress import progress_bar
     episodes = [] if episodes is None else episodes
     with runner_cls(cfg, out, policy=policy, overwrite=overwrite) as runner:
         if on_start is not None:
@@ -123,8 +125,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _sim_summary(cfg: SimConfig, runner, episodes: list[dict], t0: float) -> dict:
-    from .libero_mock.config import LiberoMockConfig
-
     policy = getattr(runner, "policy", None)
     mock = runner.mock if runner is not None else LiberoMockConfig.load(cfg.mock_config)
     return {"config": cfg.as_dict(),
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         if transport != ("raw", JPEG_QUALITY_DEFAULT):
             raise SystemExit("--image-transport/--jpeg-quality are options of the LIBERO robots; the yam-mujoco "
                              "run feeds its policy raw frames")
-        from vam_sim.yam_mujoco.cli import run as run_yam  # imports mujoco only when asked for
+        from vam_sim.yam_mujoco.cli import run as run_yam  # lazy: imports mujoco only when asked for
 
         return run_yam(args)
     if args.task is not None:
@@ -155,17 +155,11 @@ def run(args: argparse.Namespace) -> int:
     cfg = run_config_from_args(SimConfig, args, suite=args.suite or "goal", executor=args.executor, rtc=args.rtc,
                                **latency)
     if args.robot == "libero-real":                  # nothing (not even an empty recording) before this check
-        from vam_sim.libero_real.client import libero_python
-
         libero_python(args.libero_python)
     out = claim_out_dir(args.out, args.overwrite)
     t0 = time.perf_counter()
     runner_cls = SimRunner
     if args.robot == "libero-real":
-        from functools import partial
-
-        from vam_sim.libero_real.runner import RealLiberoRunner
-
         runner_cls = partial(RealLiberoRunner, python=args.libero_python)
     episodes: list[dict] = []
     started: list = []                   # the runner, once it has passed its checks
@@ -258,7 +252,7 @@ def _default_backend(policy: str, device: str) -> str:
     """sim's and eval's backend when none is given: onnxruntime for the vam policy on a CPU, else torch."""
     if policy != "vam":
         return "torch"
-    from vam_model.device import resolve_device
+    from vam_model.device import resolve_device   # lazy: torch, which a run of a scripted policy never needs
 
     return "onnxruntime" if resolve_device(device).type == "cpu" else "torch"
 
@@ -266,10 +260,6 @@ def _default_backend(policy: str, device: str) -> str:
 def _eval_parallel(cfgs: dict, out: Path, workers: int, threads: int, by_schedule: dict, write) -> None:
     """Every episode of every (schedule, suite, seed) run as one job on `workers` processes
     (vam_sim.parallel); `by_schedule` ends up in job order, as the sequential run fills it."""
-    from vam_stack.progress import progress_bar
-
-    from .parallel import run_parallel
-
     jobs, labels = [], []
     for (g, suite, seed), cfg in cfgs.items():
         for i in range(cfg.episodes):
@@ -307,7 +297,6 @@ def run_eval(args: argparse.Namespace) -> int:
         raise SystemExit(f"--episodes-per-task must be >= 1, got {args.episodes_per_task}")
     if getattr(args, "workers", 1) < 0 or getattr(args, "threads", 0) < 0:
         raise SystemExit(f"--workers and --threads must be >= 0, got {args.workers} and {args.threads}")
-    from .parallel import default_workers
     if args.policy != "vam":
         args.workers = 1                                   # the scripted expert has no networks to spread
     elif not args.workers:
@@ -316,7 +305,6 @@ def run_eval(args: argparse.Namespace) -> int:
         args.threads = max(1, default_workers() // args.workers)
     if args.backend is None:                               # CPU: onnxruntime (bench eval: 2.3x torch with workers)
         args.backend = _default_backend(args.policy, getattr(args, "device", "auto"))
-    from .libero_mock.config import LiberoMockConfig
 
     mock = LiberoMockConfig.load(getattr(args, "mock_config", None))
     cfgs = {(g, suite, seed): run_config_from_args(
@@ -345,9 +333,6 @@ def run_eval(args: argparse.Namespace) -> int:
             for (g, suite, seed), cfg in cfgs.items():
                 run_out = out / f"{g}" / f"{suite}_s{seed}"
                 if policy is not None:           # one model for every schedule; only the schedule changes
-                    from dataclasses import replace
-
-                    from vam_model.guidance import parse_guidance_label
                     schedule, baseline = parse_guidance_label(g)
                     policy.configure(guidance=replace(policy.cfg.guidance, schedule=schedule, tr_baseline=baseline))
                 _, runner = run_suite(cfg, run_out, policy=policy, overwrite=getattr(args, "overwrite", False),
@@ -388,7 +373,7 @@ def _weights_of(args) -> dict | None:
     to come from one model; None for the expert and for seeded random weights."""
     if args.policy != "vam":
         return None
-    from vam_model.networks.checkpoint import resolve_checkpoint, verify_checkpoint
+    from vam_model.networks.checkpoint import resolve_checkpoint, verify_checkpoint   # lazy: torch
 
     ckpt, _ = resolve_checkpoint(args.checkpoint, args.preset, "libero64")
     return None if ckpt is None else {"checkpoint": ckpt, "tensor_sha256": verify_checkpoint(ckpt)}

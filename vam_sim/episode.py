@@ -24,12 +24,18 @@ import math
 import threading
 import time
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from vam_control.runtime import warm_up
 from vam_stack.config import check
+from vam_stack.recording import McapRecorder
+from vam_stack.tr_trace import TRTrace
+
+from .libero_mock.reach import reach_stats
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +64,8 @@ def is_refusal(error: str | None) -> bool:
 def check_run_device(device: str, backend: str, policy: str) -> None:
     """A run config's `device` and `backend`: a name the policy knows (ConfigError quoting it), and the
     defaults unless the vam policy runs (the scripted expert has no networks to place)."""
-    from vam_model.backends.base import BACKENDS
-    from vam_model.device import check_device_name
+    from vam_model.backends.base import BACKENDS   # lazy, as every vam_model import here: torch (a scripted
+    from vam_model.device import check_device_name  # policy's run never loads it)
 
     try:
         check_device_name(device)
@@ -106,8 +112,6 @@ class EpisodeRunner:
         onnxruntime threads (0: their defaults). `warm`: run it once on a blank observation first (as the
         policy node does at configure), so a wall-clock realtime episode's first replan takes its
         steady time rather than the runtime's first-call costs."""
-        from dataclasses import replace
-
         from vam_model.backends import BackendConfig
         from vam_model.networks.checkpoint import resolve_checkpoint
         from vam_model.policy import PolicyConfig, build_policy
@@ -118,8 +122,6 @@ class EpisodeRunner:
         cfg = replace(cfg, guidance=replace(cfg.guidance, **(weights or {})))
         policy = build_policy(preset, checkpoint=ckpt, guidance=guidance, seed=seed, config=cfg)
         if warm:
-            from vam_control.runtime import warm_up
-
             times = warm_up(policy, policy.guidance.cfg, seed)
             log.info("policy warmed up: %s", ", ".join(f"{k} {v:.2f} s" for k, v in times.items()))
         return policy
@@ -127,8 +129,6 @@ class EpisodeRunner:
     def open_outputs(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
         if self.record:
-            from vam_stack.recording import McapRecorder
-
             self.recorder = McapRecorder(self.out / "recording.mcap", origin_s=0.0, overwrite=self.overwrite).open()
 
     def close_outputs(self) -> None:
@@ -161,8 +161,6 @@ class PolicyEpisode:
     """One policy episode's records, the same in every simulator and both executor modes."""
 
     def __init__(self, runner: EpisodeRunner, name: str, dt: float):
-        from vam_stack.tr_trace import TRTrace
-
         self.runner, self.name, self.dt = runner, name, dt
         self.trace = TRTrace()
         self.trace.reset()
@@ -212,13 +210,12 @@ class PolicyEpisode:
         """The TR trace PNG (when the runner plots and there were replans) and the TR summary."""
         r = self.runner
         if r.plots and self.replans:
-            from vam_stack.tr_plot import save_trace_png
+            from vam_stack.tr_plot import save_trace_png   # lazy: matplotlib, only where a run plots
 
             png = save_trace_png(self.trace, r.out / self.name / "tr_trace.png", title=title, end_step=end_step)
             out["tr_trace"] = str(png.relative_to(r.out))
         out["tr_summary"] = self.trace.summary() if self.replans else {"replans": 0}
         return out
-
 
     def realtime_record(self, timing: dict) -> dict:
         """summary.json's `realtime` of this episode: the loop's timing, ticks held and run past
@@ -361,8 +358,6 @@ def realtime_stats(episodes: list[dict]) -> dict | None:
 
 def summarise(episodes: list[dict]) -> dict:
     """Run totals of summary.json: replan latency, TR, guidance share, reach, realtime, errors."""
-    from vam_sim.libero_mock.reach import reach_stats
-
     lat = [r["latency_ms"] for e in episodes for r in e["replans"] if r["latency_ms"] is not None]
     trs = [r["tr"] for e in episodes for r in e["replans"] if r["tr"] is not None]
     guided = [len(r["branches_computed"]) > 1 for e in episodes for r in e["replans"]]

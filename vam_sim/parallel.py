@@ -33,7 +33,7 @@ def _init(threads: int) -> None:
     global _THREADS
     _THREADS = threads
     if threads:
-        import torch
+        import torch   # lazy: only a worker that sets its threads needs it (a scripted policy's never does)
 
         torch.set_num_threads(threads)
 

@@ -1,6 +1,7 @@
 """Configuration of the mocked LIBERO environment (one dataclass, validated on construction)."""
 from __future__ import annotations
 
+import ast
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -10,6 +11,9 @@ import numpy as np
 
 from vam_stack.config import ConfigError, check, from_yaml
 from vam_stack.libero import libero_rate
+from vam_stack.paths import config_dir
+
+from . import frames
 
 
 # Version of the mock's conventions (frames, rates, tasks, scenes). Datasets record it and
@@ -20,13 +24,11 @@ CONVENTIONS = "libero-1"
 
 def checkpoint_conventions(path) -> str | None:
     """The mock conventions a checkpoint was trained under (None: not recorded, i.e. older)."""
-    from vam_model.networks.checkpoint import read_metadata
+    from vam_model.networks.checkpoint import read_metadata   # lazy: torch, which the mock never needs
 
     _, extra = read_metadata(path)
     training = extra.get("training") or {}
     if isinstance(training, str):
-        import ast
-
         try:
             training = ast.literal_eval(training)
         except (ValueError, SyntaxError):
@@ -97,8 +99,6 @@ class LiberoMockConfig:
               f"home {self.home!r} must lie inside the workspace")
         check(self.workspace_low[2] >= 0.9 - 1e-9, f"workspace_low z must be at or above the table top (0.9 m), "
                                                    f"got {self.workspace_low[2]!r}")
-        from . import frames
-
         r, _ = cv2.Rodrigues(np.asarray(self.home_axis_angle, dtype=np.float64).reshape(3, 1))
         object.__setattr__(self, "_home_rotation", frames.rot_from_libero(r))  # derived once: the expert reads it every step
         tilt = math.acos(max(-1.0, min(1.0, -float(self._home_rotation[2, 2]))))
@@ -111,8 +111,6 @@ class LiberoMockConfig:
 
     def workspace(self) -> tuple[np.ndarray, np.ndarray]:
         """The eef box as (low, high) corners in the drawing frame."""
-        from . import frames
-
         a, b = frames.pos_from_libero(self.workspace_low), frames.pos_from_libero(self.workspace_high)
         return np.minimum(a, b), np.maximum(a, b)
 
@@ -133,8 +131,6 @@ class LiberoMockConfig:
     @classmethod
     def load(cls, path: str | Path | None = None) -> "LiberoMockConfig":
         """The configuration every entry point uses: `path`, else the shipped config/libero_mock.yaml."""
-        from vam_stack.paths import config_dir
-
         return cls.from_file(Path(path) if path else config_dir() / "libero_mock.yaml")
 
 

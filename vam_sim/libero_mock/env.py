@@ -26,7 +26,9 @@ import numpy as np
 
 from . import frames
 from .config import LiberoMockConfig
+from .expert import expert_phase
 from .layout import build_entities, solve_layout, stable_seed
+from .render import Renderer
 from .tasks import SUITES, TaskSpec, suite_tasks
 from .world import Gripper, World
 
@@ -68,8 +70,6 @@ class LiberoMockEnv:
         self._nominal = solve_layout(task.scene, task.layout_key, self.cfg)
         self._renderer = None
         if self.render_enabled:
-            from .render import Renderer
-
             self._renderer = Renderer(self.cfg)
         self.world: World | None = None
         self.steps = 0
@@ -145,8 +145,6 @@ class LiberoMockEnv:
 
     def phase(self) -> str:
         """'planning' (free-space transport) or 'manipulation' (near-object grasp/place)."""
-        from .expert import expert_phase
-
         return expert_phase(self)
 
     def success(self) -> bool:

@@ -10,6 +10,7 @@ predicate). Colours are RGB and chosen so every graspable kind has a distinct ap
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 RGB = tuple[int, int, int]
@@ -176,8 +177,6 @@ TABLE_CENTER_RADIUS = 0.06  # the `at table_center` region
 def kind(name: str) -> Kind:
     """Look up a catalogue kind by name, naming the close matches when unknown."""
     if name not in CATALOGUE:
-        import difflib
-
         close = difflib.get_close_matches(name, list(CATALOGUE), n=3)
         raise KeyError(f"unknown object kind {name!r}; close: {close}")
     return CATALOGUE[name]

@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from .env import LiberoMockEnv
+
 
 class ReachTracker:
     def __init__(self, env):
@@ -35,8 +37,6 @@ class ReachTracker:
     @classmethod
     def for_env(cls, env) -> "ReachTracker | None":
         """A tracker when `env` exposes the mocked kinematic world, else None (real LIBERO)."""
-        from .env import LiberoMockEnv
-
         return cls(env) if isinstance(env, LiberoMockEnv) else None
 
     def update(self) -> None:

@@ -18,6 +18,7 @@ the paper's App. B:
 """
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass
 
@@ -45,8 +46,6 @@ def canonical_suite(name: str) -> str:
         return name
     if name in ALIASES:
         return ALIASES[name]
-    import difflib
-
     close = difflib.get_close_matches(name, list(ALL_SUITES) + list(ALIASES), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise ValueError(f"unknown suite {name!r}{hint}; expected one of {list(ALL_SUITES)} or LIBERO's "

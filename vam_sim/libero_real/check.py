@@ -28,6 +28,12 @@ from typing import Any
 import cv2
 import numpy as np
 
+from vam_sim.libero_mock.env import make_env
+from vam_sim.libero_mock.tasks import LIBERO_NAMES, canonical_suite, suite_tasks
+from vam_stack.outputs import write_json_output
+
+from .client import RealLiberoEnv, libero_python
+
 PROBE_TICKS = 8  # ticks per axis probe
 STEADY_FROM = 3  # ticks LIBERO's controller needs to reach speed; later ticks are averaged
 TRANSLATION_RATIO = (0.75, 1.33)  # mock / real metres per tick that still count as the same
@@ -177,11 +183,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vam_sim.libero_mock.env import make_env
-    from vam_sim.libero_mock.tasks import LIBERO_NAMES, canonical_suite, suite_tasks
-
-    from .client import RealLiberoEnv, libero_python
-
     if args.backend != "mock":
         libero_python(args.libero_python)            # one line, before minutes of probing the mock
     try:
@@ -205,7 +206,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"MISMATCH: {f}")
     print("conventions match" if not fail else f"{len(fail)} convention mismatch(es)")
     if args.json is not None:
-        from vam_stack.outputs import write_json_output
         write_json_output(args.json, report)
     if args.markdown is not None:
         args.markdown.write_text(table + "\n")

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from vam_sim.libero_mock.env import validate_action
+
 from .protocol import ProtocolError, read_message, write_message
 
 log = logging.getLogger(__name__)
@@ -110,8 +112,6 @@ class RealLiberoEnv:
 
     def step(self, action: np.ndarray) -> tuple[dict, float, bool, dict]:
         """One policy step; the action is validated and clipped to [-1, 1] as in the mock."""
-        from vam_sim.libero_mock.env import validate_action
-
         if self.done:
             raise RuntimeError(f"episode is over ({self.termination}); call reset() first")
         applied = np.clip(validate_action(action), -1.0, 1.0)

@@ -62,6 +62,7 @@ class LiberoBackend:
     """One LIBERO task in an OffScreenRenderEnv."""
 
     def open(self, suite: str, task_id: int, image_size: int) -> dict:
+        # lazy, as every backend import here: libero exists only in LIBERO's environment, the mock only in ours
         from libero.libero import benchmark, get_libero_path
         from libero.libero.envs import OffScreenRenderEnv
 

@@ -13,6 +13,7 @@ import time
 from vam_stack.outputs import claim_out_dir, write_json_atomic
 from vam_stack.recording import Interrupted, stop_on_signals
 
+from ..episode import summarise, wilson_interval
 from ..run_config import run_config_from_args
 from .runner import YamRunConfig, YamSimRunner
 
@@ -36,8 +37,6 @@ def furthest_counts(episodes: list[dict]) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vam_sim.episode import summarise, wilson_interval
-
     cfg = run_config_from_args(YamRunConfig, args, task=args.task or "handover",
                                sim_config=getattr(args, "sim_config", None),
                                executor=getattr(args, "executor", "lockstep"), rtc=getattr(args, "rtc", "off"))

@@ -32,12 +32,19 @@ import time
 
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
+from std_srvs.srv import Trigger
 
+from camera_bridge.node import CameraBridgeNode
 from vam_control.pacing import IncreasingStamps
-from vam_sim.yam_mujoco.runner import YamRunConfig
+from vam_control.safety import SafetyFilter, load_safety_config
+from vam_sim.yam_mujoco.robot import build_sim_robot
+from vam_sim.yam_mujoco.runner import JointNoise, YamRunConfig
+from vam_sim.yam_mujoco.teleop import ExpertTeleop
 from vam_stack import msgs, ros
 from vam_stack.names import NOISE_WHERE, YAM_TASKS
+from vam_stack.robot import load_robot
 from vam_stack.topics import JOINT_TARGETS_SOURCE
+from yam_driver.node import YamDriverNode
 
 P = ros.Param
 PARAMS = (
@@ -64,8 +71,6 @@ class YamMujocoSimNode(Node):
     def __init__(self, **node_kwargs):
         super().__init__("yam_mujoco_sim", **node_kwargs)
         p = ros.declare(self, PARAMS)
-        from vam_sim.yam_mujoco.robot import build_sim_robot
-
         self.robot = build_sim_robot(ros.config_path(p["sim_config"], "yam_mujoco.yaml"), task=p["task"],
                                      seed=p["seed"], step_mode="wall_clock")
         self.sim = self.robot.sim
@@ -84,13 +89,6 @@ class YamMujocoSimNode(Node):
                                f"{self.sim.cfg.control_hz:g} Hz control, views {list(self.sim.cfg.cameras)}")
 
     def _init_teleop(self, p) -> None:
-        from std_srvs.srv import Trigger
-
-        from vam_sim.yam_mujoco.runner import JointNoise
-        from vam_sim.yam_mujoco.teleop import ExpertTeleop
-        from vam_stack.robot import load_robot
-        from vam_control.safety import SafetyFilter, load_safety_config
-
         safety = SafetyFilter(load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")),
                               clock=self._now)
         if safety.cfg.rate_hz != self.sim.cfg.control_hz:
@@ -167,13 +165,9 @@ class YamMujocoSimNode(Node):
                            "solved_at_tick": -1 if t.solved_at is None else t.solved_at}}
 
     def camera_bridge(self, **node_kwargs):
-        from camera_bridge.node import CameraBridgeNode
-
         return CameraBridgeNode(bridge=self.robot.bridge(), **node_kwargs)
 
     def yam_driver(self, **node_kwargs):
-        from yam_driver.node import YamDriverNode
-
         return YamDriverNode(driver=self.robot.driver(), **node_kwargs)
 
     def _publish_clock(self) -> None:

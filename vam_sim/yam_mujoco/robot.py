@@ -13,6 +13,7 @@ from pathlib import Path
 
 from camera_bridge.bridge import CameraBridge
 from camera_bridge.config import BridgeConfig, load_bridge_config
+from vam_stack.config import ConfigError
 from yam_driver.config import DriverConfig, load_config
 from yam_driver.driver import YamDriver
 
@@ -51,14 +52,10 @@ def build_sim_robot(path: str | Path | None = None, **overrides) -> SimRobot:
     if cfg.gravity_factor is not None and driver_cfg.gravity_factor is not None:
         driver_cfg = dataclasses.replace(driver_cfg, gravity_factor=cfg.gravity_factor)   # checked again there
     if abs(driver_cfg.rate_hz - cfg.control_hz) > 1e-9:
-        from vam_stack.config import ConfigError
-
         raise ConfigError(f"driver rate_hz {driver_cfg.rate_hz!r} differs from yam_mujoco.control_hz "
                           f"{cfg.control_hz!r}; one tick must be one control period")
     bridge_cfg = load_bridge_config(path)
     names = tuple(c.name for c in bridge_cfg.cameras)
     if names != cfg.cameras:
-        from vam_stack.config import ConfigError
-
         raise ConfigError(f"camera_bridge cameras {names!r} differ from yam_mujoco.cameras {cfg.cameras!r}")
     return SimRobot(YamSim(cfg), driver_cfg, bridge_cfg, path)

@@ -37,7 +37,7 @@ def _release_gl_context() -> None:
     current on one thread only: without this, rendering from the camera bridge's thread after
     a first render on the main thread fails with EGL_BAD_ACCESS."""
     if os.environ.get("MUJOCO_GL", "").lower() == "egl":
-        from mujoco import egl
+        from mujoco import egl   # lazy: the EGL backend (and PyOpenGL) exist only where MUJOCO_GL=egl works
         from OpenGL import EGL
 
         if egl.EGL_DISPLAY is not None:

@@ -224,12 +224,12 @@ def test_guidance_weights_reach_the_policy_and_bad_ones_are_named(tmp_path):
 
 @pytest.mark.unit
 def test_a_wall_clock_realtime_run_warms_its_policy_before_the_first_episode(tmp_path, caplog, monkeypatch):
-    import vam_control.runtime as runtime
+    import vam_sim.episode as episode
     from vam_sim.libero_mock.runner import SimRunner
 
     calls = []
-    real = runtime.warm_up
-    monkeypatch.setattr(runtime, "warm_up", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = episode.warm_up                                          # vam_control.runtime's, imported there
+    monkeypatch.setattr(episode, "warm_up", lambda *a, **k: calls.append(a) or real(*a, **k))
     for executor, virtual, warmed in (("lockstep", 0.0, False), ("realtime", 100.0, False), ("realtime", 0.0, True)):
         calls.clear()
         cfg = SimConfig(preset="tiny", executor=executor, virtual_latency_ms=virtual, seed=3)
