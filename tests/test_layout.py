@@ -212,10 +212,6 @@ def test_only_node_modules_import_rclpy():
 CONTROL_MAY_IMPORT = {"vam_stack", "vam_model"}
 # node modules: a simulator or benchmark library uses the control package, never a node
 NODE_MODULES = ("vam_policy_node", "tr_monitor_node", "yam_driver.node", "camera_bridge.node", "yam_leader.node")
-# where vam_sim / vam_bench still import a node package, and why (issue 62: each is to go)
-NODE_IMPORT_EXCEPTIONS = {
-    "vam_sim/episode.py": "tr_monitor_node.trace / .plot: the TR trace and its plot, plain modules in a node package",
-}
 
 
 def _module_imports(path: Path) -> set[str]:
@@ -243,7 +239,7 @@ def test_simulators_and_benchmarks_import_no_node():
     for pkg in ("vam_sim", "vam_bench"):
         for path in sorted((ROOT / pkg).rglob("*.py")):
             rel = str(path.relative_to(ROOT))
-            if path.name == "node.py" or rel in NODE_IMPORT_EXCEPTIONS:   # a node may spin others in its process
+            if path.name == "node.py":   # a node may spin others in its process
                 continue
             bad = sorted(m for m in _module_imports(path) if any(m == n or m.startswith(n + ".") for n in NODE_MODULES))
             offenders += [f"{rel}: {m}" for m in bad]
