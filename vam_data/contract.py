@@ -15,10 +15,15 @@ Every check raises `ContractError` naming the field and both values, before anyt
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
+
+from vam_stack.robot import load_robot
+from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES
+
+from vam_model.networks.config import load_config
 
 RANGE_TOLERANCE = 0.05  # a bounded dimension may overshoot its range by this much (sensor noise, slew)
 
@@ -125,14 +130,10 @@ def _unit_hint(name: str, vmin: float, vmax: float, lo: float, hi: float) -> str
 
 def contract_for(preset: str) -> DataContract:
     """The contract of a model preset (a name under models/ or a model YAML path)."""
-    from vam_model.networks.config import load_config
-
     r = load_config(preset).robot
     common = dict(preset=str(preset), views=tuple(r.cameras), view_width=int(r.camera_width),
                   view_height=int(r.camera_height), fps=float(r.control_hz), action_type=r.action_type)
     if r.action_type == "absolute_joint":
-        from vam_stack.robot import load_robot
-
         desc = load_robot()
         names = tuple(desc.published_names())
         if len(names) != r.action_dim or r.proprio_dim != r.action_dim:
@@ -145,7 +146,6 @@ def contract_for(preset: str) -> DataContract:
             bounds[f"{arm}_{desc.gripper_name}"] = (float(desc.gripper_min), float(desc.gripper_max))
         return DataContract(robot="yam", state_names=names, action_names=names, bounds=bounds,
                             suite="yam_mujoco", **common)
-    from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES
 
     if (r.proprio_dim, r.action_dim) != (len(LIBERO_PROPRIO_NAMES), len(LIBERO_ACTION_NAMES)):
         raise ContractError(f"preset {preset!r}: proprio/action dims ({r.proprio_dim}, {r.action_dim}) are not "
@@ -157,8 +157,6 @@ def contract_for(preset: str) -> DataContract:
 def contract_for_dataset(info: dict) -> DataContract:
     """The contract a dataset of this project was written under (from its meta/info.json): the YAM
     or LIBERO preset's names and views, at the stored frame size and rate."""
-    from dataclasses import replace
-
     preset = "yam64" if info.get("action_type") == "absolute_joint" else "libero64"
     c = contract_for(preset)
     h, w, _ = (int(x) for x in info.get("frame_shape", (224, 448, 3)))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,7 @@ import cv2
 import numpy as np
 
 from vam_stack.instruction import check_instruction
+from vam_stack.views import fit_views
 
 FORMAT = "vam_stack.demos/v1"
 PHASE_CODES = {"planning": 0, "manipulation": 1}
@@ -341,10 +343,6 @@ class Dataset:
         keeps them at a model's view size instead (`vam_stack.views.fit_views`, the
         camera path's rule). Refuses, before decoding anything, when the frames would take more
         than `max_fraction` of the available memory."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from vam_stack.views import fit_views
-
         todo = [e for e in self.episodes if e.decoded is None]
         shape = tuple(self.info.get("frame_shape", (224, 448, 3)))
         if fit is not None:

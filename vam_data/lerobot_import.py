@@ -8,6 +8,12 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from vam_stack.instruction import check_instruction
+from vam_stack.views import fit_views
 
 from .contract import ContractError, DataContract
 from .lerobot_v3 import CODEBASE_VERSION, SIDECAR, VIDEO_PATH, LeRobotFormatError, LeRobotMapping
@@ -35,9 +41,6 @@ def _names(feature: dict):
 
 
 def _read_parquets(folder: Path, what: str):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     paths = sorted(folder.glob("chunk-*/file-*.parquet"))
     if not paths:
         raise LeRobotFormatError(f"{folder}: no {what} parquet files (chunk-*/file-*.parquet)")
@@ -77,9 +80,6 @@ def plan_lerobot(root: str | Path, contract: DataContract, mapping: LeRobotMappi
     """Every check that needs no frame: returns the episodes to import and the source's info.json. With a
     `skipped` list, an episode failing its own checks is appended there (episode, reason) instead of raising;
     the dataset-wide checks (version, rate, names, views) still raise."""
-    import pandas as pd
-
-
     root, m = Path(root), mapping or LeRobotMapping()
     info = _json(root / "meta" / "info.json")
     where = str(root / "meta" / "info.json")
@@ -179,8 +179,6 @@ def _check_episode_table(root: Path, info: dict, rows: list[dict], ep_col: np.nd
 
 def _plan_episode(root, contract, m, k, row, columns, task_text, views, video_path, fps, sidecar) -> _Plan:
     """One episode's checks (rows, timestamps, values, task, video files)."""
-    from vam_stack.instruction import check_instruction
-
     state, action, ep_col, frame_col, ts_col, task_col, phase_col = columns
     e = int(row["episode_index"])
     ew = f"{root}: episode {e}"
@@ -240,8 +238,6 @@ class _Videos:
         self.c, self.cursors = contract, {}
 
     def frames(self, view: str, path: Path, t0: float, timestamps: np.ndarray, where: str) -> np.ndarray:
-        from vam_stack.views import fit_views
-
         cur = self.cursors.get(view)
         if cur is None or cur.path != path:
             if cur is not None:

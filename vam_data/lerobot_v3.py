@@ -33,8 +33,14 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from vam_stack.config import from_yaml
 
 from .contract import ContractError, contract_for_dataset
+from .dataset import Dataset
 from .video import CODECS, VideoWriter
 
 CODEBASE_VERSION = "v3.0"
@@ -67,8 +73,6 @@ class LeRobotMapping:
 def load_mapping(path: str | Path | None) -> LeRobotMapping:
     if path is None:
         return LeRobotMapping()
-    from vam_stack.config import from_yaml
-
     return from_yaml(LeRobotMapping, path, "lerobot_import")
 
 
@@ -99,11 +103,6 @@ def export_lerobot(dataset: str | Path, out: str | Path, codec: str = "av1", rob
                    progress: Callable[[int, int], None] | None = None) -> dict:
     """Write the project dataset at `dataset` as a LeRobotDataset v3.0 folder `out` (must not exist);
     returns its info.json."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from .dataset import Dataset
-
     if codec not in CODECS:
         raise ValueError(f"codec must be one of {sorted(CODECS)}, got {codec!r}")
     out = Path(out)
@@ -210,10 +209,6 @@ def export_lerobot(dataset: str | Path, out: str | Path, codec: str = "av1", rob
 
 def _write_tasks(path: Path, tasks: dict[str, int]) -> None:
     """meta/tasks.parquet as lerobot writes it: a pandas frame indexed by the task text."""
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(pd.DataFrame({"task_index": list(tasks.values())}, index=pd.Index(list(tasks))))
     plain = pa.schema([pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type)

@@ -34,9 +34,15 @@ from typing import Callable
 import numpy as np
 from rosbags.rosbag2 import ReaderError
 
-from vam_stack.config import check
+from vam_stack.config import check, from_yaml
+from vam_stack.image_msgs import compressed_image_to_numpy, image_to_numpy
+from vam_stack.instruction import check_instruction
+from vam_stack.msgs import MessageError, deserialize
+from vam_stack.recording import Reader
+from vam_stack.views import fit_views
 
 from .contract import ContractError, DataContract
+from .dataset import encode_demo
 from .writing import ImportedDemo, write_imported
 
 
@@ -75,8 +81,6 @@ class McapMapping:
 def load_mapping(path: str | Path | None) -> McapMapping:
     if path is None:
         return McapMapping()
-    from vam_stack.config import from_yaml
-
     return from_yaml(McapMapping, path, "mcap_import")
 
 
@@ -100,8 +104,6 @@ def _stamp(msg, t_ns: int) -> float:
 
 
 def _image(msg, msgtype: str) -> np.ndarray:
-    from vam_stack.image_msgs import compressed_image_to_numpy, image_to_numpy
-
     img = compressed_image_to_numpy(msg) if msgtype.endswith("CompressedImage") else image_to_numpy(msg)
     if img.ndim != 3:
         raise RecordingFormatError(f"image of shape {img.shape} is not colour")
@@ -110,10 +112,6 @@ def _image(msg, msgtype: str) -> np.ndarray:
 
 def read_episode(path: Path, contract: DataContract, m: McapMapping) -> ImportedDemo:
     """One recording -> one checked episode at the contract's geometry."""
-    from vam_stack.views import fit_views
-    from vam_stack.msgs import MessageError, deserialize
-    from vam_stack.recording import Reader
-
     per_view = len(m.images) > 1
     if per_view and len(m.images) != len(contract.views):
         raise ContractError(f"mcap_import.images lists {len(m.images)} topics, the {contract.preset} contract has "
@@ -255,7 +253,6 @@ def _align(path, c: DataContract, m: McapMapping, states, targets, texts, phases
     before = [txt for t, txt in texts if t <= tt[ticks[0]] + 1e-9] or [txt for _, txt in texts]
     if not before:
         raise RecordingFormatError(f"{path}: no instruction on {m.instruction}")
-    from vam_stack.instruction import check_instruction
 
     try:
         instruction = check_instruction(before[-1])
@@ -280,8 +277,6 @@ def import_mcap(source: str | Path, contract: DataContract, out: str | Path, map
     """Check every recording under `source`, then write them as one dataset at `out`; returns the info.
     `skip_bad`: a recording that fails a check is left out (named with its reason in the info's
     `skipped`) instead of stopping the import; at least one must pass."""
-    from .dataset import encode_demo
-
     m = mapping or McapMapping()
     paths = find_recordings(source)
     demos, skipped = [], []

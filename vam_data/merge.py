@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .dataset import DatasetError, check_finite, compute_stats, episode_path, write_meta
+
 MUST_MATCH = ("format", "fps", "frame_shape", "action_type", "action_dim", "proprio_dim", "features")
 MATCH_WHERE_PRESENT = ("action_names", "state_names", "views", "mock", "mock_conventions")
 
 
 def _read(root: Path) -> tuple[dict, list[dict]]:
-    from .dataset import DatasetError
-
     info_path, ep_path = root / "meta" / "info.json", root / "meta" / "episodes.jsonl"
     if not info_path.is_file() or not ep_path.is_file():
         raise DatasetError(f"{str(root)!r} is not a dataset of this project (no meta/info.json and episodes.jsonl)")
@@ -40,8 +40,6 @@ def _read(root: Path) -> tuple[dict, list[dict]]:
 
 def check_compatible(infos: dict[str, dict]) -> None:
     """Refuse sources that disagree on what a sample means (names the key and both values)."""
-    from .dataset import DatasetError
-
     (first, ref), *rest = infos.items()
     for root, info in rest:
         for key in MUST_MATCH:
@@ -66,8 +64,6 @@ def _place(src: Path, dst: Path) -> None:
 
 def merge_datasets(roots: list[str | Path], out: str | Path, progress=None) -> dict:
     """Write the merged dataset to `out`; returns its info."""
-    from .dataset import DatasetError, check_finite, compute_stats, episode_path, write_meta
-
     roots = [Path(r) for r in roots]
     if len(roots) < 2:
         raise ValueError(f"merge needs at least two datasets, got {[str(r) for r in roots]}")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from vam_stack.config import check
 from vam_stack.recording import McapRecorder
+from vam_stack.topics import resolve
 
 DEFAULT_TOPICS = ("/joint_states,/teleop/joint_command,/vam/joint_targets,/camera/stacked/image_raw,"
                   "/vam/instruction,/vam/phase")
@@ -32,8 +33,6 @@ class RecorderConfig:
     max_episode_s: float = 600.0          # an episode still recording after this long is stopped and kept [s]
 
     def __post_init__(self):
-        from vam_stack.topics import resolve
-
         check(bool(self.out_dir.strip()), f"recorder: out_dir must not be empty, got {self.out_dir!r}")
         check(self.prefix.replace("_", "").replace("-", "").isalnum(),
               f"recorder: prefix must be letters, digits, '_' or '-', got {self.prefix!r}")

@@ -16,6 +16,7 @@ import os
 from fractions import Fraction
 from pathlib import Path
 
+import av
 import numpy as np
 
 CODECS = {  # name -> (FFmpeg encoder, pixel format, encoder options, codec name written to info.json)
@@ -47,8 +48,6 @@ class VideoWriter:
     presented at k / fps seconds (the timestamps LeRobot's episode rows point into)."""
 
     def __init__(self, path: str | Path, width: int, height: int, fps: float, codec: str = "av1"):
-        import av
-
         if codec not in CODECS:
             raise VideoError(f"codec must be one of {sorted(CODECS)}, got {codec!r}")
         encoder, self.pix_fmt, options, self.codec_name = CODECS[codec]
@@ -69,8 +68,6 @@ class VideoWriter:
 
     def write(self, frames: np.ndarray) -> None:
         """frames: uint8 [T, H, W, 3] or [H, W, 3] RGB."""
-        import av
-
         frames = np.asarray(frames)
         if frames.ndim == 3:
             frames = frames[None]
@@ -116,8 +113,6 @@ class VideoCursor:
         self._open()
 
     def _open(self) -> None:
-        import av
-
         self.close()
         try:
             self._container = av.open(str(self.path))
