@@ -9,8 +9,9 @@ import numpy as np
 import torch
 
 from vam_stack.config import ConfigError
+from vam_stack.views import fit_views
 
-from vam_data.dataset import Dataset
+from vam_data.dataset import PHASE_CODES, Dataset
 from .train_config import TrainConfig
 
 CALIBRATION_STEP = 2**31 - 1  # data "step" of the tokenizer-calibration batch (never a training step)
@@ -60,8 +61,6 @@ class Batches:
         recovery = [e.meta.get("source") == "recovery" for e in data.episodes]
         starts = [e.meta.get("train_from", 0) for e in data.episodes]  # no sample starts before (a scripted miss)
         if cfg.planning_weight != 1.0 or (any(recovery) and cfg.recovery.weight != 1.0) or any(starts):
-            from vam_data.dataset import PHASE_CODES
-
             phase = np.concatenate([e.phase for e in data.episodes])
             w = np.where(phase == PHASE_CODES["planning"], cfg.planning_weight, 1.0)
             w = w * np.repeat(np.where(recovery, cfg.recovery.weight, 1.0), [len(e) for e in data.episodes])
@@ -69,8 +68,6 @@ class Batches:
             self.p = w / w.sum()
 
     def _frames(self, clip: np.ndarray) -> np.ndarray:
-        from vam_stack.views import fit_views
-
         h, w = self.image_hw
         return fit_views(clip, self.views, w // self.views, h)  # the camera path's rule: view by view
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,8 +143,6 @@ class RecoveryRounds:
         """Roll out the current EMA weights, let the expert take over, merge the segments into the data.
         A round that kept no takeover is recorded (summary.json with the reason) and counted as done:
         the run trains on with the data it had instead of losing the minutes already spent."""
-        import shutil
-
         r = self.recovery_rounds
         root = self._round_dir(r)
         if root.exists():                                # a round interrupted before it was merged

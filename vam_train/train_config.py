@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from vam_stack.config import ConfigError, check, from_dict, load_yaml
 
 from .losses import LossConfig
@@ -144,8 +146,6 @@ def _merge(base: dict, over: dict) -> dict:
 
 def parse_sets(items: list[str] | None) -> dict:
     """`--set KEY=VALUE` (VALUE in YAML, KEY dotted for nested fields: loss.action_samples=8) -> a mapping."""
-    import yaml
-
     out: dict = {}
     for item in items or []:
         key, eq, text = item.partition("=")

@@ -16,25 +16,27 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from vam_stack.config import ConfigError, to_dict
+from vam_stack.progress import progress_bar
 
 from vam_model.networks.checkpoint import load_checkpoint, save_checkpoint
 from vam_model.networks.config import load_config
 from vam_model.networks.model import VideoActionModel
+from vam_model.networks.text_encoder import TextEncoder, load_text_embeddings
 from vam_data.dataset import Dataset
 from .batches import CALIBRATION_STEP, Batches, check_dataset_fits, load_train_data
 from .data_parallel import DataParallel
 from .lora import apply_lora, merge_lora
-from .losses import action_loss, frozen_features, joint_losses, text_path_features
+from .losses import action_loss, encode_clip, frozen_features, joint_losses, text_path_features
 from .recovery import RecoveryRounds, Rollouts
 from .train_config import TrainConfig
+
 
 @torch.no_grad()
 def calibrate_tokenizer(model: VideoActionModel, frames: torch.Tensor) -> float:
     """Scale the causal-patch tokenizer's output so its latents have unit std on real frames."""
-    from .losses import encode_clip
-
     std = float(encode_clip(model, frames).std())
     if model.cfg.tokenizer.type == "causal_patch" and std > 0:
         model.tokenizer.encoder.out.weight.div_(std)
@@ -78,8 +80,6 @@ class Trainer(RecoveryRounds, DataParallel):
                               f"simulator; give the Trainer rollouts=vam_sim.collect_recovery (vam-stack train does)")
         self.rollouts = rollouts
         if self.ranks > 1:
-            import torch.distributed as dist
-
             if not dist.is_initialized() or dist.get_world_size() != self.ranks or dist.get_rank() != rank:
                 raise RuntimeError(f"train.ranks={self.ranks}: Trainer rank {rank} needs an initialised process "
                                    f"group of that size (use torchrun or fit_data_parallel)")
@@ -121,8 +121,6 @@ class Trainer(RecoveryRounds, DataParallel):
             apply_lora(self.model, cfg)
         self.model.dit.activation_checkpointing = cfg.activation_checkpointing
         if self.ranks > 1:                                               # every rank starts from rank 0's weights
-            import torch.distributed as dist
-
             for t in self.model.state_dict().values():
                 dist.broadcast(t, 0)
         # EMA shadows of the weights that train (at `real` size a frozen 2 B DiT is not copied): name -> tensor
@@ -140,7 +138,6 @@ class Trainer(RecoveryRounds, DataParallel):
         return batches
 
     def _cache_frames(self) -> None:
-        from vam_stack.progress import progress_bar
         todo = sum(len(e) for e in self.data.episodes if e.decoded is None)
         with progress_bar(total=todo, unit="frame", desc="decode frames", file=sys.stdout, leave=False,
                   disable=todo < 1000) as bar:
@@ -151,8 +148,6 @@ class Trainer(RecoveryRounds, DataParallel):
               + (f" (rank {self.rank} of {self.ranks})" if self.ranks > 1 else ""), flush=True)
 
     def _embed_texts(self) -> dict[str, torch.Tensor]:
-        from vam_model.networks.text_encoder import TextEncoder, load_text_embeddings
-
         d = self.mcfg.dit
         if self.cfg.text_embeddings:
             table = load_text_embeddings(self.cfg.text_embeddings, self.cfg.text_encoder, d.text_tokens, d.text_in_dim)
@@ -387,7 +382,6 @@ class Trainer(RecoveryRounds, DataParallel):
 
     def fit(self, progress: bool = True, stop_after: int | None = None) -> dict:
         """Train to the end (or to step `stop_after`, which simulates an interruption); returns the last losses."""
-        from vam_stack.progress import progress_bar
         cfg = self.cfg
         budget = cfg.time_budget_min * 60
         progress = progress and self.rank == 0
