@@ -10,7 +10,7 @@ from .train_config import TrainConfig
 
 def apply_lora(model: VideoActionModel, cfg: TrainConfig) -> None:
     """Wrap the DiT's attention/MLP projections with LoRA adapters; freeze the rest of the DiT."""
-    from peft import LoraConfig, inject_adapter_in_model   # heavy (~5 s to import, transformers with it): LoRA runs only
+    from peft import LoraConfig, inject_adapter_in_model   # heavy (~2 s to import, transformers with it): LoRA runs only
 
     lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha or cfg.lora_rank,
                       target_modules=list(cfg.lora_targets), lora_dropout=0.0)
