@@ -101,6 +101,10 @@ def policy_from_params(p: dict):
     from vam_model.networks.checkpoint import resolve_checkpoint
     from vam_model.policy import build_policy as build
 
+    if p[ros.PROCESS_RT_PRIORITY.name] and not p["policy_process"]:
+        raise ros.ParameterError(f"{ros.PROCESS_RT_PRIORITY.name} {p[ros.PROCESS_RT_PRIORITY.name]!r} needs "
+                                 f"policy_process: true (the inference's threads would run SCHED_FIFO in this "
+                                 f"process and take every core from the rest of the graph)")
     ckpt, _ = resolve_checkpoint(p["checkpoint"], p["preset"], p["preset"])
     guidance = guidance_from(p)
     cfg = PolicyConfig(seed=p["seed"], threads=p["threads"], action_temperature=p["action_temperature"],

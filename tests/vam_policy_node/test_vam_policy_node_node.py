@@ -223,6 +223,9 @@ def test_guidance_parameters_reach_the_policy_config(monkeypatch):
         node_mod.policy_from_params(p | {"guidance": "flat"})
     node_mod.policy_from_params(p | {"guidance": "none", "tr_baseline": "first"})
     assert built[-1]["guidance"] == "none" and built[-1]["config"].guidance.tr_every_step
+    # a real-time process must keep the inference in its child (its threads would inherit SCHED_FIFO)
+    with pytest.raises(ros.ParameterError, match="process_rt_priority 40 needs policy_process: true"):
+        node_mod.policy_from_params(p | {"process_rt_priority": 40, "policy_process": False})
 
 
 def test_destroy_node_stops_sending_targets(ros_harness):
