@@ -95,6 +95,7 @@ def collect_round(policy, cfg: RecoveryConfig, suites: list[str], round_index: i
     writer.close(bridge_info(mock) | {"suites": list(suites), "seed": cfg.seed, "source": "recovery"} | summary)
     return summary
 
+
 def collect_mock_round(checkpoint: str | Path, cfg: RecoveryConfig, suites: list[str], round_index: int,
                        out: str | Path, progress: Callable[[int, int], None] | None = None, mock: dict | None = None,
                        policy_seed: int = 0) -> dict:
@@ -123,7 +124,7 @@ def yam_takeover_episode(job: tuple) -> tuple[dict, object]:
     is near an object yet) and finishes. The segment is the expert's part: the policy's own
     off-course state first, labelled with the expert's targets."""
     from vam_sim.collect_yam import _Demo                               # MuJoCo: loaded for a YAM round only
-    from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner
+    from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner   # MuJoCo, as above
 
     task, episode, seed, k, (vw, vh), sim_config = job
     frames, proprio, actions, phases = [], [], [], []

@@ -38,15 +38,19 @@ from typing import Any, Callable
 
 import numpy as np
 
-from vam_stack import msgs
+from vam_control.executor import ChunkExecutor, check_rtc_method, libero_config
+from vam_stack import msgs, topics
 from vam_stack.config import check
+from vam_stack.views import fit_views, view_layout_problem
 
-from ..episode import EpisodeRunner, episode_seed, policy_seed, PolicyEpisode, RealtimeLoop
+from ..episode import EpisodeRunner, episode_seed, policy_seed, PolicyEpisode, RealtimeLoop, realtime_timing
 from ..run_config import RunConfig, cli
 
+from .config import LiberoMockConfig
 from .env import LiberoMockEnv, make_env
 from .expert import expert_action
 from .reach import ReachTracker
+from .tasks import canonical_suite
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +82,6 @@ class SimConfig(RunConfig):
                           f"{msgs.JPEG_QUALITY_DEFAULT}, image_transport's)", type=int, metavar="Q"))
 
     def __post_init__(self):
-        from .tasks import canonical_suite
-
         super().__post_init__()
         try:                                     # LIBERO's names (libero_10, 10, ...) are accepted
             object.__setattr__(self, "suite", canonical_suite(self.suite))
@@ -117,8 +119,6 @@ def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
     """Refuse, before any episode, a policy that cannot act on the LIBERO bridge's frames: it must
     take 7-dim eef deltas and `views` views of the rendered views' aspect (sizes may differ: the
     camera path resizes each view, `vam_stack.views.fit_views`)."""
-    from vam_stack.views import view_layout_problem
-
     _require_eef_delta(policy)
     r = policy.mcfg.robot
     if len(r.cameras) != views:
@@ -132,8 +132,6 @@ def check_policy_fits(policy, image_size: int, views: int = 2) -> None:
 def driver_config(policy, execute: int | None = None, mode: str = "lockstep", rtc: str = "off",
                   lockstep_delay: int = 0, reanchor: bool = True):
     """The chunk executor's configuration for `policy` on the bridge (ConfigError on a bad `execute`)."""
-    from vam_control.executor import check_rtc_method, libero_config
-
     _require_eef_delta(policy)
     check_rtc_method(policy, rtc)
     spec = policy.spec
@@ -157,8 +155,6 @@ class PolicyDriver:
         """`execute` overrides the preset's replan interval (1..chunk actions); `jpeg_quality`: frames
         reach the policy JPEG-encoded and decoded at this quality (None: raw); `virtual`: the realtime
         executor stepped on a virtual clock (`executor.virtual_step`), no sink and no threads."""
-        from vam_control.executor import ChunkExecutor
-
         realtime = sink is not None or virtual
         cfg = driver_config(policy, execute, "realtime" if realtime else "lockstep", rtc, lockstep_delay, reanchor)
         kw = dict(obs_fn=self.observation, sink=sink, initial_target=HOLD_OPEN) if realtime else {}
@@ -173,8 +169,6 @@ class PolicyDriver:
 
     def observe(self, obs: dict) -> None:
         """Keep the observation's frame (fitted to the preset's views) and its proprio."""
-        from vam_stack.views import fit_views
-
         frame = obs["stacked"]
         if self._jpeg_quality is not None:       # as the policy node decodes the compressed stacked topic
             frame = msgs.jpeg_roundtrip(frame, self._jpeg_quality)
@@ -213,8 +207,6 @@ class SimRunner(EpisodeRunner):
 
     def __init__(self, cfg: SimConfig, out: str | Path, policy: Any = None,
                  progress: Callable[[dict], None] | None = None, overwrite: bool = False):
-        from .config import LiberoMockConfig
-
         super().__init__(out, record=cfg.record, plots=cfg.plots, policy=policy, overwrite=overwrite)
         self.mock = LiberoMockConfig.load(cfg.mock_config)   # the one environment configuration
         self.cfg = cfg
@@ -267,8 +259,6 @@ class SimRunner(EpisodeRunner):
         """Record one step; `image` is the frame the policy saw (default: the rendered one)."""
         if self.recorder is None:
             return
-        from vam_stack import topics
-
         t = self.stamp(step * dt)
         if step % self.cfg.record_image_every == 0:
             self.recorder.write_image("stacked_image", obs["stacked"] if image is None else image, t)
@@ -360,8 +350,6 @@ class _VamEpisode:
     def run_virtual(self, latency_s: float) -> None:
         """The realtime executor on a virtual clock: one environment step per virtual tick, every
         replan taking exactly `latency_s` (deterministic, whatever the machine's load)."""
-        from ..episode import realtime_timing
-
         r, env = self.runner, self.env
         self.driver = PolicyDriver(r.policy, env.instruction, r.cfg.execute, jpeg_quality=r.jpeg_quality,
                                    rtc=r.cfg.rtc, virtual=True, reanchor=r.cfg.reanchor)

@@ -22,9 +22,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from vam_control.executor import check_rtc_method
+from vam_control.executor import ChunkExecutor, check_rtc_method, robot_config
+from vam_control.safety import SafetyFilter, load_safety_config
 from vam_stack.config import check
 from vam_stack.names import NOISE_WHERE
+from vam_stack.views import fit_views, view_layout_problem
 
 from ..episode import EpisodeRunner, episode_seed, policy_seed, RealtimeLoop
 from ..run_config import RunConfig
@@ -118,8 +120,6 @@ def furthest_milestone(reached: dict[str, int | None]) -> str | None:
     return done[-1] if done else None
 
 
-
-
 class YamSimRunner(EpisodeRunner):
     """Runs episodes of one task; owns the simulated robot and the policy (`vam_sim.episode`
     keeps the output directory, the recording and the per-episode records).
@@ -160,8 +160,6 @@ class YamSimRunner(EpisodeRunner):
             if spec.action_type != "absolute_joint" or spec.action_dim != 14 or spec.proprio_dim != 14:
                 raise ValueError(f"the simulated YAM needs a 14-dim absolute_joint policy with 14-dim proprio, got "
                                  f"{spec.action_dim}-dim {spec.action_type!r} (preset {self.policy.mcfg.name!r})")
-            from vam_stack.views import view_layout_problem
-
             r = self.policy.mcfg.robot
             problem = view_layout_problem(tuple(self.robot.bridge_cfg.stacked_shape), len(r.cameras),
                                           r.camera_width, r.camera_height)
@@ -178,9 +176,6 @@ class YamSimRunner(EpisodeRunner):
 
     # ---- one episode ------------------------------------------------------------------------
     def run_episode(self, index: int) -> dict:
-        from vam_control.executor import ChunkExecutor, robot_config
-        from vam_control.safety import SafetyFilter, load_safety_config
-
         c, robot = self.cfg, self.robot
         sim, task = robot.sim, robot.sim.task
         ep_seed = episode_seed(c.task, index, c.seed)
@@ -273,8 +268,6 @@ class YamSimRunner(EpisodeRunner):
             safety.reset(present)
             st["proprio"] = present.copy()
             if c.policy == "vam":
-                from vam_stack.views import fit_views
-
                 spec, r = self.policy.spec, self.policy.mcfg.robot
                 current["fit"] = (len(r.cameras), r.camera_width, r.camera_height)
                 lock = threading.Lock()
