@@ -79,7 +79,7 @@ def check_run_device(device: str, backend: str, policy: str) -> None:
 def check_temperature(value, policy: str) -> None:
     """A run config's `action_temperature`: a number in [0, 1] (ConfigError quoting it), and the
     default 1 unless the vam policy runs (the scripted expert draws no action noise)."""
-    from vam_model.policy import check_action_temperature
+    from vam_model.policy import check_action_temperature   # lazy: torch (see check_run_device)
 
     check_action_temperature(value, "action_temperature")
     check(policy == "vam" or value == 1.0,
@@ -112,7 +112,7 @@ class EpisodeRunner:
         onnxruntime threads (0: their defaults). `warm`: run it once on a blank observation first (as the
         policy node does at configure), so a wall-clock realtime episode's first replan takes its
         steady time rather than the runtime's first-call costs."""
-        from vam_model.backends import BackendConfig
+        from vam_model.backends import BackendConfig   # lazy: torch, loaded only when a vam policy is built
         from vam_model.networks.checkpoint import resolve_checkpoint
         from vam_model.policy import PolicyConfig, build_policy
 
