@@ -48,7 +48,10 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-from .networks.config import ModelConfig
+from vam_stack.config import to_dict
+
+from .networks.checkpoint import check_preset, load_checkpoint, read_metadata
+from .networks.config import ModelConfig, load_config
 from .networks.model import VideoActionModel
 from .networks.head_io import prefix_kv, step_outputs
 
@@ -120,8 +123,6 @@ def config_hash(cfg: ModelConfig) -> str:
     """sha256 (16 hex) of the whole model config: what a graph bakes in beyond its weights (the feature
     block k, the TR layer, rope scales, head counts at equal width). Two models with the same weights
     but another config get other graphs."""
-    from vam_stack.config import to_dict
-
     return hashlib.sha256(json.dumps(to_dict(cfg), sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -184,7 +185,7 @@ def _quiet_exporter():
 
 def _name_dims(path: Path, args: tuple, dynamic: tuple) -> None:
     """Give the exporter's symbolic dims (s31, ...) their Dim names (batch, frames) in the saved graph."""
-    import onnx
+    import onnx    # optional (the export extra)
 
     model = onnx.load(str(path), load_external_data=False)
     rename = {}
@@ -278,12 +279,7 @@ def load_model(preset: str, checkpoint: str | None = None, seed: int = 0, meta: 
 
     `device="cuda"` initialises the random weights on the GPU (seconds instead of a minute for 2 B).
     """
-    from .networks.checkpoint import load_checkpoint, read_metadata
-    from .networks.config import load_config
-
     if checkpoint:
-        from .networks.checkpoint import check_preset
-
         cfg = read_metadata(checkpoint)[0]
         if preset is not None:              # a preset given beside a checkpoint must be the checkpoint's
             check_preset(checkpoint, cfg, load_config(preset), str(preset))

@@ -29,6 +29,13 @@ from typing import Mapping
 
 import torch
 
+from .networks.action_head import ActionHead
+from .networks.checkpoint import HASH_KEY, _read_header, save_checkpoint
+from .networks.config import load_config
+from .networks.model import VideoActionModel
+from .networks.text_encoder import encoder_dims, resolve_encoder_path
+from .networks.tokenizer import VideoTokenizer
+from .pi0_head import load_pi0_head
 from .weight_files import FoundationError, load_safetensors, read_tensor_file
 
 # (layers, width) of the DiT variants a user may hold
@@ -110,6 +117,7 @@ def native_transformer_state(raw: Mapping, weights: str = "ema") -> dict:
 
     `weights`: "ema" takes the `net_ema.` copy of a training checkpoint when it has one (released
     `_ema_bf16.pt` files hold the EMA weights under `net.`), "net" takes the raw `net.` weights."""
+    # diffusers (~2 s to import) only for NVIDIA's native files: a diffusers folder loads without it
     from diffusers.loaders.single_file_utils import convert_cosmos_transformer_checkpoint_to_diffusers
 
     if weights not in ("ema", "net"):
@@ -187,6 +195,7 @@ def read_vae(path: str | Path, trust_pickle: bool = False) -> tuple[dict | None,
     if path.is_dir():
         sub = path / "vae" if (path / "vae" / "config.json").is_file() else path
         return read_diffusers_folder(sub, "vae")
+    # diffusers (~2 s to import) only for the native Wan file
     from diffusers.loaders.single_file_utils import convert_wan_vae_to_diffusers
 
     raw = _unwrap(read_tensor_file(path, trust_pickle))
@@ -201,12 +210,6 @@ def import_foundation(preset: str, transformer: str | Path, vae: str | Path | No
                       pi0: str | Path | None = None, text_encoder: str | None = None, weights: str = "ema",
                       trust_pickle: bool = False, seed: int = 0, log=print) -> dict:
     """Build `preset` with the foundation weights and write it to `out`; returns a summary dict."""
-    from .networks.action_head import ActionHead
-    from .networks.checkpoint import HASH_KEY, _read_header, save_checkpoint
-    from .networks.config import load_config
-    from .networks.model import VideoActionModel
-    from .networks.tokenizer import VideoTokenizer
-
     out = Path(out)
     if out.suffix != ".safetensors":
         raise ValueError(f"--out must be a .safetensors file, got {str(out)!r}")
@@ -246,8 +249,6 @@ def import_foundation(preset: str, transformer: str | Path, vae: str | Path | No
     model.head = ActionHead(cfg.head, cfg.dit.width, cfg.robot.action_dim, cfg.robot.proprio_dim)
     head_report = None
     if pi0 is not None:
-        from .pi0_head import load_pi0_head
-
         head_report = load_pi0_head(pi0, model.head)
         sources["head"] = str(pi0)
     left = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
@@ -274,9 +275,7 @@ def import_foundation(preset: str, transformer: str | Path, vae: str | Path | No
 
 def check_text_encoder_dims(spec: str, text_in_dim: int) -> None:
     """The encoder's layers x hidden width must be the preset's raw text width (config.json only)."""
-    from transformers import AutoConfig
-
-    from .networks.text_encoder import encoder_dims, resolve_encoder_path
+    from transformers import AutoConfig      # heavy (~0.6 s): only when a text encoder is named
 
     config = AutoConfig.from_pretrained(resolve_encoder_path(spec), local_files_only=True)
     layers, hidden = encoder_dims(config)

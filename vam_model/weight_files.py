@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Mapping
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
 
 
 class FoundationError(ValueError):
@@ -16,9 +18,6 @@ class FoundationError(ValueError):
 def load_safetensors(path: Path) -> dict:
     """A .safetensors file's tensors, or FoundationError naming the file (truncated, a header that
     claims 2**62 bytes, not safetensors at all)."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     try:
         return load_file(str(path))
     except (SafetensorError, OSError, ValueError) as e:

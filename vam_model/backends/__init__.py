@@ -16,6 +16,7 @@ __all__ = ["BACKENDS", "PARITY_BOUNDS", "BackendConfig", "BackendUnavailable", "
 
 def make_backend(cfg: BackendConfig, model, progress: Callable[[str], None] = print) -> DiTBackend:
     """The backend `cfg.name` for `model` (a VideoActionModel); raises BackendUnavailable if it cannot run here."""
+    # each backend is imported when chosen: onnxruntime and tensorrt are optional extras
     if cfg.name == "torch":
         from .torch_backend import TorchBackend
 

@@ -23,6 +23,8 @@ import numpy as np
 import torch
 
 from .base import BackendConfig, BackendUnavailable, DiTBackend
+from .torch_backend import TorchBackend
+from ..export import config_hash, export_onnx, weights_hash
 from ..networks.head_io import HeadCache, HeadOutput
 
 GRAPHS = ("dit_velocity", "dit_features")
@@ -38,8 +40,6 @@ def _manifest(onnx_dir: Path) -> dict:
 
 def ensure_onnx(model, cfg: BackendConfig, dtype: str = "fp32", progress=print) -> Path:
     """Directory holding the model's DiT graphs of `dtype`, exporting them if needed; checks the manifest."""
-    from ..export import config_hash, export_onnx, weights_hash
-
     whash, chash = weights_hash(model.dit), config_hash(model.cfg)
     if cfg.onnx_dir is not None:
         d = Path(cfg.onnx_dir).expanduser()
@@ -61,8 +61,6 @@ def ensure_onnx(model, cfg: BackendConfig, dtype: str = "fp32", progress=print) 
 
 def ensure_head_onnx(model, cfg: BackendConfig, progress=print) -> Path:
     """Directory holding the model's fp32 head graphs (`head_prefix`, `head_step`), exporting them if needed."""
-    from ..export import config_hash, export_onnx, weights_hash
-
     hhash, chash = weights_hash(model.head), config_hash(model.cfg)
     if cfg.onnx_dir is not None:
         d = Path(cfg.onnx_dir).expanduser()
@@ -159,8 +157,6 @@ class OrtBackend(DiTBackend):
             self.sessions.update({g: session(self.head_dir, g) for g in HEAD_GRAPHS})
             self.head_runtime, self._torch_head = "onnxruntime", None
         else:
-            from .torch_backend import TorchBackend
-
             self.head_dir, self.head_runtime, self._torch_head = None, "torch", TorchBackend(model)
 
     def _run(self, graph: str, feed: dict[str, torch.Tensor]) -> list[torch.Tensor]:

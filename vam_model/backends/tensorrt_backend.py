@@ -34,6 +34,8 @@ import torch
 from .base import BackendConfig, BackendUnavailable, DiTBackend
 from ..networks.head_io import HeadCache, HeadOutput
 from .ort_backend import GRAPHS, ensure_head_onnx, ensure_onnx, graph_path
+from .torch_backend import TorchBackend
+from ..export import example_inputs
 
 
 def require_tensorrt():
@@ -174,7 +176,6 @@ class TensorRTBackend(DiTBackend):
 
     def __init__(self, model, cfg: BackendConfig, progress: Callable[[str], None] = print):
         trt = require_tensorrt()
-        from ..export import example_inputs
 
         self.trt = trt
         self.cfg, self.mcfg = cfg, model.cfg
@@ -205,8 +206,6 @@ class TensorRTBackend(DiTBackend):
                                 hm["graphs"][g]["sha256"])
                 self._load(g, key, graph_path(head_dir, g, "fp32"), hshapes, progress)
         else:
-            from .torch_backend import TorchBackend
-
             self.head_runtime, self._torch_head = "torch", TorchBackend(model)
 
     def _load(self, graph: str, key: EngineKey, src: Path, shapes: dict, progress) -> None:

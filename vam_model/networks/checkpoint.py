@@ -37,8 +37,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from vam_stack.config import ConfigError, from_dict, to_dict
+from vam_stack.paths import models_dir
 
 from .config import ModelConfig, RobotConfig, known_presets, load_config
 
@@ -62,7 +65,6 @@ def resolve_checkpoint(checkpoint: str | os.PathLike | None, preset: str | None,
     (seeded random weights)."""
     if checkpoint:
         return str(checkpoint), preset
-    from vam_stack.paths import models_dir
 
     preset = preset or default_preset
     shipped = models_dir() / f"{preset}.safetensors"
@@ -121,8 +123,6 @@ def _check_digest(path: Path, meta: dict[str, str], state: Mapping[str, torch.Te
 
 # ---- stored config ----------------------------------------------------------------------------
 def _read_header(path: Path) -> dict[str, str]:
-    from safetensors import safe_open
-
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {str(path)!r}")
     try:
@@ -200,8 +200,6 @@ def check_preset(path: str | Path, stored: ModelConfig, asked: ModelConfig, aske
 
 # ---- save / load ------------------------------------------------------------------------------
 def save_checkpoint(path: str | Path, model: torch.nn.Module, cfg: ModelConfig, extra: dict | None = None) -> Path:
-    from safetensors.torch import save_file
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
@@ -215,8 +213,6 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, cfg: ModelConfig, 
 def load_checkpoint(path: str | Path, model: torch.nn.Module) -> dict[str, Any]:
     """Copy weights into `model` after checking every name and shape, the integrity hash and
     finiteness; returns the extra metadata."""
-    from safetensors.torch import load_file
-
     path = Path(path)
     _, extra, meta = _parse(path)
     _require_hash(path, meta)                                            # before reading any tensor
@@ -244,8 +240,6 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module) -> dict[str, Any]:
 
 def verify_checkpoint(path: str | Path) -> str:
     """The checkpoint's hash after checking its metadata and that its tensors match the hash."""
-    from safetensors.torch import load_file
-
     path = Path(path)
     _, _, meta = _parse(path)
     _require_hash(path, meta)
@@ -259,8 +253,6 @@ def add_hash(path: str | Path, force: bool = False) -> tuple[str, bool]:
     and checked bit for bit against the original before the file is replaced (atomically). A file
     whose hash is already right is left alone; one whose stored hash does not match its tensors is
     refused unless `force` (you trust the tensors as they are now)."""
-    from safetensors.torch import load_file, save_file
-
     path = Path(path)
     _, _, meta = _parse(path)                                            # format, config, registered preset
     state = load_file(str(path))

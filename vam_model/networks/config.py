@@ -9,6 +9,7 @@ Presets:
 """
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,7 +245,6 @@ def load_config(preset_or_path: str | Path) -> ModelConfig:
     else:
         path = models_dir() / f"{preset_or_path}.yaml"
         if not path.is_file():
-            import difflib
             known = known_presets()
             close = difflib.get_close_matches(str(preset_or_path), known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""

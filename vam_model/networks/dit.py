@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from .config import DiTConfig, TokenizerConfig
 
@@ -19,7 +20,7 @@ from .config import DiTConfig, TokenizerConfig
 class VideoDiT(nn.Module):
     def __init__(self, cfg: DiTConfig, tok: TokenizerConfig):
         super().__init__()
-        from diffusers import CosmosTransformer3DModel
+        from diffusers import CosmosTransformer3DModel   # heavy (~2 s to import): only when a DiT is built
 
         self.cfg = cfg
         self.latent_channels = tok.latent_channels
@@ -85,8 +86,6 @@ class VideoDiT(nn.Module):
         """One transformer block; with `activation_checkpointing` set and gradients on, its activations are
         recomputed in the backward pass instead of kept (memory of one block instead of all of them)."""
         if self.activation_checkpointing and torch.is_grad_enabled():
-            from torch.utils.checkpoint import checkpoint
-
             return checkpoint(block, tokens, text, emb_t, temb, rope, extra, use_reentrant=False)  # [B, N, D]
         return block(tokens, text, emb_t, temb, rope, extra)                                     # [B, N, D]
 

@@ -22,11 +22,14 @@ after it get the same embedding; this is not refused but logged once per distinc
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 from collections import OrderedDict
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,7 @@ class TextEncoder:
     """Instruction -> [1, max_tokens, layers * hidden] embedding (by the encoder's recipe), cached."""
 
     def __init__(self, spec: str, max_tokens: int, expected_dim: int | None = None, cache_size: int = 64):
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
+        from transformers import AutoConfig, AutoModel, AutoTokenizer   # heavy (~0.6 s): only when an encoder loads
 
         self.path = resolve_encoder_path(spec)
         config = AutoConfig.from_pretrained(self.path, local_files_only=True)
@@ -147,10 +150,6 @@ class TextEncoder:
 def save_text_embeddings(path: str | Path, spec: str, embeddings: dict[str, torch.Tensor]) -> Path:
     """Write {instruction: [1, L, F]} as one safetensors file; the metadata names the encoder
     spec and the instructions in key order."""
-    import json
-
-    from safetensors.torch import save_file
-
     if not embeddings:
         raise ValueError("save_text_embeddings: no instructions to save")
     names = sorted(embeddings)
@@ -164,10 +163,6 @@ def save_text_embeddings(path: str | Path, spec: str, embeddings: dict[str, torc
 def load_text_embeddings(path: str | Path, spec: str, max_tokens: int, dim: int) -> dict[str, torch.Tensor]:
     """Read a `save_text_embeddings` file, checking that the same encoder made it and that every
     embedding is [1, max_tokens, dim]."""
-    import json
-
-    from safetensors import safe_open
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"text embeddings file {str(path)!r} not found (write it with "

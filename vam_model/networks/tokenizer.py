@@ -41,7 +41,7 @@ class VideoTokenizer(nn.Module):
         super().__init__()
         self.cfg = cfg
         if cfg.type == "wan":
-            from diffusers import AutoencoderKLWan
+            from diffusers import AutoencoderKLWan   # heavy (~2 s to import): only the Wan VAE presets
 
             self.vae = AutoencoderKLWan(base_dim=cfg.base_dim, z_dim=cfg.latent_channels)
             mean = torch.tensor(self.vae.config.latents_mean[: cfg.latent_channels])

@@ -38,7 +38,7 @@ def sigma_grid(cfg: SolverConfig) -> list[float]:
 
 
 def make_scheduler(cfg: SolverConfig):
-    from diffusers import UniPCMultistepScheduler
+    from diffusers import UniPCMultistepScheduler   # heavy (~2 s to import): only a solver that is built
 
     sched = UniPCMultistepScheduler(
         num_train_timesteps=cfg.num_train_timesteps,
