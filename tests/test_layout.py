@@ -331,14 +331,15 @@ def test_no_module_over_500_lines():
 
 
 FINDABLE = {"TR": "ratio_from_masses", "guidance": "combine_velocities", "current-frame input": "def infer",
-            "tick": "def target", "prefix cache": "def prefix_cache"}
+            "tick": "def target", "prefix cache": "def prefix_cache", "safety filter": "class SafetyFilter",
+            "fault detection": "class JointHealth", "the robot's timing": "rate_hz"}
 
 
-def test_each_core_concept_is_found_within_two_files_named_in_components_md():
+def test_each_core_concept_is_found_within_three_files_named_in_components_md():
     table = (ROOT / "docs" / "components.md").read_text()
     for concept, needle in FINDABLE.items():
         row = next((line for line in table.splitlines() if line.startswith(f"| {concept} ")), None)
         assert row, f"docs/components.md has no 'Where things live' row for {concept!r}"
         files = re.findall(r"`([\w/]+\.py)`", row)
-        assert 1 <= len(files) <= 2, f"{concept}: {files}"
+        assert 1 <= len(files) <= 3, f"{concept}: {files}"    # issue 62: each readable in <= 3 files
         assert any(needle in (ROOT / f).read_text() for f in files), f"{concept}: {needle!r} is in none of {files}"
