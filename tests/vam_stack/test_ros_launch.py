@@ -87,7 +87,9 @@ def used_arguments(path: Path) -> set[str]:
 
 
 def node_params(executable: str) -> dict:
-    return {p.name: p for p in importlib.import_module(NODE_MODULES[executable]).PARAMS}
+    module = importlib.import_module(NODE_MODULES[executable])
+    # the driver declares process_rt_priority only where it owns its bus (OWN_BUS_PARAMS: not in yam_mujoco_sim)
+    return {p.name: p for p in (*module.PARAMS, *getattr(module, "OWN_BUS_PARAMS", ()))}
 
 
 def test_launch_files_exist_and_declare_their_arguments():
