@@ -105,8 +105,9 @@ class DriverMonitor:
     def connect(self, given: YamDriver | None, emulate: bool, gravity: bool, tick: Callable[[], None],
                 rt_priority: int = BUS_RT_PRIORITY) -> bool:
         """Connect (torque off) the `given` driver, or one on the configured bus, or (`emulate`) on
-        emulated motors (Damiao: in a process of their own, with `gravity`), then start the bus
-        thread (SCHED_FIFO `rt_priority`) calling `tick` (the node's guarded tick). False: logged, released."""
+        emulated motors (Damiao: in a process of their own, with `gravity`), then, for a bus of its own,
+        start the bus thread (SCHED_FIFO `rt_priority`) calling `tick` (the node's guarded tick; a
+        `given` driver's node calls it). False: logged, released."""
         try:
             cfg = self.cfg
             if given is None and emulate:
@@ -117,7 +118,8 @@ class DriverMonitor:
         except Exception as e:
             self.release()
             return self._failed("configure", e)
-        self.bus_thread = BusThread(self.cfg.rate_hz, tick, lambda e: None, rt_priority).start()
+        if given is None:     # a simulator's bus is stepped in the simulator's time: its node ticks on a ROS timer
+            self.bus_thread = BusThread(self.cfg.rate_hz, tick, lambda e: None, rt_priority).start()
         where = " (emulated)" if self.rig else (f" on {type(self.driver.bus).__name__}" if given else "")
         self.log.info(f"{self.cfg.bus} driver connected{where}: {len(self.names)} motors, torque off")
         return True

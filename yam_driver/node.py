@@ -61,7 +61,7 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         cfg = driver.config if driver is not None else load_config(p["config_file"] or default_config_path(p["bus"]))
         check_layers(cfg, load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")))
         self._refused = ros.refusal_log(self, "joint targets")   # one line a second, then a count
-        self.cfg, self._given, self.names = cfg, driver, cfg.joint_names
+        self.cfg, self._given, self.names, self._sim_ticks = cfg, driver, cfg.joint_names, None
         self.monitor = DriverMonitor(cfg, self.get_logger(), self._refused)
         self.pub = {k: ros.publisher(self, k) for k in ("joint_states", "diagnostics")}
         self._tick_guard = ros.guarded(self, "driver tick", self._tick, lambda e: self.monitor.tick_failed(describe(e)),
@@ -82,6 +82,8 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
     def on_configure(self, state) -> TransitionCallbackReturn:
         gravity = self.cfg.bus == "damiao" and self.p["emulated_gravity"]
         ok = self.monitor.connect(self._given, self.p["use_emulator"], gravity, self._tick_guard, self.p["rt_priority"])
+        if ok and self._given is not None:   # the simulator's bus: ticks on this node's clock (use_sim_time: the world's)
+            self._sim_ticks = self.create_timer(self.cfg.period_s, self._tick_guard)
         return TransitionCallbackReturn.SUCCESS if ok else TransitionCallbackReturn.FAILURE
 
     def on_activate(self, state) -> TransitionCallbackReturn:
@@ -114,7 +116,7 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
     def _on_estop(self, msg) -> None:
         self.monitor.latch_estop(bool(msg.data))
 
-    def _tick(self) -> None:      # the bus thread
+    def _tick(self) -> None:      # the bus thread (a simulator's bus: the node's timer)
         report = self.monitor.tick()
         if report is None:
             return
@@ -128,6 +130,9 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         self.pub["diagnostics"].publish(ros.diagnostics(self, [self.monitor.status(state, self._refused.total)]))
 
     def _release(self, torque_off: bool = True) -> None:
+        if self._sim_ticks is not None:
+            self.destroy_timer(self._sim_ticks)
+            self._sim_ticks = None
         self.monitor.release(torque_off)
 
     def destroy_node(self) -> None:
