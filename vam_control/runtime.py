@@ -97,7 +97,7 @@ class PolicyRuntime:
     # ---- inputs (any thread; store only) ----
     def add_frame(self, image: np.ndarray) -> None:
         """Store the newest stacked frame; views of another size are fitted to the policy's by
-        `fit_views` (the camera path's rule, `camera_bridge.preprocess.fit_views`, which the node
+        `fit_views` (the camera path's rule, `vam_stack.views.fit_views`, which the node
         passes), another layout (or any other size without `fit_views`) is refused."""
         if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
             raise ValueError(f"stacked frame is {getattr(image, 'dtype', type(image).__name__)} "
