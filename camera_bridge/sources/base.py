@@ -183,6 +183,11 @@ class CameraSource(abc.ABC):
         except Exception as e:  # SDK/driver error while reading (e.g. device unplugged): reopen
             self._lose(now, f"read failed: {type(e).__name__}: {e}")
             raise CameraDisconnected(self.name, self.stats.last_error) from e
+        if frame is not None:
+            # the frame arrived when the read returned: a read that takes long (a simulator stepping its
+            # physics to the present and rendering, a frozen CPU) made a fresh frame look ahead of a
+            # clock read before it (the MuJoCo graph refused 1-4 frames a minute, 43-106 ms "ahead")
+            now = self.clock()
         if frame is not None and self._ahead(frame, now):
             frame = None                     # refused by itself: the frames before it stay in use
         if frame is not None:
