@@ -125,6 +125,28 @@ class RosHarness:
         gc.collect()
 
 
+@pytest.fixture(autouse=True)
+def _normal_scheduling_after_each_test():
+    """A test that runs a node process's `main()` in the test process (`ros.spin_nodes`) makes it
+    real-time as a node process is (`process_rt_priority`: every thread SCHED_FIFO, a 0.5 ms GIL
+    switch interval); the rest of the suite, and every process it starts, must not inherit that."""
+    yield
+    import sys
+
+    if sys.getswitchinterval() < 0.005:
+        sys.setswitchinterval(0.005)
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return
+    for tid in map(int, tids):
+        try:
+            if os.sched_getscheduler(tid) != os.SCHED_OTHER:
+                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+        except (OSError, AttributeError):
+            pass
+
+
 @pytest.fixture
 def ros_harness():
     h = RosHarness()
