@@ -76,7 +76,9 @@ setup(
         "sim": ["mujoco>=3.1"],
         "export": ["onnx>=1.15", "onnxruntime>=1.17", "onnxscript>=0.5"],
         "gpu": ["tensorrt>=10"],
-        "test": ["pytest>=7", "mcap>=1.1", "mcap-ros2-support>=0.5",
+        # pytest < 9: ROS 2 Jazzy's launch_testing (3.4.3) registers pytest hooks with the py.path `path`
+        # argument pytest 9 removed; with it importable (a sourced ROS 2), pytest 9 stops before collecting
+        "test": ["pytest>=7,<9", "mcap>=1.1", "mcap-ros2-support>=0.5",
                  "colcon-core>=0.15", "colcon-ros>=0.4", "colcon-python-setup-py>=0.2", "flake8>=7"],
     },
     zip_safe=True,
