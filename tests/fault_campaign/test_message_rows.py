@@ -29,6 +29,7 @@ import yaml
 from vam_stack import msgs
 from vam_stack.process_graph import find_executable
 from vam_stack.topics import JOINT_TARGETS_SOURCE
+from vam_stack.realtime import HostFreezeProbe
 from yam_driver.config import default_config_path
 
 pytestmark = [pytest.mark.adapter]
@@ -220,6 +221,7 @@ GRAPH_ARGS = {"preset": "tiny_real", "camera_config": "cameras_synthetic.yaml", 
               "instruction": "fold the towel", "use_rviz": "false"}
 LOAD_S = float(os.environ.get("VAM_LOAD_TEST_S", "10"))     # the issue's load test: 30 s per window
 JUNK_HZ = 300.0
+JUNK_SETTLE_S = float(os.environ.get("VAM_JUNK_SETTLE_S", "3"))   # junk before its window: discovery, first messages
 
 # Junk at JUNK_HZ on every input topic of the graph, from its own process (as a misbehaving node
 # would send it), each message malformed in a way its reader must refuse: empty and torn images,
@@ -344,7 +346,8 @@ def _window(h, out, seconds: float, every=None) -> dict:
     # each driver status has the longest target gap over its last 300 arrivals (10 s at 30 Hz)
     gaps = [float(msgs.diagnostics_to_dict(m)[drv]["values"].get("targets_period_ms_max", "nan"))
             for m in out["diagnostics"][n_diag:] if drv in msgs.diagnostics_to_dict(m)]
-    return {"seconds": round(time.monotonic() - t0, 1),
+    return {"_span": (t0 - 1.2, time.monotonic()),     # d0 may be up to one diagnostics period old
+            "seconds": round(time.monotonic() - t0, 1),
             "targets_received": int(d1["targets_received"]) - int(d0["targets_received"]),
             "targets_missed": int(d1["targets_missed"]) - int(d0["targets_missed"]),
             "target_gap_ms_max": max(gaps[-max(1, int(seconds // 10)):]) if gaps else float("nan"),
@@ -359,12 +362,17 @@ def _load_run(graph, h, out) -> dict:
     """A no-junk baseline window, then a window with JUNK_HZ junk on every input topic, on the same
     running graph; each window's counters, the log lines of the junk window, the junk sent."""
     if not _LOAD:
-        baseline = _window(h, out, LOAD_S)
-        n_logs, n_tel = len(h.log_stamps), len(out["telemetry"])
-        with junk() as jp:
-            h.spin_for(1.0)                          # discovery: the junk reaches every reader
-            loaded = _window(h, out, LOAD_S)
-            alive = jp.poll() is None
+        with HostFreezeProbe() as probe:            # the host's freezes of this machine's CPUs, beside both windows
+            baseline = _window(h, out, LOAD_S)
+            n_logs, n_tel = len(h.log_stamps), len(out["telemetry"])
+            with junk() as jp:
+                # discovery of the junk publisher's endpoints and its first messages: the junk's steady state is
+                # what the window measures (the first second costs several ticks on this machine: docs/deployment.md)
+                h.spin_for(JUNK_SETTLE_S)
+                loaded = _window(h, out, LOAD_S)
+                alive = jp.poll() is None
+        for w in (baseline, loaded):
+            w["host_freezes"] = len(probe.between(*w.pop("_span")))
         _LOAD.update(baseline=baseline, loaded=loaded, junk_alive=alive, junk_output=jp.output.strip(),
                      lines=[(n, m) for n, m, _ in h.log_stamps[n_logs:] if not n.endswith("test_harness")],
                      telemetry=len(out["telemetry"]) - n_tel, exited=dict(graph.exited()))
@@ -405,18 +413,20 @@ def test_row8_junk_costs_no_tick_beyond_the_baseline_and_no_watchdog_gap(running
     r = _load_run(graph, h, out)
     base, loaded = r["baseline"], r["loaded"]
     watchdog_ms = 200.0
-    if base["targets_missed"] > 1 or base["target_gap_ms_max"] > watchdog_ms / 2:
+    if base["targets_missed"] > 1 + 3 * base["host_freezes"] or base["target_gap_ms_max"] > watchdog_ms / 2:
         pytest.skip(f"the machine misses ticks without junk (load average {os.getloadavg()[0]:.1f}): baseline "
                     f"{base}, with junk {loaded}")
     slack = int(os.environ.get("VAM_LOAD_TEST_SLACK", "1"))
     assert loaded["target_gap_ms_max"] < watchdog_ms, (base, loaded)
     if (loaded["targets_missed"] > base["targets_missed"] + slack
             or loaded["executor_missed_ticks"] > base["executor_missed_ticks"] + slack):
-        # the known limit (docs/deployment.md): every refused message still costs the policy node's
-        # executor thread rclpy's ~150-300 us with the GIL held, and its real-time tick thread waits for
-        # the GIL whenever that thread is preempted holding it (2 cores, the policy's inference beside it)
-        pytest.xfail(f"junk cost ticks beyond the baseline (load average {os.getloadavg()[0]:.1f}): baseline {base}, "
-                     f"with junk {loaded}")
+        if loaded["host_freezes"]:
+            # not the graph's: this virtual machine's host takes a vCPU away for ~100 ms at a time, more often
+            # the busier the machine (the junk publisher's own CPU), and 100 ms is three ticks
+            # (docs/deployment.md); the comparison needs a window the host left alone
+            pytest.xfail(f"the host froze a CPU {loaded['host_freezes']} times in the junk window (load average "
+                         f"{os.getloadavg()[0]:.1f}): baseline {base}, with junk {loaded}")
+        pytest.fail(f"junk cost ticks beyond the baseline with no host freeze: baseline {base}, with junk {loaded}")
 
 
 @pytest.mark.slow
