@@ -20,6 +20,8 @@ than a frame period is refused by itself (`sources.base`), the window staying av
 """
 from __future__ import annotations
 
+import dataclasses
+
 from rclpy.node import Node
 
 from camera_bridge.bridge import CameraBridge, Stacked
@@ -41,12 +43,15 @@ PARAMS = (
                          "(below the policy's tick thread, 50); 0 = normal scheduling", range=(0, 99)),
     ros.DIAGNOSTICS_PERIOD,
 )
+# cameras of its own (not a simulator's, whose world process stays at normal scheduling): the rest of the
+# process SCHED_FIFO below the capture thread, so a preempted executor never holds the GIL the capture needs
+OWN_CAMERA_PARAMS = (dataclasses.replace(ros.PROCESS_RT_PRIORITY, default=35),)
 
 
 class CameraBridgeNode(Node):
     def __init__(self, bridge: CameraBridge | None = None, **node_kwargs):
         super().__init__("camera_bridge", **node_kwargs)
-        p = self.p = ros.declare(self, PARAMS)
+        p = self.p = ros.declare(self, PARAMS + (OWN_CAMERA_PARAMS if bridge is None else ()))
         self.bridge = bridge or CameraBridge(load_bridge_config(ros.config_path(p["config_file"], "cameras.yaml")))
         cfg = self.bridge.cfg
         self.stacked_pub = ros.publisher(self, "stacked_image")

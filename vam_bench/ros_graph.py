@@ -46,6 +46,7 @@ import numpy as np
 
 from vam_stack.latency import FLUSH_PERIOD_S
 from vam_stack.outputs import write_json_output
+from vam_stack.realtime import HostFreezeProbe
 
 INSTRUCTION = "fold the towel"
 
@@ -106,7 +107,8 @@ def measure(args: argparse.Namespace) -> dict:
         before = {s: probe.values(s) for s in statuses}
         n_tel = len(probe.telemetry)
         cpu0, t0, t0_wall = graph.cpu_seconds(), time.monotonic(), time.time_ns()
-        time.sleep(args.seconds)
+        with HostFreezeProbe() as host:           # the host's own freezes of this machine's CPUs, beside the window
+            time.sleep(args.seconds)
         window = time.monotonic() - t0
         cpu1 = graph.cpu_seconds()
         after = {s: probe.values(s) for s in before}
@@ -166,6 +168,8 @@ def measure(args: argparse.Namespace) -> dict:
         "cpu_percent": {k: (100.0 * (cpu1[k] - cpu0[k]) / window if cpu0[k] is not None and cpu1[k] is not None
                             else None) for k in cpu0},     # of one core, over the window, children included
         "exit_codes": codes,
+        # a CPU stopped for >= 40 ms by the host (a virtual machine's vCPU taken away): ticks lost to it are not the graph's
+        "host_freezes": {"n": len(host.freezes), "ms": [round(f[2], 1) for f in host.freezes]},
     }
 
 
@@ -286,6 +290,9 @@ def run(args: argparse.Namespace) -> int:
     cpu = ", ".join(f"{k} {v:.0f} %" for k, v in r["cpu_percent"].items() if v is not None)
     print(f"  CPU (of one core, children included): {cpu}")
     print(f"  exit codes: {r['exit_codes']}")
+    h = r["host_freezes"]
+    print(f"  host: a CPU stopped for >= 40 ms {h['n']} times in the window ({h['ms']} ms): the ticks and frames "
+          f"lost to that are the machine's, not the graph's")
     if args.json is not None:
         write_json_output(args.json, r)
     return 0 if all(v == 0 for v in r["exit_codes"].values()) else 1

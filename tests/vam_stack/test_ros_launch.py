@@ -88,8 +88,10 @@ def used_arguments(path: Path) -> set[str]:
 
 def node_params(executable: str) -> dict:
     module = importlib.import_module(NODE_MODULES[executable])
-    # the driver declares process_rt_priority only where it owns its bus (OWN_BUS_PARAMS: not in yam_mujoco_sim)
-    return {p.name: p for p in (*module.PARAMS, *getattr(module, "OWN_BUS_PARAMS", ()))}
+    # the driver and the camera bridge declare process_rt_priority only where they own their hardware
+    # (OWN_BUS_PARAMS, OWN_CAMERA_PARAMS: not in yam_mujoco_sim)
+    own = (*getattr(module, "OWN_BUS_PARAMS", ()), *getattr(module, "OWN_CAMERA_PARAMS", ()))
+    return {p.name: p for p in (*module.PARAMS, *own)}
 
 
 def test_launch_files_exist_and_declare_their_arguments():
