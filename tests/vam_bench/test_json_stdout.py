@@ -56,7 +56,7 @@ def _ros(mp):
         "policy_to_driver": {"rate_hz": 30.0, "period_ms_p50": 33.3, "jitter_ms_p99": 1.0, "missed_ticks": 0,
                              "latency_ms_p50": 1.0, "latency_ms_p99": 2.0},
         "estop_to_driver_hold": {"ms_p50": 1.0, "ms_max": 2.0, "n": 2}, "cpu_percent": {"self": 10.0},
-        "graph": "robot", "transport": "raw",
+        "graph": "robot", "transport": "raw", "host_freezes": {"n": 0, "ms": []},
         "stages": {"paired": 3, "bare": {"p50_ms": 1.0, "p99_ms": 2.0, "n": 30},
                    "frames": {"capture -> received (camera -> policy)": {"p50_ms": 2.0, "p99_ms": 3.0}},
                    "targets": {"tick deadline -> tick thread woke": {"p50_ms": 0.0, "p99_ms": 0.1}}}})
