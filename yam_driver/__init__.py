@@ -6,8 +6,9 @@ DM4340/DM4310 MIT-mode CAN (python-can) commands out. `YamDriver` adds the start
 target watchdog, per-joint fault latching and shutdown; `yam_driver.emulators` provides
 servo emulators with fault injection for tests, benchmarks and demos.
 """
-from .bus import BusError, BusMismatchError, BusReading, JointBus, WriteResult, make_bus
+from .bus import BusError, BusMismatchError, BusReading, JointBus, WriteResult
 from .config import DriverConfig, JointMap, load_config
+from .buses import make_bus
 from .driver import JointFault, LoopStats, Mode, TickReport, YamDriver
 
 __all__ = [

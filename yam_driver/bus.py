@@ -174,13 +174,3 @@ class JointBus(abc.ABC):
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def make_bus(config: DriverConfig) -> JointBus:
-    """The bus implementation `config.bus` names."""
-    if config.bus == "dynamixel":
-        from .dynamixel_bus import DynamixelBus
-
-        return DynamixelBus(config)
-    from .damiao_bus import DamiaoBus
-
-    return DamiaoBus(config)

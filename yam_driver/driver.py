@@ -33,7 +33,8 @@ import numpy as np
 
 from vam_control.pacing import DeadlinePacer
 
-from .bus import BusError, BusReading, JointBus, WriteResult, make_bus
+from .bus import BusError, BusReading, JointBus, WriteResult
+from .buses import make_bus
 from .config import DriverConfig, is_gripper
 from .gravity import GravityModel
 from .gripper_limit import GripperLimiter

@@ -99,7 +99,8 @@ def _trigger_ends(bus, rig, names) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run(args) -> int:
-    from yam_driver.bus import BusError, make_bus
+    from yam_driver.bus import BusError
+    from yam_driver.buses import make_bus
 
     claim_out_file(args.out, args.overwrite, flag="--out")       # before any hardware is touched
     mapping, bus_cfg = load_leader(args.config)
@@ -155,7 +156,7 @@ def run(args) -> int:
 def _check_emulated(truth_cfg, new, pose) -> None:
     """Read the emulated leader (its true horns) through the calibrated mapping, with one joint moved
     by hand: every joint must read the follower's value (a Dynamixel tick is 0.0015 rad)."""
-    from yam_driver.bus import make_bus
+    from yam_driver.buses import make_bus
     from yam_driver.emulators import EmulatedRig
 
     moved = "left_joint2"

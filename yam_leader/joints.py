@@ -108,7 +108,8 @@ def run(args) -> int:
 def _connect(args, cfg):
     """(driver or None, bus, present position, ok): the follower through the driver, the leader
     through its bus. A bus that cannot open or a motor that does not answer is one line, exit 2."""
-    from yam_driver.bus import BusError, make_bus
+    from yam_driver.bus import BusError
+    from yam_driver.buses import make_bus
     from yam_driver.driver import YamDriver
 
     try:

@@ -19,7 +19,7 @@ Hardware can lie, so the teleop engages only on purpose and drops out on anythin
 - disengaged, nothing is sent: the follower's driver holds its last target (its own
   watchdog does the rest).
 
-Plain Python over a `yam_driver.bus.JointBus` (`make_bus(DriverConfig)`, torque never
+Plain Python over a `yam_driver.bus.JointBus` (`yam_driver.buses.make_bus(DriverConfig)`, torque never
 enabled); the node (`yam_leader.node`) reads the bus on its timer and publishes.
 """
 from __future__ import annotations

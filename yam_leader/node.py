@@ -51,7 +51,7 @@ class YamLeaderNode(Node):
         p = ros.declare(self, PARAMS)
         from vam_stack.robot import load_robot
         from vam_control.safety import SafetyFilter, load_safety_config
-        from yam_driver.bus import make_bus
+        from yam_driver.buses import make_bus
         from yam_leader.mapping import load_leader
 
         try:

@@ -8,7 +8,8 @@ import pytest
 
 from vam_stack.config import ConfigError
 from yam_driver import damiao_protocol as dmp
-from yam_driver.bus import BusMismatchError, make_bus
+from yam_driver.bus import BusMismatchError
+from yam_driver.buses import make_bus
 from yam_driver.config import load_config
 from yam_driver.emulators import DamiaoEmulator, EmulatedMotor, EmulatedRig
 

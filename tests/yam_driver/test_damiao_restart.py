@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from yam_driver import damiao_protocol as dmp
-from yam_driver.bus import BusError, make_bus
+from yam_driver.bus import BusError
+from yam_driver.buses import make_bus
 from yam_driver.config import load_config
 from yam_driver.driver import Mode, YamDriver
 from yam_driver.emulators import DamiaoEmulator, EmulatedMotor, EmulatedRig

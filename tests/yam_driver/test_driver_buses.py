@@ -5,7 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from yam_driver.bus import BusMismatchError, make_bus
+from yam_driver.bus import BusMismatchError
+from yam_driver.buses import make_bus
 from yam_driver.config import load_config
 from yam_driver.emulators import EmulatedRig
 

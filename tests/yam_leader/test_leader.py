@@ -4,7 +4,7 @@ import pytest
 
 from vam_stack.config import ConfigError
 from vam_control.safety import SafetyFilter, load_safety_config
-from yam_driver.bus import make_bus
+from yam_driver.buses import make_bus
 from yam_driver.emulators import EmulatedRig
 from vam_stack.paths import config_dir
 from yam_leader.leader import LeaderConfig, LeaderTeleop

@@ -12,7 +12,7 @@ import yaml
 from vam_stack.config import ConfigError, load_yaml
 from vam_stack.paths import config_dir
 from vam_control.safety import SafetyFilter, load_safety_config
-from yam_driver.bus import make_bus
+from yam_driver.buses import make_bus
 from yam_driver.emulators import EmulatedRig
 from yam_leader.calibration import calibrate, median_servo_angles, write_leader
 from yam_leader.leader import LeaderConfig, LeaderTeleop
