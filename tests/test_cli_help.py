@@ -76,3 +76,17 @@ def test_backend_lists_take_commas_and_repeats(bench):
     assert full.parse_args([]).backend is None
     with pytest.raises(SystemExit):
         full.parse_args(["--backend", "torch,tpu"])
+
+
+@pytest.mark.parametrize("argv", [["sim", "--episodes", "two", "--out", "x"], ["sim"], ["train", "--bogus"],
+                                  ["checkpoint", "verify"], ["bench", "driver", "--bus", "can"], ["nosuch"]])
+def test_an_argparse_mistake_prints_one_line_with_help_for_the_rest(argv, capsys):
+    # issue 70 row 14: argparse printed its usage block first (17 lines for `sim`) though the README says
+    # "a mistake prints one line"
+    with pytest.raises(SystemExit) as e:
+        cli.entry(argv)
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and captured.out == "", captured
+    assert lines[0].startswith("vam-stack") and ": error: " in lines[0] and "--help for the rest" in lines[0], lines

@@ -70,8 +70,17 @@ DEBUG_HELP = ("a mistake in a command line or config file prints one line and ex
               "(anywhere on the line) or VAM_STACK_DEBUG=1 shows the traceback instead")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser with its mistakes in one line: `<prog>: error: <message> (<prog> --help for the
+    rest)`, exit 2, as every other mistake of the command line prints (argparse printed its whole usage
+    block first: 17 lines for `sim`). `--help` still prints everything. Its sub-parsers are of this class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {_one_line(message)} ({self.prog} --help for the rest)\n")
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vam-stack", description=__doc__.splitlines()[0], epilog=DEBUG_HELP)
+    parser = OneLineParser(prog="vam-stack", description=__doc__.splitlines()[0], epilog=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=_literal(help_))
@@ -121,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 2
     module = importlib.import_module(module_name)
-    full = argparse.ArgumentParser(prog=prog, description=_summary(argv))
+    full = OneLineParser(prog=prog, description=_summary(argv))
     module.add_arguments(full)
     from vam_stack.outputs import claim_out_file
     opts = full._option_string_actions

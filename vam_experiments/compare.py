@@ -1,7 +1,10 @@
 """`vam-stack compare`: two arms' evaluation results, paired episode by episode.
 
 Each arm is one or more results.json files of `vam-stack eval` (or summary.json files of
-`vam-stack sim`), pooled; an episode counted twice within an arm is an error. Episodes pair on
+`vam-stack sim`), pooled; an episode counted twice within an arm is an error. A results.json of
+`eval` holds one set of episodes per guidance schedule: `--a-guidance` / `--b-guidance` pick each
+arm's (so one file can be both arms), and a file holding several schedules with none picked is
+refused naming them. Episodes pair on
 (suite, seed, task, repetition): the same initial state under both arms. Printed: each arm's
 success with its 95 % Wilson interval, the difference A - B with the unpaired (Newcombe hybrid
 score) and the paired (Newcombe method 10) intervals, the discordant counts and McNemar's exact
@@ -22,16 +25,29 @@ from .study_stats import diff_interval, episode_key, pair_outcomes, paired_diff,
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--a", nargs="+", required=True, metavar="RESULTS", help="arm A: results.json / summary.json files")
     p.add_argument("--b", nargs="+", required=True, metavar="RESULTS", help="arm B: results.json / summary.json files")
+    p.add_argument("--a-guidance", metavar="SCHEDULE", help="arm A: only episodes run under this guidance schedule "
+                                                              "(an eval results.json holds one set per schedule)")
+    p.add_argument("--b-guidance", metavar="SCHEDULE", help="arm B: only episodes of this guidance schedule")
     p.add_argument("--suite", help="only episodes of this suite")
     p.add_argument("--sign", type=int, choices=(-1, 1),
                    help="the claim's direction (+1: A above B, -1: A below B): print the verdict")
     p.add_argument("--json", help="also write the comparison as JSON here ('-' = stdout)")
 
 
-def load_arm(paths: list[str], suite: str | None = None) -> dict[str, bool]:
-    """episode key -> success over every file of one arm (a key seen twice is an error naming both files)."""
+def _schedule(ep: dict) -> str:
+    """The guidance schedule an episode ran under ("expert" for the scripted policy, "-" when unrecorded)."""
+    g = ep.get("guidance")
+    return "expert" if ep.get("policy") == "expert" and g is None else ("-" if g is None else str(g))
+
+
+def load_arm(paths: list[str], suite: str | None = None, guidance: str | None = None,
+             flag: str = "--a-guidance") -> dict[str, bool]:
+    """episode key -> success over every file of one arm (a key seen twice is an error naming both files).
+    `guidance`: only that schedule's episodes; without it a file holding several schedules is refused
+    naming them and `flag` (its episodes share their keys: the same initial states under each)."""
     out: dict[str, bool] = {}
     seen: dict[str, str] = {}
+    found: set[str] = set()
     for path in paths:
         try:
             data = json.loads(Path(path).read_text())
@@ -40,11 +56,18 @@ def load_arm(paths: list[str], suite: str | None = None) -> dict[str, bool]:
         episodes = data.get("episodes") if isinstance(data, dict) else None
         if not isinstance(episodes, list):
             raise ValueError(f"{path}: no 'episodes' list (expected a results.json of eval or a summary.json of sim)")
+        schedules = sorted({_schedule(ep) for ep in episodes if isinstance(ep, dict)})
+        found.update(schedules)
+        if guidance is None and len(schedules) > 1:
+            raise ValueError(f"{path} holds episodes of {len(schedules)} guidance schedules ({', '.join(schedules)}): "
+                             f"pick one for this arm with {flag} SCHEDULE")
         for ep in episodes:
             missing = [k for k in ("suite", "seed", "task", "episode", "success") if k not in ep]
             if missing:
                 raise ValueError(f"{path}: an episode lacks {missing}")
             if suite is not None and ep["suite"] != suite:
+                continue
+            if guidance is not None and _schedule(ep) != guidance:
                 continue
             key = episode_key(ep)
             if key in seen:
@@ -52,7 +75,9 @@ def load_arm(paths: list[str], suite: str | None = None) -> dict[str, bool]:
             seen[key] = str(path)
             out[key] = bool(ep["success"])
     if not out:
-        raise ValueError(f"no episodes{' of suite ' + suite if suite else ''} in {paths}")
+        what = " of suite " + suite if suite else ""
+        what += f" under guidance {guidance!r} (the files hold {', '.join(sorted(found))})" if guidance else ""
+        raise ValueError(f"no episodes{what} in {', '.join(map(str, paths))}")
     return out
 
 
@@ -75,17 +100,27 @@ def compare(a: dict[str, bool], b: dict[str, bool], sign: int | None = None) -> 
     return res
 
 
+def _source(paths: list[str], guidance: str | None) -> str:
+    """How an arm is named in the output: its schedule (when picked) and its files."""
+    files = ", ".join(map(str, paths))
+    return f"{guidance} in {files}" if guidance else files
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        a, b = load_arm(args.a, args.suite), load_arm(args.b, args.suite)
+        a = load_arm(args.a, args.suite, args.a_guidance, "--a-guidance")
+        b = load_arm(args.b, args.suite, args.b_guidance, "--b-guidance")
     except ValueError as e:
         print(f"vam-stack compare: error: {e}", file=sys.stderr)
         return 2
     r = compare(a, b, args.sign)
 
+    r["a"]["source"] = _source(args.a, args.a_guidance)
+    r["b"]["source"] = _source(args.b, args.b_guidance)
+
     def arm(name, x):
         return f"{name}: {x['successes']}/{x['episodes']} = {100 * x['successes'] / x['episodes']:.0f} % " \
-               f"[{100 * x['ci95'][0]:.0f}-{100 * x['ci95'][1]:.0f}]"
+               f"[{100 * x['ci95'][0]:.0f}-{100 * x['ci95'][1]:.0f}]  ({x['source']})"
 
     print(arm("A", r["a"]))
     print(arm("B", r["b"]))

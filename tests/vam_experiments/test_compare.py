@@ -53,3 +53,22 @@ def test_compare_refuses_a_doubled_episode_and_a_bad_file(tmp_path, capsys):
     bad.write_text("{}")
     assert main(["compare", "--a", str(bad), "--b", f]) == 2
     assert "no 'episodes' list" in capsys.readouterr().err
+
+
+def test_one_results_file_with_two_schedules_is_refused_naming_them_or_compared_schedule_by_schedule(tmp_path, capsys):
+    # issue 70 row 13: an eval results.json holds every schedule's episodes under the same keys; compare said
+    # "episode goal/0/0/0 appears in results.json and again in results.json" (the same file named twice)
+    eps = [{"suite": "goal", "seed": 0, "task": i, "episode": 0, "guidance": g, "success": ok}
+           for g, wins in (("none", 4), ("tr_adaptive", 7)) for i, ok in enumerate([True] * wins + [False] * (10 - wins))]
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps({"episodes": eps}))
+    assert main(["compare", "--a", str(f), "--b", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "2 guidance schedules (none, tr_adaptive)" in err and "--a-guidance" in err, err
+    assert err.count(str(f)) == 1, err
+    assert main(["compare", "--a", str(f), "--a-guidance", "tr_adaptive", "--b", str(f), "--b-guidance", "none"]) == 0
+    out = capsys.readouterr().out
+    assert f"A: 7/10 = 70 % [40-89]  (tr_adaptive in {f})" in out and f"(none in {f})" in out, out
+    assert "paired on 10 episodes" in out and "discordant 3 (A only) vs 0 (B only)" in out, out
+    assert main(["compare", "--a", str(f), "--a-guidance", "flat", "--b", str(f), "--b-guidance", "none"]) == 2
+    assert "under guidance 'flat' (the files hold none, tr_adaptive)" in capsys.readouterr().err
