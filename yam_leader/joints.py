@@ -14,9 +14,14 @@ servo angle [rad] and limits, then for `--seconds` one line whenever a joint has
 `step()` only reads while connected); the leader through its bus (never powered), so an
 uncalibrated leader outside its limits still reads. `--emulated` reads emulated motors
 (yam_driver.emulators) and `--emulate-move JOINT=DELTA` moves one by hand there, one a second.
+A motor that faults during the watch (the driver's faults: no reply, a hardware error; the
+leader: a joint that never answered) is named in a closing FAILED line and the exit status is 1;
+a bus that does not open is one line with advice for that bus (CAN for Damiao, the serial
+adapter for Dynamixel), exit 2.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -122,7 +127,18 @@ def _connect(args, cfg):
         present = driver.connect()                # every motor answers, inside its limits; torque off
         return driver, driver.bus, present, np.isfinite(present)
     except (BusError, OSError) as e:
-        raise SystemExit(f"{e} (adapter plugged in, CAN up at 1 Mbit/s, ids as configured? docs/bring_up.md)") from None
+        raise SystemExit(f"{e} ({bus_advice(cfg)}? docs/bring_up.md)") from None
+
+
+def bus_advice(cfg) -> str:
+    """What to check when `cfg`'s bus does not open or a motor does not answer, for that bus: a CAN
+    adapter for Damiao motors, a serial adapter (U2D2) for Dynamixel servos."""
+    ports = ", ".join(dict.fromkeys(a.port for a, _ in cfg.joints))
+    if cfg.bus == "dynamixel":
+        return (f"serial adapter (U2D2) plugged in at {ports}, this user in the dialout group, servos powered, "
+                f"set to Protocol 2.0 at {cfg.baudrate} baud, ids as configured")
+    return (f"CAN adapter plugged in, {ports} up at 1 Mbit/s (sudo ip link set <channel> up type can bitrate "
+            f"1000000), motors powered, ids as configured")
 
 
 def _watch(args, cfg, what, reference, moves, rig, ports) -> int:
@@ -130,6 +146,9 @@ def _watch(args, cfg, what, reference, moves, rig, ports) -> int:
     names = cfg.joint_names
     ids = [(port, j.id) for port, (_, j) in zip(ports, cfg.joints)]
     moved: dict[str, str] = {}
+    faulted: dict[str, str] = {}                   # joint -> its first fault (the driver's) during the watch
+    answered = np.zeros(len(names), bool)          # the leader: a joint read at least once during the watch
+    tried = False
     try:
         servo = bus.joint_map.to_motor(present)
         print(f"{what}: {cfg.bus}, torque off")
@@ -158,7 +177,10 @@ def _watch(args, cfg, what, reference, moves, rig, ports) -> int:
                 report = driver.step()
                 pos, good = report.position, report.read_ok
                 for f in report.new_faults:
+                    faulted.setdefault(f.joint, f.reason)
                     print(f"t={t:5.2f}s FAULT {f}", flush=True)
+            answered |= np.asarray(good, bool)
+            tried = True
             still = good & (np.abs(pos - prev) < 0.01)        # a hand that paused (< 0.3 rad/s)
             for i in np.flatnonzero(still & (np.abs(pos - anchor) >= args.step)):
                 sign = "+" if pos[i] > anchor[i] else "-"
@@ -176,7 +198,22 @@ def _watch(args, cfg, what, reference, moves, rig, ports) -> int:
         else:
             driver.shutdown()                     # torque was never on: nothing to hold or switch off
     print("moved: " + (", ".join(f"{n} {s}" for n, s in moved.items()) if moved else "nothing"))
-    return 0
+    if driver is None and tried:                   # the leader's bus: a joint that never answered
+        faulted.update({n: "no reply during the watch" for n, ok in zip(names, answered) if not ok})
+    if not faulted:
+        return 0
+    which = "every motor" if len(faulted) == len(names) else f"{len(faulted)} of {len(names)} motors"
+    shown = ", ".join(f"{n} ({why})" for n, why in list(faulted.items())[:4])
+    more = f", and {len(faulted) - 4} more" if len(faulted) > 4 else ""
+    if rig is not None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        advice = (f"emulated motors answer from this machine's CPUs, load {load:.1f} on {os.cpu_count()} cores: "
+                  f"rerun when it is quieter")
+    else:
+        advice = f"{bus_advice(cfg)}? docs/bring_up.md"
+    print(f"FAILED: {which} faulted during the watch: {shown}{more}; these readings do not show the arm "
+          f"({advice})")
+    return 1
 
 
 HAND_SPEED = 1.0     # driver units per second an emulated hand moves a joint (the driver refuses jumps)

@@ -61,3 +61,44 @@ def test_a_bus_that_does_not_open_is_one_line(capsys, tmp_path):
 def test_bad_arguments_are_refused(argv, match):
     with pytest.raises(ValueError, match=match):
         main(["joints", "--seconds", "0", *argv])
+
+
+def test_a_watch_in_which_every_motor_faulted_fails_naming_them(capsys, monkeypatch):
+    # issue 70 row 9: at load 10.9 every emulated joint faulted ("no reply"), the run said "moved: nothing"
+    # and exited 0; here every motor goes silent 0.5 s into the watch
+    import threading
+
+    from yam_driver.emulators import EmulatedRig
+
+    real_init = EmulatedRig.__init__
+
+    def silence_later(self, *a, **kw):
+        real_init(self, *a, **kw)
+
+        def go_silent():
+            for name in self.config.joint_names:
+                injector, motor_id = self.faults(name)
+                injector.silence(motor_id)
+        threading.Timer(0.5, go_silent).start()
+
+    monkeypatch.setattr(EmulatedRig, "__init__", silence_later)
+    assert main(["joints", "--emulated", "--seconds", "2.0"]) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-2] == "moved: nothing"
+    assert out[-1].startswith("FAILED: every motor faulted during the watch: left_joint1 ("), out[-1]
+    assert "and 10 more" in out[-1] and "emulated motors answer from this machine's CPUs" in out[-1]
+
+
+def test_a_dynamixel_bus_that_does_not_open_gets_serial_advice_not_can(capsys, tmp_path):
+    # issue 70 row 12: `joints --bus dynamixel` with no adapter advised "CAN up at 1 Mbit/s"
+    from vam_cli.main import entry
+    from vam_stack.paths import config_dir
+
+    cfg = tmp_path / "dxl.yaml"
+    cfg.write_text((config_dir() / "yam_driver_dynamixel.yaml").read_text().replace("/dev/ttyUSB",
+                                                                                     str(tmp_path / "none")))
+    assert entry(["joints", "--config", str(cfg), "--seconds", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("vam-stack joints: error: "), err
+    assert "serial adapter (U2D2)" in err[0] and "dialout" in err[0] and "1000000 baud" in err[0], err
+    assert "CAN" not in err[0], err
