@@ -11,6 +11,9 @@ all exits 1 with the first error.
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import shlex
 import sys
 import time
 from dataclasses import replace
@@ -26,7 +29,7 @@ from vam_stack.recording import Interrupted, stop_on_signals
 from .cli_executor import add_executor_arguments, latency_options
 from .libero_mock.config import CONVENTIONS, LiberoMockConfig, checkpoint_conventions
 from .libero_mock.reach import reach_stats
-from .episode import error_stats, success_counts, success_intervals, success_rates, summarise
+from .episode import error_stats, load_1min, success_counts, success_intervals, success_rates, summarise
 from .libero_mock.runner import SimConfig, SimRunner
 from .libero_mock.tasks import SUITES, canonical_suite
 from .libero_real.client import libero_python
@@ -34,7 +37,7 @@ from .libero_real.runner import RealLiberoRunner
 from .parallel import default_workers, run_parallel
 from .run_config import add_run_arguments, run_config_from_args
 from .reports import (errors_line, errors_table, markdown_table, per_task_counts, per_task_rates, per_task_table,
-                       reach_line, reach_table, realtime_line)
+                       reach_line, reach_table, realtime_line, realtime_verdict)
 
 
 def _suite(text: str) -> str:
@@ -129,13 +132,58 @@ def _sim_summary(cfg: SimConfig, runner, episodes: list[dict], t0: float) -> dic
     mock = runner.mock if runner is not None else LiberoMockConfig.load(cfg.mock_config)
     return {"config": cfg.as_dict(),
             "mock": mock.as_dict(),
+            "machine": {"cpus": os.cpu_count(), "load_1min_end": load_1min()},
+            "fell_back_to_lockstep": getattr(runner, "fell_back", None),
             "weights": getattr(policy, "checkpoint", None) if policy is not None else None,
             "episodes": episodes, "success_rate": success_rates(episodes),
             "success_ci95": success_intervals(episodes), "stats": summarise(episodes),
             "wall_s": round(time.perf_counter() - t0, 2)}
 
 
+def _lockstep_hint() -> str:
+    """The command a user reruns for the deterministic result: this one with --executor lockstep."""
+    argv, skip = [], False
+    for a in sys.argv[1:]:
+        if skip or a.startswith(("--executor=", "--overload=")):
+            skip = False
+            continue
+        if a in ("--executor", "--overload"):
+            skip = True
+            continue
+        argv.append(shlex.quote(a))
+    if not argv or argv[0] != "sim":
+        return "the same command with --executor lockstep"
+    return "`vam-stack " + " ".join(argv + ["--executor", "lockstep"]) + "`"
+
+
+class _FirstFew(logging.Filter):
+    """Lets the first `n` warnings of the chunk executor through (a chunk dropped, an overrun): a loaded
+    machine printed 68 such lines; the run's closing lines count them all."""
+
+    def __init__(self, n: int = 3):
+        super().__init__()
+        self.n, self.seen = n, 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        self.seen += 1
+        if self.seen == self.n + 1:
+            record.msg, record.args = "(further chunk-timing warnings are not printed; the summary counts them)", ()
+            return True
+        return self.seen <= self.n
+
+
 def run(args: argparse.Namespace) -> int:
+    quiet = _FirstFew()
+    logging.getLogger("vam_control.executor").addFilter(quiet)
+    try:
+        return _run(args)
+    finally:
+        logging.getLogger("vam_control.executor").removeFilter(quiet)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.backend is None:                         # CPU: onnxruntime (its parity and episode agreement: bench eval)
         args.backend = _default_backend(args.policy, args.device)
     transport = (getattr(args, "image_transport", "raw"), getattr(args, "jpeg_quality", JPEG_QUALITY_DEFAULT))
@@ -198,13 +246,18 @@ def run(args: argparse.Namespace) -> int:
         print("reach: " + reach_line(stats["reach"]))
     if stats.get("realtime"):
         print("realtime: " + realtime_line(stats["realtime"]))
+        print("real time: " + realtime_verdict(stats["realtime"], os.cpu_count(), _lockstep_hint()))
     err = stats["errors"]
     if err["inference_errors"] or err["error_episodes"]:
         print("inference errors: " + errors_line(err))
     for e in episodes:
         status = "success" if e["success"] else e["termination"]
         extra = f"  -> {out / e['tr_trace']}" if e.get("tr_trace") else ""
-        print(f"  {e['name']}: {status} in {e['steps']} steps  \"{e['instruction']}\"{extra}")
+        att = e.get("realtime_attempt")
+        how = "" if e.get("executor") != "lockstep" or cfg.executor == "lockstep" else (
+            f" (lockstep; realtime attempt: {'success' if att['success'] else att['termination']}, {att['problem']})"
+            if att else " (lockstep)")
+        print(f"  {e['name']}: {status} in {e['steps']} steps{how}  \"{e['instruction']}\"{extra}")
     print(f"summary: {out / 'summary.json'}")
     if cfg.record:
         print(f"recording: {out / 'recording.mcap'} (ros2 bag play / Foxglove)")

@@ -7,6 +7,7 @@ import argparse
 from vam_control.schedule import RTC_MODES
 
 ON_OFF = {"on": True, "off": False}
+OVERLOAD = ("report", "lockstep")      # SimConfig.overload
 
 
 def add_executor_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,6 +27,12 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--virtual-latency-ms", type=float, default=0.0, metavar="MS",
                    help="mocked LIBERO, with --executor realtime: run the realtime executor on a virtual clock "
                         "(deterministic, no threads) where every replan takes exactly MS milliseconds")
+    p.add_argument("--overload", choices=OVERLOAD, default=None,
+                   help="mocked LIBERO, realtime: what a run does when this machine could not keep real time in "
+                        "an episode (chunks dropped, ticks missed or held: vam_sim.episode.realtime_problem): report "
+                        "(default: the episode stands, the closing lines say which episodes and what to run "
+                        "instead) | lockstep (that episode runs again in lockstep, and so does the rest of the run; "
+                        "the realtime attempt is kept in summary.json). scripts/demo.sh uses lockstep")
     p.add_argument("--reanchor", choices=tuple(ON_OFF),
                    help="LIBERO robots (end-effector displacements), realtime or --lockstep-delay: a chunk installed d "
                         "ticks after its observation gets back, over its next d actions, the displacement it skipped "
@@ -56,4 +63,10 @@ def latency_options(args: argparse.Namespace) -> dict:
     if asked == "on" and args.robot == "yam-mujoco":
         raise SystemExit("--reanchor on corrects end-effector displacements (the LIBERO robots); the YAM's absolute "
                          "joint targets need no correction")
-    return {"lockstep_delay": delay, "virtual_latency_ms": virtual, "reanchor": reanchor}
+    overload = getattr(args, "overload", None)
+    if overload is not None and (args.robot != "libero-mock" or args.executor != "realtime" or virtual):
+        raise SystemExit(f"--overload {overload} says what a wall-clock realtime run on the mocked LIBERO bridge does "
+                         f"when this machine falls behind; got --robot {args.robot} --executor {args.executor}"
+                         + (" --virtual-latency-ms" if virtual else ""))
+    extra = {"overload": overload} if overload is not None else {}
+    return {"lockstep_delay": delay, "virtual_latency_ms": virtual, "reanchor": reanchor} | extra

@@ -67,6 +67,30 @@ def realtime_line(r: dict) -> str:
             f"episodes (median ratio {_fmt_ratio(r.get('seam_ratio_median'))})")
 
 
+def realtime_verdict(r: dict, cpus: int | None, lockstep_hint: str) -> str:
+    """Whether this machine kept real time in the run's realtime episodes, in words: every episode did,
+    or which did not and why, with the load it ran under and what to run instead (`lockstep_hint`,
+    e.g. the command with --executor lockstep). `r`: summarise()'s `realtime`."""
+    lo, hi = r.get("load_1min_min"), r.get("load_1min_max")
+    load = "" if lo is None else (f"load {lo:.1f}" if abs(hi - lo) < 0.05 else f"load {lo:.1f}-{hi:.1f}")
+    load += f" on {cpus} cores" if load and cpus else ""
+    bad = r.get("not_kept") or []
+    if not bad:
+        return (f"this machine kept real time in {r['episodes']} of {r['episodes']} episodes"
+                + (f" ({load})" if load else ""))
+    first = bad[0]
+    where = f"{len(bad)} of {r['episodes']} episodes" + (f", {load}" if load else "")
+    if r.get("lockstep_reruns"):
+        return (f"this machine could not keep real time in {where} (first {first['episode']}: {first['problem']}): "
+                f"from that episode on the run went in lockstep (the simulation waits for each replan, as every "
+                f"reported result: deterministic), {r['lockstep_reruns']} episode(s) rerun; for a realtime run "
+                f"use a quieter machine")
+    return (f"WARNING: this machine could not keep real time in {where} (first {first['episode']}: "
+            f"{first['problem']}): those outcomes measure the machine's load as much as the policy. "
+            f"Run {lockstep_hint} for the result that does not depend on the machine, or add --overload lockstep "
+            f"to fall back to it by itself")
+
+
 def _fmt_ratio(v) -> str:
     return "-" if v is None else f"{v:.2f}"
 

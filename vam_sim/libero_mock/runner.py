@@ -43,7 +43,8 @@ from vam_stack import msgs, topics
 from vam_stack.config import check
 from vam_stack.views import fit_views, view_layout_problem
 
-from ..episode import EpisodeRunner, episode_seed, policy_seed, PolicyEpisode, RealtimeLoop, realtime_timing
+from ..episode import (EpisodeRunner, episode_seed, policy_seed, PolicyEpisode, RealtimeLoop, realtime_problem,
+                       realtime_timing)
 from ..run_config import RunConfig, cli
 
 from .config import LiberoMockConfig
@@ -55,6 +56,7 @@ from .tasks import canonical_suite
 log = logging.getLogger(__name__)
 
 IMAGE_TRANSPORTS = ("raw", "compressed")
+OVERLOAD = ("report", "lockstep")
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ class SimConfig(RunConfig):
                                      # arm did not run (ExecutorConfig.reanchor; realtime and lockstep_delay > 0)
     virtual_latency_ms: float = 0.0  # realtime: > 0 runs the realtime executor on a virtual clock (deterministic,
                                      # no threads): every replan takes exactly this long (ChunkExecutor.virtual_step)
+    overload: str = "report"         # realtime on the wall clock, an episode in which this machine could not keep real
+                                     # time (episode.realtime_problem): report = it stands, the run says so | lockstep =
+                                     # it runs again in lockstep, and so does every later episode of the run
     image_transport: str = field(default="raw", metadata=cli(
         "--image-transport", "libero robots, vam: raw frames, or compressed: every stacked frame JPEG-encoded and "
                              "decoded before the policy sees it, as over the ROS path's "
@@ -96,6 +101,10 @@ class SimConfig(RunConfig):
         check(self.virtual_latency_ms == 0 or self.executor == "realtime",
               f"virtual_latency_ms {self.virtual_latency_ms!r} runs the realtime executor on a virtual clock; "
               f"executor is {self.executor!r}")
+        check(self.overload in OVERLOAD, f"overload must be one of {OVERLOAD}, got {self.overload!r}")
+        check(self.overload == "report" or (self.executor == "realtime" and not self.virtual_latency_ms),
+              f"overload {self.overload!r} falls back from a wall-clock realtime run; executor is "
+              f"{self.executor!r}" + (" on a virtual clock" if self.virtual_latency_ms else ""))
         check(self.image_transport in IMAGE_TRANSPORTS,
               f"image_transport must be one of {IMAGE_TRANSPORTS}, got {self.image_transport!r}")
         check(self.image_transport == "raw" or self.policy == "vam",
@@ -211,6 +220,7 @@ class SimRunner(EpisodeRunner):
         self.mock = LiberoMockConfig.load(cfg.mock_config)   # the one environment configuration
         self.cfg = cfg
         self.progress = progress
+        self.fell_back: dict | None = None   # overload lockstep: {episode, problem, load_1min} once it fell back
 
     @property
     def jpeg_quality(self) -> int | None:
@@ -230,11 +240,34 @@ class SimRunner(EpisodeRunner):
             check_policy_fits(self.policy, self.mock.image_size)
             driver_config(self.policy, self.cfg.execute, self.cfg.executor, self.cfg.rtc, self.cfg.lockstep_delay,
                           self.cfg.reanchor)
+            if self.cfg.overload == "lockstep":           # the executor it falls back to
+                driver_config(self.policy, self.cfg.execute, "lockstep", self.cfg.rtc, 0, self.cfg.reanchor)
         self.open_outputs()
         return self
 
     # ---- one episode ------------------------------------------------------------------------
     def run_episode(self, index: int) -> dict:
+        """Episode `index`. With `overload: lockstep`, a realtime episode in which this machine could not
+        keep real time runs again in lockstep (its realtime attempt under `realtime_attempt`), and from
+        then on every episode of the run is stepped in lockstep (`fell_back` says where and why)."""
+        c = self.cfg
+        if c.policy != "vam" or c.executor != "realtime" or c.virtual_latency_ms:
+            return self._run_episode(index, c.executor)
+        if self.fell_back is not None:
+            return self._run_episode(index, "lockstep") | {"executor": "lockstep"}
+        result = self._run_episode(index, "realtime") | {"executor": "realtime"}
+        # (an episode whose inference raised held for want of chunks too: that is the policy, not the clock)
+        problem = None if result.get("inference_errors") else realtime_problem(result.get("realtime"))
+        if problem is None or c.overload != "lockstep":
+            return result
+        self.fell_back = {"episode": result["name"], "problem": problem,
+                          "load_1min": (result.get("realtime") or {}).get("load_1min")}
+        log.warning("%s: this machine could not keep real time (%s); it and the rest of the run go in lockstep",
+                    result["name"], problem)
+        attempt = {k: result.get(k) for k in ("success", "steps", "termination", "realtime")} | {"problem": problem}
+        return self._run_episode(index, "lockstep") | {"executor": "lockstep", "realtime_attempt": attempt}
+
+    def _run_episode(self, index: int, executor: str) -> dict:
         c = self.cfg
         task = (c.first_task + index) % 10
         rep = index // 10
@@ -249,7 +282,7 @@ class SimRunner(EpisodeRunner):
         with env:
             obs = env.reset()
             if c.policy == "vam":
-                result.update(self._run_vam(env, obs, result))
+                result.update(self._run_vam(env, obs, result, executor))
             else:
                 result.update(self._run_expert(env, obs))
         return result
@@ -283,7 +316,7 @@ class SimRunner(EpisodeRunner):
                                      "seed": env.seed, "episode": env.episode}, step * dt)
         return out
 
-    def _run_vam(self, env: LiberoMockEnv, obs: dict, result: dict) -> dict:
+    def _run_vam(self, env: LiberoMockEnv, obs: dict, result: dict, executor: str) -> dict:
         ep = _VamEpisode(self, env, obs, result["name"])
         # the episode's own noise stream: the same draws whichever episodes ran before it or in which
         # worker process, so runs (and schedules) pair episode by episode
@@ -291,7 +324,7 @@ class SimRunner(EpisodeRunner):
                                                     result["seed"])))
         if self.cfg.virtual_latency_ms:
             ep.run_virtual(self.cfg.virtual_latency_ms / 1e3)
-        elif self.cfg.executor == "lockstep":
+        elif executor == "lockstep":
             ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute, jpeg_quality=self.jpeg_quality,
                                      rtc=self.cfg.rtc, lockstep_delay=self.cfg.lockstep_delay,
                                      reanchor=self.cfg.reanchor)

@@ -42,5 +42,5 @@ class RealLiberoRunner(SimRunner):
                   "backend": "real_libero" if self.backend == "libero" else "mock_via_server"}
         with env:
             obs = env.reset()
-            result.update(self._run_vam(env, obs, result))
+            result.update(self._run_vam(env, obs, result, c.executor))
         return result
