@@ -121,8 +121,10 @@ class PolicyRuntime:
         if missing:
             raise ValueError(f"JointState lacks joints {missing} (has {list(names)})")
         pos = np.asarray(position, np.float64)[[list(names).index(n) for n in self.state_names]]
-        if not np.isfinite(pos).all():
-            raise ValueError(f"JointState has non-finite positions {pos.tolist()}")
+        if not np.isfinite(pos).all():   # NaN: the driver could not read that joint (the ROS convention)
+            bad = {n: float(v) for n, v in zip(self.state_names, pos) if not np.isfinite(v)}
+            raise ValueError(f"JointState has non-finite positions {bad} (NaN: the driver could not read that joint); "
+                             f"the state is not used")
         with self._lock:
             self._state, self._state_t = pos, self.clock()
 

@@ -72,7 +72,12 @@ class DemoRecorderNode(Node):
         response.success = bool(done)
         response.message = (f"{done['path']}: {sum(done['messages'].values())} messages {done['messages']}"
                             if done else "not recording")
-        if done:
+        if done.get("unreadable_joints"):     # marked in the file too (vam_data/recorder.py)
+            lacking = ", ".join(f"{n} in {c} of {done['joint_states']}" for n, c in done["unreadable_joints"].items())
+            response.message += (f"; MARKED: the driver could not read {lacking} /joint_states (NaN): those "
+                                 f"steps have no measured state, the import refuses them")
+            self.get_logger().warning(response.message)
+        elif done:
             self.get_logger().info(response.message)
         return response
 

@@ -62,7 +62,7 @@ class JointStateData(NamedTuple):
     frame_id: str
 
 
-def _vector(values: Any, n: int, what: str) -> np.ndarray:
+def _vector(values: Any, n: int, what: str, unknown_nan: bool = False) -> np.ndarray:
     if values is None:
         return np.zeros(0, dtype=np.float64)
     try:
@@ -71,7 +71,7 @@ def _vector(values: Any, n: int, what: str) -> np.ndarray:
         raise MessageError(f"{what} must be numbers, got {values!r}") from None
     if arr.ndim != 1 or arr.shape[0] != n:
         raise MessageError(f"{what} must have {n} entries (one per name), got shape {arr.shape}")
-    bad = np.flatnonzero(~np.isfinite(arr))
+    bad = np.flatnonzero(np.isinf(arr) if unknown_nan else ~np.isfinite(arr))
     if bad.size:
         raise MessageError(f"{what}[{bad[0]}] is not finite: {arr[bad[0]]!r}")
     return arr
@@ -94,15 +94,17 @@ def _joint_names(names: Sequence[str]) -> list[str]:
 
 
 def joint_state_msg(names: Sequence[str], position: Any, velocity: Any = None,
-                    effort: Any = None, stamp_s: float = 0.0, frame_id: str = "") -> Any:
-    """sensor_msgs/JointState; velocity/effort may be omitted (sent empty, as ROS allows)."""
+                    effort: Any = None, stamp_s: float = 0.0, frame_id: str = "", unknown_nan: bool = False) -> Any:
+    """sensor_msgs/JointState; velocity/effort may be omitted (sent empty, as ROS allows). `unknown_nan`:
+    a NaN entry is a value the publisher could not measure this time (the ROS convention, the driver's
+    unread joints) and is sent as NaN; without it, and for inf always, a non-finite value is refused."""
     names = _joint_names(names)
     n = len(names)
     return msg_class("sensor_msgs/msg/JointState")(
         header=header(stamp_s, frame_id), name=names,
-        position=_vector(position, n, "position"),
-        velocity=_vector(velocity, n, "velocity"),
-        effort=_vector(effort, n, "effort"))
+        position=_vector(position, n, "position", unknown_nan),
+        velocity=_vector(velocity, n, "velocity", unknown_nan),
+        effort=_vector(effort, n, "effort", unknown_nan))
 
 
 def joint_state_to_numpy(msg: Any) -> JointStateData:

@@ -71,7 +71,8 @@ TOPICS: dict[str, Topic] = {
     "joint_states": Topic(
         "/joint_states", "sensor_msgs/msg/JointState", "reliable", "",
         "yam_driver, libero_bridge",
-        "measured state: 14 joint angles [rad] / LIBERO 8-dim proprio, named"),
+        "measured state: 14 joint angles [rad] / LIBERO 8-dim proprio, named; NaN for a joint the driver could "
+        "not read this tick"),
     "joint_targets": Topic(
         "/vam/joint_targets", "sensor_msgs/msg/JointState", "reliable", "",
         "vam_policy_node; a teleoperator (yam_mujoco_sim teleop, yam_leader)",

@@ -25,6 +25,12 @@ NUM_ARMS = len(load_robot().arms)
 BUSES = ("dynamixel", "damiao")
 FAULT_ACTIONS = ("hold", "torque_off")
 DAMIAO_STATE_READS = ("status_request", "mit_reply")  # how a Damiao read gets each motor's state
+# gravity_factor: i2rt ships 1.0-1.2 for every arm it supports (i2rt-robotics/i2rt @ 5d47b358, robots/config/
+# yam.yml, yam_pro.yml, yam_ultra.yml 1.0 1.1 1.1 1.2 1.0 1.0; big_yam.yml 1.0 1.2 1.0 1.1 1.0 1.0). A real arm
+# needs that +-0.2 (a tool on the flange, a lighter build); a factor off by d pushes or sags d x tau_g / kp
+# (0.13 rad at joint 2 per 1.0 on the emulated arm), so 2.0 is a typo, not an arm. 0 = feed-forward off at
+# that joint (warned at start: it sags by tau_g / kp).
+GRAVITY_FACTOR_RANGE = (0.8, 1.4)
 DYNAMIXEL_BAUDRATES = (9600, 19200, 38400, 57600, 115200, 230400, 460800, 500000, 576000, 921600, 1000000,
                        1152000, 2000000, 2500000, 3000000, 3500000, 4000000)  # dynamixel_sdk's list
 
@@ -131,7 +137,8 @@ class DriverConfig:
     # what the arm needs from each MIT command (Damiao; yam_driver/gravity.py, i2rt's motor_chain_robot.py)
     gravity_factor: tuple[float, ...] | None = None  # per arm joint 1-6: x the model's gravity torque at the
     #   measured pose, sent as each MIT command's feed-forward (i2rt yam.yml gravity_comp_factor). Required on
-    #   bus damiao; all zeros switches feed-forward off (warned at start: the arm sags by tau_g / kp)
+    #   bus damiao; each in GRAVITY_FACTOR_RANGE [0.8, 1.4] or 0 (off at that joint; warned at start, naming it:
+    #   it sags by tau_g / kp); all zeros switches feed-forward off
     gripper_force_limit: float = 50.0  # N: the most a blocked gripper squeezes (i2rt get_robot.py
     #   limit_gripper_force 50); the driver keeps a stalled gripper's command within force -> torque / kp of
     #   the measured opening (Damiao; 0 = no limit, warned). Motor torque = force x gripper_stroke / motor stroke
@@ -194,17 +201,23 @@ class DriverConfig:
         check_within("gripper_stroke", self.gripper_stroke, 0.01, 0.5, "m")
         check_within("gripper_stall_speed", self.gripper_stall_speed, 0.01, 10.0, "motor rad/s")
         if self.gravity_factor is not None:
-            object.__setattr__(self, "gravity_factor", tuple(self.gravity_factor))
-            n = JOINTS_PER_ARM - 1
-            check(len(self.gravity_factor) == n and all(
-                  isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0.0 <= v <= 2.0
-                  for v in self.gravity_factor),
-                  f"gravity_factor must be {n} numbers in [0, 2] (one per arm joint), got {self.gravity_factor!r}")
+            self._check_gravity_factor()
         self._check_ids()
         if self.bus == "damiao":
             self._check_damiao()
         else:
             self._check_dynamixel()
+
+    def _check_gravity_factor(self) -> None:
+        object.__setattr__(self, "gravity_factor", tuple(self.gravity_factor))
+        n, (lo, hi) = JOINTS_PER_ARM - 1, GRAVITY_FACTOR_RANGE
+        check(len(self.gravity_factor) == n and all(
+              isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in self.gravity_factor),
+              f"gravity_factor must be {n} numbers (one per arm joint 1-6), got {self.gravity_factor!r}")
+        bad = [f"joint{k + 1}: {v!r}" for k, v in enumerate(self.gravity_factor) if v != 0 and not lo <= v <= hi]
+        check(not bad, f"gravity_factor {', '.join(bad)} outside [{lo}, {hi}] (or 0 = off at that joint): i2rt uses "
+                       f"1.0-1.2 on every YAM; a factor off by d pushes the joint by d x tau_g / kp (~0.13 rad at "
+                       f"joint 2 per 1.0), so this would push the arm off its command (got {self.gravity_factor!r})")
 
     def _check_ids(self) -> None:
         seen: dict[tuple[str, int], str] = {}

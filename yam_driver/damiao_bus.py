@@ -215,12 +215,14 @@ class DamiaoBus(JointBus):
         """The driver's fault-reset hook (`YamDriver.clear_faults` calls it before re-reading every
         joint): clears communication loss latched while the driver was stalled, so the reset can
         re-read and enable; other hardware errors stay for that re-read to report. CAN channels
-        are not reopened. `_clear_comm_loss` logs the motors it cleared."""
+        are not reopened. `_clear_comm_loss` logs the motors it cleared; the line returned names them."""
         got, _, _ = self._ask(self._state_frames(range(self.n)))
         lost = [i for i, fb in got.items() if fb.state == dmp.STATE_COMM_LOSS]
-        if lost:
-            self._clear_comm_loss(lost, "fault reset")
-        return []
+        if not lost:
+            return []
+        self._clear_comm_loss(lost, "fault reset")
+        return [f"{', '.join(self.joint_names[i] for i in lost)} had latched communication loss (0xd: their "
+                f"command timeout ran out, so they had turned their torque off; cleared, re-enabled below)"]
 
     def _close_ports(self) -> None:
         for ch in self.channels.values():

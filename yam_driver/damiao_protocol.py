@@ -47,6 +47,9 @@ FLOAT_REGISTERS = frozenset({REG_PMAX, REG_VMAX, REG_TMAX})
 REGISTER_NAMES = {REG_MST_ID: "MST_ID", REG_ESC_ID: "ESC_ID", REG_TIMEOUT: "TIMEOUT",
                   REG_PMAX: "PMAX", REG_VMAX: "VMAX", REG_TMAX: "TMAX"}
 TIMEOUT_STEP_S = 50e-6  # one TIMEOUT register step
+I2RT_TIMEOUT_STEPS = 8000  # what i2rt writes to TIMEOUT (i2rt-robotics/i2rt @ 5d47b358bafb30c65e397f2ece506550a0db4594,
+#   i2rt/motor_config_tool/set_timeout.py `timeout = 8000`): a YAM motor left without a frame for
+I2RT_COMMAND_TIMEOUT_S = I2RT_TIMEOUT_STEPS * TIMEOUT_STEP_S   # 0.4 s disables itself and latches 0xD
 DEFAULT_MASTER_OFFSET = 0x10
 
 KP_RANGE = (0.0, 500.0)

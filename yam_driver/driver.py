@@ -10,8 +10,10 @@ joint's health, choose what to command, slew-limit it, write it, report. Modes:
   fault    a joint failed `fault_after_failures` ticks in a row or reported a hardware error:
            latched with the joint's name and the reason; every healthy joint holds (or, with
            on_fault: torque_off, torque goes off); `clear_faults()` is the operator's reset.
-A joint is written only when its state was read this tick and it is not faulted, and only
-finite targets within the limits are sent (out-of-range ones are clipped and flagged).
+While torque is meant on every motor gets a frame every tick (a Damiao motor without one for its
+400 ms command timeout disables itself): a joint read this tick and healthy gets its slew-limited
+command, one not read or faulted is held at its last command; only finite targets within the limits
+are sent (out-of-range ones are clipped and flagged). Faulted joints are still read every tick.
 Every write carries the gravity feed-forward at the measured pose (`GravityModel`, Damiao: the
 MIT command's t_ff), and a blocked gripper's command is held within its force limit of the
 measured opening (i2rt's gripper force limiter).
@@ -89,20 +91,6 @@ class YamDriver:
     glitches = property(lambda self: self.health.glitches, doc="readings refused as implausible jumps")
     _faulted = property(lambda self: self.health.faulted)
 
-    def effort_summary(self) -> dict[str, float | str]:
-        """What /diagnostics shows of the torques the driver adds: the gravity feed-forward of the last
-        write (Nm, the largest per arm and per joint) and which grippers are held to their force limit."""
-        if self.gravity is None:
-            out: dict[str, float | str] = {"gravity_ff": "none (bus without feed-forward)"}
-        elif not self.gravity.enabled:
-            out = {"gravity_ff": "OFF (gravity_factor all zeros: the arm sags)"}
-        else:
-            out = {f"gravity_ff_{n}_nm": round(float(v), 3)
-                   for n, v, g in zip(self.names, self._ff, self._gripper) if not g}
-        limited = [n for n, b in zip(self.names, self.gripper_limit.blocked) if b]
-        out["gripper_force_limited"] = ", ".join(limited) or "none"
-        return out
-
     def _feedforward(self, pose: np.ndarray) -> np.ndarray | None:
         """Joint-space gravity feed-forward at `pose` (the measured one), or None without a model."""
         if self.gravity is None:
@@ -177,6 +165,9 @@ class YamDriver:
             raise
 
     def _enable(self) -> np.ndarray:
+        if self.mode == Mode.FAULT:           # activate after a fault: the operator's reset, torque never off
+            self._clear_faults()
+            return self._present.copy()
         if self.mode in (Mode.RAMPING, Mode.RUNNING, Mode.HOLDING, Mode.HOMING):   # torque already on (reactivated)
             with self._lock:
                 self._targets = None          # a target from before is never followed; a fresh one ramps in
@@ -194,9 +185,8 @@ class YamDriver:
                 self._targets = None          # a target from before torque on is never followed
             # goal = present before torque on, gravity carried: no jump, no sag
             self.bus.write_targets(self._command, torque_ff=self._feedforward(present))
-            if self.gravity is not None and not self.gravity.enabled:
-                log.warning("yam_driver: gravity_factor is all zeros: no gravity feed-forward, the arm sags by "
-                            "tau_g / kp (up to ~0.19 rad at joint 2)")
+            if self.gravity is not None and self.gravity.warning() is not None:
+                log.warning(self.gravity.warning())    # a factor of 0: that joint sags
             self.bus.enable()
             self.mode = Mode.RAMPING
             log.info("yam_driver started on %s at %.1f Hz", self.config.bus, self.config.rate_hz)
@@ -268,8 +258,8 @@ class YamDriver:
             if self.bus.connected and self.bus.torque_enabled:
                 try:
                     reading = self.bus.read_state()
-                    hold = np.where(reading.ok, reading.position, self._command)
-                    mask = np.isfinite(hold) & ~self._faulted
+                    hold = np.where(reading.ok & ~self._faulted, reading.position, self._command)
+                    mask = np.isfinite(hold)            # a faulted joint too, at its last command
                     self.bus.write_targets(np.where(mask, hold, 0.0), mask, torque_ff=self._feedforward(hold))
                 except Exception as e:  # keep going: torque off matters more
                     errors.append(f"final hold failed: {e}")
@@ -290,16 +280,21 @@ class YamDriver:
             else:
                 log.info("yam_driver shut down (torque %s)", "off" if off else "on")
 
-    def clear_faults(self) -> None:
-        """Operator reset after a fault: re-read every joint, hold it, torque on, ramp again."""
+    def clear_faults(self) -> str:
+        """The operator's reset after a fault (the node's ~/reset_faults service, and activate from a
+        fault): undo what a stall left (a motor's latched communication loss cleared, a lost port
+        reopened), re-read every joint, command the measured pose with its gravity feed-forward, torque
+        on for every motor (those already on stay on: torque never goes off here), then hold there
+        until a fresh target ramps in. Returns what was done, for the operator; BusError (the bus still
+        down, a motor still in error) leaves the driver in its fault, every motor still held."""
         with self._bus_lock:
-            self._clear_faults()
+            return self._clear_faults()
 
-    def _clear_faults(self) -> None:
+    def _clear_faults(self) -> str:
         if self.mode != Mode.FAULT:
-            return
-        for line in self.bus.prepare_reset():     # a port unplugged and back, a motor's latched comm loss
-            log.warning("yam_driver: %s", line)
+            return f"no fault latched (mode {self.mode.value}): nothing to reset"
+        was = "; ".join(map(str, self.health.faults)) or "fault"
+        done = self.bus.prepare_reset()           # a port unplugged and back, a motor's latched comm loss
         present = self._read_all_or_raise("fault reset")
         self._present, self._command = present.copy(), np.clip(present, self._lower, self._upper)
         self.health.seen(time.monotonic())
@@ -307,9 +302,14 @@ class YamDriver:
         self.bus.write_targets(self._command, torque_ff=self._feedforward(present))   # goal = measured: no jump
         self.bus.enable()                         # every motor: a reconnected or power-cycled one is disabled
         self.health.reset()
+        self.gripper_limit.reset()
         with self._lock:
             self._targets = None  # a fresh target is needed after a reset
         self.mode = Mode.RAMPING
+        message = (f"faults cleared ({was})" + (f"; {'; '.join(done)}" if done else "") +
+                   ": torque on, holding the measured pose; a fresh target ramps in")
+        log.warning("yam_driver: %s", message)
+        return message
 
     def __enter__(self) -> "YamDriver":
         self.start()
@@ -338,8 +338,8 @@ class YamDriver:
         now = self.clock()
         budget = self.config.period_s * self.config.io_budget_fraction
         t0 = time.monotonic()
-        try:
-            reading = self.bus.read_state(t0 + 0.6 * budget, mask=~self._faulted)
+        try:   # every joint, faulted ones too: a faulted motor's state (a latched 0xD, a reply back) stays known
+            reading = self.bus.read_state(t0 + 0.6 * budget)
         except BusError as e:
             reading = BusReading.empty(self.n)
             reading.errors = {i: f"bus error: {e}" for i in range(self.n)}
@@ -365,7 +365,14 @@ class YamDriver:
             step_lim = speed * self.config.period_s
             cmd = base + np.clip(desired - base, -step_lim, step_lim)
             cmd, grip_limited = self.gripper_limit.limit(cmd, self._present, self._velocity, self._command)
-            mask = reading.ok & ~self._faulted & np.isfinite(cmd)
+            # Every motor gets a frame every tick while torque is meant on: a Damiao motor left without one
+            # for its command timeout (i2rt sets 400 ms: 8000 x 50 us, i2rt-robotics/i2rt @ 5d47b358
+            # i2rt/motor_config_tool/set_timeout.py) disables itself and latches 0xD, and a YAM has no
+            # brakes. A joint not read this tick, or faulted, is held at its last command (never advanced
+            # on a stale reading); only on_fault: torque_off stops the writes (an explicit, logged decision).
+            live = reading.ok & ~self._faulted
+            cmd = np.where(live, cmd, self._command)
+            mask = np.isfinite(cmd)
             if mask.any():
                 try:
                     result = self.bus.write_targets(np.where(mask, cmd, 0.0), mask, t0 + budget,
@@ -395,6 +402,8 @@ class YamDriver:
             self._hold = np.where(np.isfinite(self._command), self._command, self._present)
             self.mode = Mode.FAULT
         if self.config.on_fault == "torque_off" and self.bus.torque_enabled:
+            log.error("yam_driver: on_fault: torque_off: turning torque off on every motor (%s); the arm is not "
+                      "held and may fall", "; ".join(map(str, self.health.faults)) or "fault")
             failures = self.bus.disable()
             for i, r in failures.items():
                 log.error("yam_driver: torque off of %s failed: %s", self.names[i], r)

@@ -50,6 +50,23 @@ class GravityModel:
     def enabled(self) -> bool:
         return bool(np.any(self.factor != 0.0))
 
+    def off_joints(self) -> list[str]:
+        """Arm joints (joint1..joint6) whose factor is 0: no feed-forward there."""
+        if self.config.gravity_factor is None:
+            return []
+        return [f"joint{k + 1}" for k, v in enumerate(self.config.gravity_factor) if v == 0]
+
+    def warning(self) -> str | None:
+        """The start-up warning a factor of 0 deserves (None when every joint carries its feed-forward)."""
+        off = self.off_joints()
+        if not off:
+            return None
+        kp = {f"joint{k + 1}": j.kp for k, j in enumerate(self.config.arms[0].joints[:-1])}
+        where = "every joint (gravity_factor all zeros)" if not self.enabled else ", ".join(
+            f"{j} (kp {kp[j]:g})" for j in off)
+        return (f"yam_driver: no gravity feed-forward at {where}: on both arms, such a joint sags by tau_g / kp "
+                f"(up to ~0.19 rad at joint 2, ~0.16 rad at joint 4); give it its factor (i2rt: 1.0-1.2)")
+
     def torque(self, position: np.ndarray) -> np.ndarray:
         """(14,) gravity-holding torque (Nm, joint space) at `position` (driver units; the
         gripper's opening fraction places the fingers); NaN where an arm's pose is not known."""

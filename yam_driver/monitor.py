@@ -74,6 +74,22 @@ class BusThread:
         return not self._thread.is_alive()
 
 
+def effort_summary(d: YamDriver) -> dict[str, float | str]:
+    """What /diagnostics shows of the torques the driver adds: the gravity feed-forward of the last
+    write (Nm, per joint), the joints without one, and which grippers are held to their force limit."""
+    if d.gravity is None:
+        out: dict[str, float | str] = {"gravity_ff": "none (bus without feed-forward)"}
+    elif not d.gravity.enabled:
+        out = {"gravity_ff": "OFF (gravity_factor all zeros: the arm sags)"}
+    else:
+        out = {f"gravity_ff_{n}_nm": round(float(v), 3) for n, v, g in zip(d.names, d._ff, d._gripper) if not g}
+        if d.gravity.off_joints():
+            out["gravity_ff_off"] = ", ".join(d.gravity.off_joints()) + " (gravity_factor 0: sags)"
+    limited = [n for n, b in zip(d.names, d.gripper_limit.blocked) if b]
+    out["gripper_force_limited"] = ", ".join(limited) or "none"
+    return out
+
+
 class DriverMonitor:
     """The driver node's shared state and its decisions (module docstring)."""
 
@@ -126,13 +142,45 @@ class DriverMonitor:
 
     def enable(self) -> bool:
         """Torque on with the goal at the measured position, then follow. False: logged."""
+        was_fault = self.driver.mode == Mode.FAULT
         try:
             self.driver.enable()
         except Exception as e:
-            return self._failed("activate (torque off, holding nothing)", e)
+            return self._failed(f"activate ({self.arm_state()})", e)
         self.set_active(True)
-        self.log.info(f"{self.cfg.bus} driver at {self.cfg.rate_hz} Hz: torque on, following targets")
+        self.log.info(f"{self.cfg.bus} driver at {self.cfg.rate_hz} Hz: torque on, "
+                      + ("faults reset, holding the measured pose until a fresh target" if was_fault
+                         else "following targets"))
         return True
+
+    def arm_state(self) -> str:
+        """What the arm is doing now, in words (for a message that must not guess)."""
+        d = self.driver
+        if d is None or d.mode in (Mode.IDLE, Mode.STOPPED):
+            return "not connected"
+        if not d.bus.torque_enabled:
+            return "torque off, holding nothing"
+        if d.mode == Mode.FAULT:
+            return f"torque on, in fault: every motor held at its last command ({'; '.join(map(str, d.faults))})"
+        return f"torque on, {d.mode.value}"
+
+    def reset_faults(self) -> tuple[bool, str]:
+        """~/reset_faults, the operator's reset (`YamDriver.clear_faults`): (success, what the arm does now).
+        Never turns torque off; refused while not connected; a reset that fails leaves the fault latched."""
+        with self.lock:
+            d = self.driver
+            if d is None or d.mode in (Mode.IDLE, Mode.STOPPED):
+                ok, message = False, "the driver is not connected (configure it first)"
+            else:
+                try:
+                    ok, message = True, d.clear_faults()
+                except Exception as e:   # BusError: the bus is still down, a motor still in error
+                    ok, message = False, f"fault reset failed: {type(e).__name__}: {e}; {self.arm_state()}"
+        if ok:
+            self.log.warning(f"reset_faults: {message}")
+        else:
+            self.log.error(f"reset_faults refused: {message}")
+        return ok, message
 
     def set_active(self, active: bool) -> None:
         with self.lock:
@@ -266,6 +314,9 @@ class DriverMonitor:
             return False, "home needs the driver active (torque on)"
         if self.estopped:
             return False, "e-stop latched: release it first"
+        if self.driver.mode == Mode.FAULT:
+            return False, (f"a fault is latched ({'; '.join(map(str, self.driver.faults))}): reset it first "
+                           f"(ros2 service call /yam_driver/reset_faults std_srvs/srv/Trigger)")
         if pose is None:
             return False, "no home_pose in the driver config"
         try:
@@ -295,5 +346,5 @@ class DriverMonitor:
                   "ticks": d.tick, "rate_hz": self.rate_hz(), "io_p50_ms": p50, "io_p99_ms": p99,
                   "estop": self.estopped, "faults": "; ".join(map(str, d.faults)) or "none",
                   **{f"refused_{k}": v for k, v in self.gate.counts.items()}, "refused_messages": refused_messages,
-                  **d.effort_summary(), **self.targets_in.summary("targets_")}
+                  **effort_summary(d), **self.targets_in.summary("targets_")}
         return {"task": "driver", "level": level, "message": message, "hardware_id": self.hw_id, "values": values}

@@ -1,5 +1,6 @@
 """yam_driver node (managed, lifecycle): /vam/joint_targets in; /joint_states at the bus rate and
-/diagnostics out; service ~/home. Parameters and wiring only: `monitor.DriverMonitor` holds what is
+/diagnostics out; services ~/home and ~/reset_faults (the operator's reset after a fault: torque
+never off, the measured pose held; activate from a fault does the same). Parameters and wiring only: `monitor.DriverMonitor` holds what is
 followed and reported and runs the bus I/O in a deadline-paced thread of its own (no executor
 callback delays a tick), over one `YamDriver` (driver.py). configure = connect, check every motor
 and limit (torque off); activate = torque on, ramp in, follow the safety filter's stream
@@ -69,6 +70,7 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         self._targets_topic = ros.subscription(self, "joint_targets", self._on_targets).topic_name
         ros.subscription(self, "estop", self._on_estop, MutuallyExclusiveCallbackGroup())
         ros.service(self, Trigger, "~/home", self._on_home)
+        ros.service(self, Trigger, "~/reset_faults", self._on_reset_faults)
         ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
         if p["autostart"]:     # `ros2 launch` without a lifecycle manager: configure and activate now
             self.autostart(lambda step: RuntimeError(f"yam_driver: autostart could not {step} the driver: "
@@ -108,6 +110,10 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         response.success, response.message = self.monitor.home()
         return response
 
+    def _on_reset_faults(self, request, response):
+        response.success, response.message = self.monitor.reset_faults()
+        return response
+
     def _on_targets(self, msg) -> None:
         now, stamp = self.get_clock().now().nanoseconds * 1e-9, msg.header.stamp
         self.monitor.follow(lambda: msgs.joint_state_to_numpy(ros.from_ros(msg, JOINT_STATE)), now,
@@ -120,9 +126,12 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         report = self.monitor.tick()
         if report is None:
             return
-        if np.isfinite(report.position).all():
-            self.pub["joint_states"].publish(ros.to_ros(msgs.joint_state_msg(self.names, report.position, np.nan_to_num(
-                report.velocity), np.nan_to_num(report.effort), stamp_s=ros.stamp(self))))
+        # a joint not read this tick (no reply, a refused glitch) is not presented as measured: NaN, the ROS
+        # convention for an unknown value (sensor_msgs/JointState); its last reading would be a lie with a fresh stamp
+        unread = ~report.read_ok
+        self.pub["joint_states"].publish(ros.to_ros(msgs.joint_state_msg(
+            self.names, np.where(unread, np.nan, report.position), np.where(unread, np.nan, report.velocity),
+            np.where(unread, np.nan, report.effort), stamp_s=ros.stamp(self), unknown_nan=True)))
 
     def _publish_diagnostics(self) -> None:
         ros.flush_refusals(self)

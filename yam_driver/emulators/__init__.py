@@ -204,6 +204,20 @@ class EmulatedRig:
             else:
                 emu.motors[motor_id].position = motor
 
+    def cut(self, joints: list[str] | None = None, cut: bool = True) -> None:
+        """Damiao: cut (cut=False: restore) the wire to `joints` (None: every motor, both channels: a
+        stalled bus): frames to them are lost unseen, so their command timeout runs, and they answer none."""
+        for joint in self._where if joints is None else joints:
+            emu, motor_id = self._locate(joint)
+            if not isinstance(emu, DamiaoEmulator):
+                raise TypeError(f"{joint!r} is not on a Damiao bus")
+            emu.faults.cut(motor_id, cut)
+
+    def silence(self, joint: str, silent: bool = True) -> None:
+        """`joint`'s motor stops answering (silent=False: answers again); it still sees every frame."""
+        emu, motor_id = self._locate(joint)
+        emu.faults.silence(motor_id, silent)
+
     def glitch(self, joint: str, offset: float, count: int = 1) -> None:
         """The next `count` replies of `joint`'s motor report its position `offset` rad off."""
         emu, motor_id = self._locate(joint)

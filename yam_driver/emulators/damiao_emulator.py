@@ -225,7 +225,7 @@ class DamiaoEmulator:
             if arb == dmp.STATUS_REQUEST_ID:
                 return self._handle_0x7ff(data)
             m = self.motors.get(arb)
-            if m is None or len(data) != 8:
+            if m is None or len(data) != 8 or self.faults.is_cut(arb):   # a cut wire: the motor never sees it
                 return None
             now = time.monotonic()
             self._update(m, now)
@@ -257,7 +257,7 @@ class DamiaoEmulator:
         if len(data) < 3:
             return None
         m = self.motors.get(data[0] | data[1] << 8)
-        if m is None:
+        if m is None or self.faults.is_cut(m.can_id):
             return None
         if data[2] == dmp.STATUS_REQUEST_CODE:
             self.seen["status"] += 1

@@ -1,8 +1,9 @@
 """Fault injection shared by the servo emulators.
 
 Per motor id: drop the next N replies, corrupt the next N replies (bad CRC / malformed
-frame), go silent (stop answering until told otherwise), delay every reply, raise a
-hardware error flag, or report a wrong position in the next N well-formed replies (a glitch). Thread-safe: tests set faults while the emulator thread answers.
+frame), go silent (stop answering until told otherwise), cut the wire (frames to the motor lost
+before it sees them: Damiao), delay every reply, raise a hardware error flag, or report a wrong
+position in the next N well-formed replies (a glitch). Thread-safe: tests set faults while the emulator thread answers.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class _MotorFaults:
     hardware_error: str | None = None  # one of HARDWARE_ERRORS, or None
     glitch_rad: float = 0.0  # added to the position of the next `glitch_next` replies (a well-formed lie)
     glitch_next: int = 0
+    cut: bool = False  # the wire is cut (a stalled adapter, a loose connector): frames to the motor are lost,
+    #   it sees none (its command timeout runs) and answers none
 
 
 class FaultInjector:
@@ -68,6 +71,15 @@ class FaultInjector:
             raise ValueError(f"hardware error must be one of {HARDWARE_ERRORS} or None, got {kind!r}")
         with self._lock:
             self._get(motor_id).hardware_error = kind
+
+    def cut(self, motor_id: int, cut: bool = True) -> None:
+        """Cut (or, with cut=False, restore) the wire to `motor_id`: frames to it are lost before it sees them."""
+        with self._lock:
+            self._get(motor_id).cut = cut
+
+    def is_cut(self, motor_id: int) -> bool:
+        with self._lock:
+            return self._get(motor_id).cut
 
     def glitch(self, motor_id: int, offset_rad: float, count: int = 1) -> None:
         """The next `count` replies of `motor_id` report its position `offset_rad` off (well-formed frames)."""

@@ -17,7 +17,9 @@ within the round trip of a real bus, and the driver's reply timeout stays the ha
 ...) forwarded over a pipe; `faults()` (an injector object) exists only in-process: tests that
 inject faults build an `EmulatedRig`. `stop()` stops the emulators and keeps their state readable;
 `close()` (or the pipe closing: the driver process ended, however) ends the process, so it never
-outlives the driver. The child ignores SIGINT and SIGTERM: launch signals the whole process group,
+outlives the driver. The motors have i2rt's 400 ms command timeout (`can_timeout_s`), as a YAM's
+do: a driver that stops sending frames with torque on loses them (0xD), here as on the arm. The
+child ignores SIGINT and SIGTERM: launch signals the whole process group,
 and the driver still needs its motors for the final hold and torque off.
 """
 from __future__ import annotations
@@ -32,6 +34,7 @@ import tempfile
 import threading
 from multiprocessing.connection import Connection
 
+from .. import damiao_protocol as dmp
 from ..config import DriverConfig
 from ..gravity import gravity_load
 from . import EmulatedRig
@@ -44,9 +47,11 @@ START_TIMEOUT_S = 60.0      # a spawned interpreter imports numpy and python-can
 class EmulatedRigProcess:
     """An `EmulatedRig` (Damiao) in a spawned process; see the module docstring."""
 
-    def __init__(self, config: DriverConfig, gravity: bool = False, rt_priority: int = EMULATOR_RT_PRIORITY):
+    def __init__(self, config: DriverConfig, gravity: bool = False, rt_priority: int = EMULATOR_RT_PRIORITY,
+                 can_timeout_s: float | None = dmp.I2RT_COMMAND_TIMEOUT_S):
         """`gravity`: the emulated arm carries the weight of the arm `config` describes
-        (`yam_driver.gravity.gravity_load(config, as_configured=True)`)."""
+        (`yam_driver.gravity.gravity_load(config, as_configured=True)`); `can_timeout_s`: the motors'
+        own command timeout, i2rt's 400 ms by default, as on a YAM (None: off)."""
         if config.bus != "damiao":
             raise ValueError(f"EmulatedRigProcess emulates Damiao motors, got bus {config.bus!r}")
         self._dir = tempfile.mkdtemp(prefix="vam-can-")
@@ -62,7 +67,7 @@ class EmulatedRigProcess:
             pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
         theirs.close()
         try:
-            self._pipe.send((config, gravity, self._dir, rt_priority))
+            self._pipe.send((config, gravity, self._dir, rt_priority, can_timeout_s))
             if not self._pipe.poll(START_TIMEOUT_S):
                 raise RuntimeError(f"the emulator process did not start within {START_TIMEOUT_S:.0f} s")
             kind, value = self._pipe.recv()
@@ -134,7 +139,7 @@ def serve(fd: int) -> None:
     """The child's entry point (`EmulatedRigProcess` runs it in a fresh interpreter): the rig on
     sockets, then answer calls on the connection `fd` until told to stop or it closes."""
     conn = Connection(fd)
-    config, gravity, where, rt_priority = conn.recv()
+    config, gravity, where, rt_priority, can_timeout_s = conn.recv()
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # launch signals the whole group: the driver still needs
     signal.signal(signal.SIGTERM, signal.SIG_IGN)   # the motors for its final hold and torque off; EOF ends it
     realtime = False
@@ -147,7 +152,7 @@ def serve(fd: int) -> None:
     try:
         cpus = tuple(sorted(os.sched_getaffinity(0)))   # each channel answered from every CPU (module docstring)
         rig = EmulatedRig(config, load_fn=gravity_load(config, as_configured=True) if gravity else None,
-                          listen_dir=where, cpus=cpus if len(cpus) <= 8 else cpus[:8])
+                          listen_dir=where, cpus=cpus if len(cpus) <= 8 else cpus[:8], can_timeout_s=can_timeout_s)
     except Exception as e:
         conn.send(("failed", f"{type(e).__name__}: {e}"))
         return
