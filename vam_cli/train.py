@@ -59,6 +59,5 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise SystemExit("vam-stack train: --out RUN_DIR is required (except with --write-text-embeddings)")
-    train(cfg, args.out, resume=args.resume, overwrite=getattr(args, "overwrite", False), ship=args.ship,
-          rollouts=collect_recovery)
-    return 0
+    return train(cfg, args.out, resume=args.resume, overwrite=getattr(args, "overwrite", False), ship=args.ship,
+                 rollouts=collect_recovery)

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
+import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +27,7 @@ import torch.multiprocessing as mp
 
 from vam_stack.config import ConfigError
 from vam_data.dataset import Dataset
+from .stopping import StopRequest, die_with_parent
 from .train_config import TrainConfig
 from .trainer import Trainer, resolve_device
 
@@ -51,9 +55,10 @@ def torchrun_env() -> dict[str, int] | None:
 
 
 def run_rank(cfg: TrainConfig, out: str | Path, resume: bool = False, ship: str | None = None,
-             data: Dataset | None = None, model_cfg=None) -> dict | None:
+             data: Dataset | None = None, model_cfg=None, stop: StopRequest | None = None) -> dict | None:
     """Train as one rank of the group the environment describes (torchrun's, or `fit_data_parallel`'s);
-    returns rank 0's result (None on the other ranks)."""
+    returns rank 0's result (None on the other ranks). `stop`: this process's SIGINT/SIGTERM request
+    (stopping.py); every rank stops at the same step and rank 0 keeps that step's checkpoint."""
     env = torchrun_env()
     if env is None:
         raise RuntimeError("run_rank needs the torch.distributed environment (torchrun, or fit_data_parallel)")
@@ -75,6 +80,9 @@ def run_rank(cfg: TrainConfig, out: str | Path, resume: bool = False, ship: str 
     dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world)
     try:
         trainer = Trainer(cfg, out, data=data, model_cfg=model_cfg, rank=rank, device=device)
+        trainer.stop = stop
+        if stop is not None:
+            stop.armed = True
         if resume:
             trainer.load_state()
             if rank == 0:
@@ -82,6 +90,8 @@ def run_rank(cfg: TrainConfig, out: str | Path, resume: bool = False, ship: str 
         result = trainer.fit(progress=rank == 0)
         if rank != 0:
             return None
+        if result.get("interrupted"):
+            return result
         print(json.dumps(result | {"ranks": world, "backend": backend}), flush=True)
         if ship:
             path = trainer.export(Path(ship))
@@ -98,16 +108,52 @@ def _free_port() -> int:
 
 
 def fit_data_parallel(cfg: TrainConfig, out: str | Path, resume: bool = False, ship: str | None = None,
-                      data: Dataset | None = None, model_cfg=None) -> None:
+                      data: Dataset | None = None, model_cfg=None) -> int:
     """Train with cfg.ranks CPU processes on this machine: spawned (torch.multiprocessing) with the
     environment torchrun would give them (localhost, a free port), each running `run_rank` over gloo.
-    A rank that fails ends the others (spawn terminates them) and its error is raised here."""
-    mp.spawn(_spawned_rank, args=(cfg, str(out), resume, ship, _free_port(), data, model_cfg),
-             nprocs=cfg.ranks, join=True)
+    A rank that fails ends the others (spawn terminates them) and its error is raised here.
+    SIGINT/SIGTERM to this process go on to every rank as SIGTERM (they stop together at one step,
+    rank 0 keeps its checkpoint, stopping.py) and this waits for them; a second signal kills them.
+    Returns the number of the signal that stopped the run, or 0."""
+    ctx = mp.start_processes(_spawned_rank, args=(cfg, str(out), resume, ship, _free_port(), data, model_cfg),
+                             nprocs=cfg.ranks, join=False, start_method="spawn")
+    got: list[int] = []
+
+    def forward(signum, _frame) -> None:
+        got.append(signum)
+        how = signal.SIGTERM if len(got) == 1 else signal.SIGKILL
+        for p in ctx.processes:
+            if p.is_alive():
+                try:
+                    os.kill(p.pid, how)
+                except ProcessLookupError:
+                    pass
+
+    installed = threading.current_thread() is threading.main_thread()
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)} if installed else {}
+    try:
+        while not ctx.join():
+            pass
+    except mp.ProcessExitedException:
+        if not got:                      # a rank failed by itself: its error, as spawn raises it
+            raise
+        # a second signal killed the ranks: what the last checkpoint holds is kept
+        print(f"\n{signal.Signals(got[0]).name} twice: every rank killed; {Path(out) / 'train_state.pt'} holds the "
+              f"last checkpoint written", file=sys.stderr, flush=True)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return got[0] if got else 0
 
 
 def _spawned_rank(rank: int, cfg: TrainConfig, out: str, resume: bool, ship: str | None, port: int,
                   data: Dataset | None, model_cfg) -> None:
+    die_with_parent(signal.SIGTERM)      # never an orphan that trains on (SIGTERM: it checkpoints and exits)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(cfg.ranks), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
-    run_rank(cfg, out, resume, ship, data, model_cfg)
+    stop = StopRequest()
+    with stop.installed():
+        result = run_rank(cfg, out, resume, ship, data, model_cfg, stop=stop)
+    if result is not None and result.get("interrupted"):
+        from .train import interrupted_message     # (train imports this module)
+        print("\n" + interrupted_message(result, Path(out)), file=sys.stderr, flush=True)

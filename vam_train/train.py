@@ -50,11 +50,14 @@ this module is a run (`train`).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import torch
 
 from vam_stack.config import ConfigError, to_dict
+from vam_stack.outputs import remove_empty_dirs
+from vam_stack.recording import Interrupted
 
 from vam_model.networks.config import load_config
 from vam_model.networks.text_encoder import TextEncoder, save_text_embeddings
@@ -62,6 +65,7 @@ from .batches import Batches, check_dataset_fits, load_train_data
 from .distributed import fit_data_parallel, run_rank, torchrun_env
 from .lora import apply_lora, merge_lora
 from .recovery import Rollouts
+from .stopping import StopRequest
 from .trainer import Trainer, resolve_device
 from .train_config import TrainConfig, load_train_config, parse_sets
 
@@ -84,56 +88,113 @@ def write_text_embeddings(cfg: TrainConfig, path: str | Path, instructions: list
 
 
 def claim_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
-    """A fresh run never writes over an earlier one: an OUT holding a train_state.pt or a
-    model.safetensors is refused unless `resume` (continue it) or `overwrite` (replace it; its
-    log.jsonl is started anew). Checked before anything is loaded or written."""
+    """A fresh run never writes over an earlier one: an OUT holding a train_state.pt, a
+    model.safetensors or a non-empty log.jsonl (a run stopped before its first checkpoint: a new run
+    would append its lines to that log) is refused unless `resume` (continue it: it needs the
+    train_state.pt) or `overwrite` (replace it; its log.jsonl is started anew). Checked before
+    anything is loaded or written."""
     if resume and overwrite:
         raise ConfigError("vam-stack train: --resume continues the run in --out and --overwrite replaces it; "
                           "pass one of them")
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {str(out)!r} is a file, not a run directory")
     earlier = [n for n in ("train_state.pt", "model.safetensors") if (out / n).is_file()]
+    log = out / "log.jsonl"
+    if not earlier and log.is_file() and log.stat().st_size and not overwrite:
+        lines = len(log.read_text(errors="replace").splitlines())
+        raise FileExistsError(f"--out {str(out)!r} holds an earlier run's log.jsonl ({lines} lines) but no "
+                              f"checkpoint (it stopped before its first one): pass --overwrite to start afresh "
+                              f"there, or choose another directory")
     if earlier and not resume and not overwrite:
         raise FileExistsError(f"--out {str(out)!r} holds an earlier run ({', '.join(earlier)}): pass --resume to "
                               f"continue it, --overwrite to replace it, or choose another directory")
-    if overwrite and (out / "log.jsonl").is_file():
-        (out / "log.jsonl").unlink()
+    if overwrite and log.is_file():
+        log.unlink()
+
+
+def interrupted_message(result: dict, out: Path) -> str:
+    """What an interrupted run kept, in one line (`Trainer.fit`'s result with `interrupted`)."""
+    sig = result["interrupted"]
+    if result.get("kept") is None:
+        return (f"interrupted ({sig}) before the first step finished: nothing kept (no checkpoint in {out}); "
+                f"the same command starts afresh")
+    return (f"interrupted ({sig}): stopped at step {result['kept']}, kept {out / 'train_state.pt'} and "
+            f"{out / 'model.safetensors'}; continue with the same command and --resume")
+
+
+def _forget_fresh_dir(out: Path, created: bool) -> None:
+    """After an interrupt with nothing kept: the files this run wrote (config.json, an empty log) go,
+    and OUT too when this run created it, so the same command runs again as if never started."""
+    for name in ("config.json", "log.jsonl"):
+        f = out / name
+        if f.is_file() and (name == "config.json" or not f.stat().st_size):
+            f.unlink()
+    if created:
+        remove_empty_dirs(out, keep_root=False)
 
 
 def train(cfg: TrainConfig, out: str | Path, resume: bool = False, overwrite: bool = False, ship: str | None = None,
-          rollouts: Rollouts | None = None) -> None:
+          rollouts: Rollouts | None = None) -> int:
     """A training run into `out` (one process, `cfg.ranks` spawned ones, or this torchrun rank): refuses
     an earlier run's OUT (claim_run_dir), writes OUT/config.json, trains, prints the result and, with
-    `ship`, copies the exported weights there. `rollouts`: the recovery rounds' simulator (Trainer)."""
+    `ship`, copies the exported weights there. `rollouts`: the recovery rounds' simulator (Trainer).
+    Returns the exit status: 0, or 128 + the signal's number when SIGINT/SIGTERM stopped the run
+    (vam_train/stopping.py: every rank stops at one step, the checkpoint of that step is kept, or
+    "nothing kept" is said)."""
+    out = Path(out)
     env = torchrun_env()
     if env is not None:          # launched by torchrun: this process is one rank (rank 0 claims and writes OUT)
         if env["rank"] == 0:
-            claim_run_dir(Path(out), resume, overwrite)
-            Path(out).mkdir(parents=True, exist_ok=True)
-            (Path(out) / "config.json").write_text(json.dumps(to_dict(cfg) | {"ranks": env["world"]}, indent=2)
-                                                   + "\n")
-        run_rank(cfg, out, resume=resume, ship=ship)
-        return
-    claim_run_dir(Path(out), resume, overwrite)
+            claim_run_dir(out, resume, overwrite)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "config.json").write_text(json.dumps(to_dict(cfg) | {"ranks": env["world"]}, indent=2) + "\n")
+        stop = StopRequest()
+        with stop.installed():
+            result = run_rank(cfg, out, resume=resume, ship=ship, stop=stop)
+        if result is not None and result.get("interrupted"):
+            print(interrupted_message(result, out), file=sys.stderr, flush=True)
+        return 128 + stop.signum if stop.signum else 0
+    claim_run_dir(out, resume, overwrite)
     if cfg.ranks > 1 and resolve_device(cfg.device).type == "cuda":
         raise ConfigError(f"train.ranks={cfg.ranks} on GPUs: launch one process per GPU with torchrun, e.g. "
                           f"`torchrun --nproc_per_node {cfg.ranks} -m vam_cli.main train ...` (docs/your_data.md)")
+    created = not out.exists()
     if cfg.ranks > 1:            # the ranks load the data themselves: a bad dataset is named here, not in a rank
         check_dataset_fits(load_train_data(cfg), load_config(cfg.preset))
-        Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
-        fit_data_parallel(cfg, out, resume=resume, ship=ship)
-        return
-    trainer = Trainer(cfg, out, rollouts=rollouts)
-    if resume:
-        trainer.load_state()
-        print(f"resumed at step {trainer.step} ({trainer.elapsed / 60:.1f} min trained)", flush=True)
-    (Path(out) / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
-    result = trainer.fit()
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
+        signum = fit_data_parallel(cfg, out, resume=resume, ship=ship)
+        if signum and not (out / "train_state.pt").is_file():
+            _forget_fresh_dir(out, created)
+        return 128 + signum if signum else 0
+    stop = StopRequest(force_second=True)
+    try:
+        with stop.installed():
+            trainer = Trainer(cfg, out, rollouts=rollouts)
+            if resume:
+                trainer.load_state()
+                print(f"resumed at step {trainer.step} ({trainer.elapsed / 60:.1f} min trained)", flush=True)
+            (out / "config.json").write_text(json.dumps(to_dict(cfg), indent=2) + "\n")
+            trainer.stop, stop.armed = stop, True
+            result = trainer.fit()
+    except Interrupted as e:              # before the step loop, or a second signal: nothing more is written
+        if not resume and not (out / "train_state.pt").is_file():
+            _forget_fresh_dir(out, created)
+            print(f"\ninterrupted ({e.args[0]}) before training started: nothing kept", file=sys.stderr)
+        else:
+            print(f"\ninterrupted ({e.args[0]}) again: stopped at once; {out / 'train_state.pt'} holds the last "
+                  f"checkpoint written", file=sys.stderr)
+        return 128 + e.signum
+    if result.get("interrupted"):
+        if result.get("kept") is None:
+            _forget_fresh_dir(out, created)
+        print("\n" + interrupted_message(result, out), file=sys.stderr, flush=True)
+        return 128 + stop.signum
     print(json.dumps(result), flush=True)
     if ship:
         path = trainer.export(Path(ship))
         print(f"shipped {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
 
 
 # the training API, importable from here as before the split

@@ -128,6 +128,8 @@ class Trainer(RecoveryRounds, DataParallel):
                     if cfg.ema > 0 else None)
         self.stage = None
         self._set_stage(self._stage_of(0))
+        self.stop = None            # a stopping.StopRequest: SIGINT/SIGTERM end the run at a step boundary
+        self.interrupted: str | None = None
 
     def _make_batches(self) -> Batches:
         r = self.mcfg.robot
@@ -380,9 +382,26 @@ class Trainer(RecoveryRounds, DataParallel):
         self.opt.step()
         return mean.tolist()
 
+    def _stop_agreed(self) -> bool:
+        """Whether the run stops here: this rank's `stop` holds a signal, or (data parallel) any rank's
+        does (one all-reduce, so every rank leaves the loop at the same step)."""
+        flag = self.stop is not None and self.stop.requested is not None
+        if self.ranks > 1:
+            t = torch.tensor([1.0 if flag else 0.0], device=self.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            flag = bool(t[0] > 0)
+        if flag and self.interrupted is None:
+            self.interrupted = (self.stop.requested if self.stop is not None and self.stop.requested else
+                                "a signal to another rank")
+        return flag
+
     def fit(self, progress: bool = True, stop_after: int | None = None) -> dict:
-        """Train to the end (or to step `stop_after`, which simulates an interruption); returns the last losses."""
+        """Train to the end (or to step `stop_after`, which simulates an interruption); returns the last
+        losses. A stop request (`self.stop`: SIGINT/SIGTERM) ends it after the step in progress with
+        a checkpoint at that step, or none when no step ran: the result then says `interrupted` and
+        `kept` (the checkpoint's step, or None)."""
         cfg = self.cfg
+        start_step = self.step
         budget = cfg.time_budget_min * 60
         progress = progress and self.rank == 0
         log = (self.out / "log.jsonl" if self.rank == 0 else Path(os.devnull)).open("a")   # rank 0 logs the means
@@ -397,6 +416,8 @@ class Trainer(RecoveryRounds, DataParallel):
         try:
             while not finished:
                 finished = self._fit_until_round(log, bar, budget, stop_after, t_last)
+                if not finished and self._stop_agreed():
+                    break
                 if not finished:                            # a recovery round is due at this step
                     t0 = time.perf_counter()
                     summary = self.recovery_round(progress=not bar.disable)
@@ -409,11 +430,18 @@ class Trainer(RecoveryRounds, DataParallel):
                     self.save_state()
                     t_last = time.perf_counter()
                     finished = bool(budget and self.elapsed >= budget)
+            if self.interrupted is not None and self.step > start_step:     # a checkpoint of this step follows
+                log.write(json.dumps({"step": self.step, "interrupted": self.interrupted,
+                                      "elapsed_s": round(self.elapsed, 1)}) + "\n")
         finally:
             bar.close()
             log.close()
+        result = {"step": self.step, "elapsed_min": round(self.elapsed / 60, 2), **self._last}
+        if self.interrupted is not None and self.step == start_step:
+            kept = self.step if self.state_path.is_file() else None     # no step ran: nothing new to keep
+            return result | {"interrupted": self.interrupted, "kept": kept}
         self.save_state()
-        return {"step": self.step, "elapsed_min": round(self.elapsed / 60, 2), **self._last}
+        return result | ({"interrupted": self.interrupted, "kept": self.step} if self.interrupted else {})
 
     def _fit_until_round(self, log, bar, budget: float, stop_after: int | None, t_last: float) -> bool:
         """Train from self.step; True when the run ends, False when a recovery round is due first."""
@@ -421,6 +449,8 @@ class Trainer(RecoveryRounds, DataParallel):
         t_ready = time.perf_counter()
         for step, batch in self.batches.iterate(self.step, cfg.total_steps):
             data_s = time.perf_counter() - t_ready                         # waiting for the loader (0 = it keeps up)
+            if self._stop_agreed():                                        # SIGINT/SIGTERM: stop at this boundary
+                return True
             if self.recovery_due():
                 return False
             self._set_stage(self._stage_of(step))

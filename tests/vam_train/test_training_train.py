@@ -361,8 +361,11 @@ def test_a_fresh_run_never_writes_over_an_earlier_one(tmp_path):
     claim_run_dir(out, resume=False, overwrite=False)              # absent: fine, nothing created
     assert not out.exists()
     out.mkdir()
-    (out / "log.jsonl").write_text('{"step": 5}\n')
-    claim_run_dir(out, resume=False, overwrite=False)              # a log without weights: nothing to lose
+    (out / "log.jsonl").write_text("")
+    claim_run_dir(out, resume=False, overwrite=False)              # an empty log: nothing to lose
+    (out / "log.jsonl").write_text('{"step": 5}\n')                # a run's lines (issue 70 row 5: appended to)
+    with pytest.raises(FileExistsError, match=r"log.jsonl \(1 lines\) but no checkpoint.*--overwrite"):
+        claim_run_dir(out, resume=False, overwrite=False)
     (out / "model.safetensors").write_bytes(b"earlier")
     with pytest.raises(FileExistsError, match=r"holds an earlier run \(model.safetensors\).*--resume.*--overwrite"):
         main(["train", "--dataset", "no/such/dir", "--out", str(out)])
