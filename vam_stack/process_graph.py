@@ -83,11 +83,34 @@ def _parent_death_signal():
 _PREEXEC = _parent_death_signal()
 
 
+def _sigint_default():
+    """A preexec function putting SIGINT back to its default action in the child (libc signal(2), resolved
+    here so the child only calls into libc): a graph started from a script's background job inherits
+    SIGINT ignored, and Python (a node) then never installs its KeyboardInterrupt, so launch's and
+    ros-graph's SIGINT to the group would be ignored by every node until SIGTERM."""
+    if not hasattr(signal, "SIGINT") or sys.platform.startswith("win"):
+        return None
+    import ctypes
+
+    try:
+        libc_signal = ctypes.CDLL(None, use_errno=True).signal
+    except (OSError, AttributeError):
+        return None
+    libc_signal.argtypes, libc_signal.restype = (ctypes.c_int, ctypes.c_void_p), ctypes.c_void_p
+    sigint = int(signal.SIGINT)
+    return lambda: libc_signal(sigint, None)          # None: SIG_DFL
+
+
+_SIGINT_DEFAULT = _sigint_default()
+
+
 def _into_group(pgid: int):
-    """A preexec function: join process group `pgid` (0: a new group led by the child), then the
-    parent-death signal."""
+    """A preexec function: join process group `pgid` (0: a new group led by the child), SIGINT to its
+    default action, then the parent-death signal."""
     def preexec() -> None:
         os.setpgid(0, pgid)
+        if _SIGINT_DEFAULT is not None:
+            _SIGINT_DEFAULT()
         if _PREEXEC is not None:
             _PREEXEC()
     return preexec
@@ -167,14 +190,26 @@ class Running:
 
 
 def _check_files(procs: list[Process]) -> None:
-    """A `checkpoint:=` that names no file is refused here, in one line, before anything starts
-    (the policy node found it only after its worker process had started, ~12 s in, and printed
-    its traceback twice)."""
+    """A `checkpoint:=` that names no file, or a file that is not a readable checkpoint of this
+    project (its safetensors header and stored config, read without its tensors), is refused here, in
+    one line, before anything starts (the policy node found it only after its worker process had
+    started, ~12 s in, and printed its traceback twice)."""
     for proc in procs:
         ckpt = str((proc.overrides or {}).get("checkpoint") or "")
-        if ckpt and not (Path(ckpt).is_file() or Path(ckpt).expanduser().is_file()):
-            raise FileNotFoundError(f"checkpoint:={ckpt!r} is not a file ({proc.name or proc.executable} would "
-                                    f"fail at configure); leave it out for models/<preset>.safetensors")
+        if not ckpt:
+            continue
+        path = Path(ckpt) if Path(ckpt).is_file() else Path(ckpt).expanduser()
+        who = proc.name or proc.executable
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint:={ckpt!r} is not a file ({who} would fail at configure); leave "
+                                    f"it out for models/<preset>.safetensors")
+        from vam_model.networks.checkpoint import read_metadata   # lazy: torch, only when a checkpoint is given
+
+        try:
+            read_metadata(path)
+        except (ValueError, OSError) as e:            # CheckpointError is a ValueError
+            raise ValueError(f"checkpoint:={ckpt!r} is not a readable checkpoint ({who} would fail at "
+                             f"configure): {' '.join(str(e).split())}") from None
 
 
 class ProcessGraph:
@@ -350,8 +385,10 @@ def run(args) -> int:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     # stopped from outside (a service manager's SIGTERM): stop the graph as Ctrl-C would. Here ros-graph
-    # differs from `ros2 launch`, which dies at SIGTERM and leaves every node running
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    # differs from `ros2 launch`, which dies at SIGTERM and leaves every node running. SIGINT gets the
+    # handler too: started from a script with `&`, this process begins with SIGINT ignored (a background
+    # job of a non-interactive shell), and `pkill -INT` (docs/bring_up.md) would do nothing
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupt)
     graph.start()
     print(f"[ros-graph] {args.launch}: {len(graph.processes)} processes, logs in {graph.log_dir}; Ctrl-C stops them",

@@ -34,10 +34,26 @@ def test_a_missing_checkpoint_is_one_line_before_any_process_starts(tmp_path, mo
 
 
 def test_an_existing_checkpoint_and_none_pass(tmp_path):
-    ckpt = tmp_path / "m.safetensors"
-    ckpt.write_bytes(b"x")
+    from vam_stack.paths import models_dir
+
+    ckpt = models_dir() / "yam64.safetensors"
     ProcessGraph("robot", {"sim": "mujoco", "preset": "yam64", "checkpoint": str(ckpt)})
     ProcessGraph("robot", {"sim": "mujoco", "preset": "yam64"})
+
+
+@pytest.mark.parametrize("content", [b"x", b"\xff" * 64, b"{}"])
+def test_an_unreadable_checkpoint_is_one_line_before_any_process_starts(tmp_path, monkeypatch, capsys, content):
+    # issue 70 row 10: a present but unreadable checkpoint started the graph and printed ~60 lines, the same
+    # traceback twice, when the policy node failed to load it
+    monkeypatch.setattr(subprocess, "Popen", _no_process)
+    bad = tmp_path / "model.safetensors"
+    bad.write_bytes(content)
+    assert entry(["ros-graph", "robot", "sim:=mujoco", "preset:=yam64", f"checkpoint:={bad}", "--log-dir",
+                  str(tmp_path / "logs")]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith(f"vam-stack ros-graph: error: checkpoint:='{bad}' is not a "
+                                                    f"readable checkpoint"), err
+    assert "Traceback" not in out + err and not (tmp_path / "logs").exists()
 
 
 def test_ctrl_c_is_named(monkeypatch, capsys):

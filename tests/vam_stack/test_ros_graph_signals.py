@@ -44,6 +44,13 @@ FAKE_NODE = textwrap.dedent('''
     elif plan == "deaf":
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    elif plan == "default":    # Python's own KeyboardInterrupt (what a node without a handler of its own has)
+        try:
+            open(os.path.join(out, name + ".ready"), "w").close()
+            while True:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            sys.exit(0)
     elif plan.startswith("exit"):
         sys.exit(int(plan[4:]))
     open(os.path.join(out, name + ".ready"), "w").close()
@@ -121,3 +128,34 @@ def test_ros_graph_returns_0_like_launch_after_ctrl_c_though_a_node_failed(fake_
     text = "".join(lines) + out
     assert proc.returncode == 0, text
     assert "libero_bridge: exit code 3" in text and "vam_policy_node: exit code 0" in text, text
+
+
+def test_sigint_stops_a_ros_graph_started_as_a_background_job_of_a_script(fake_nodes):
+    """Issue 70 row 6: `vam-stack ros-graph ... &` from a script, then `pkill -INT` (docs/bring_up.md): a
+    non-interactive shell starts a background job with SIGINT ignored, ros-graph relied on Python's
+    KeyboardInterrupt (never installed then) and ignored it, and so would every node it started."""
+    env = dict(os.environ, FAKE_PLAN="libero_bridge=default,vam_policy_node=default,tr_monitor_node=default",
+               PYTHONUNBUFFERED="1")
+    code = textwrap.dedent(f'''
+        import sys
+        from vam_stack import process_graph
+        process_graph.find_executable = lambda name: {str(fake_nodes / "fake_node")!r}
+        p = __import__("argparse").ArgumentParser()
+        process_graph.add_arguments(p)
+        sys.exit(process_graph.run(p.parse_args(["sim", "--quiet", "--log-dir", {str(fake_nodes / "logs")!r}])))
+    ''')
+    ignore = lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)       # noqa: E731 (as `cmd &` in a script)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            text=True, preexec_fn=ignore, start_new_session=True)
+    try:
+        wait_for([fake_nodes / f"{n}.ready" for n in ("libero_bridge", "vam_policy_node", "tr_monitor_node")])
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)                                   # pkill -INT
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, out
+    for n in ("libero_bridge", "vam_policy_node", "tr_monitor_node"):    # each node left at the SIGINT itself
+        line = next(x for x in out.splitlines() if x.startswith(f"[ros-graph] {n}: exit code"))
+        assert line.startswith(f"[ros-graph] {n}: exit code 0 (") and float(line.split("(")[1].split()[0]) < 4.0, out
