@@ -82,11 +82,7 @@ def measure(args: argparse.Namespace) -> dict:
     from vam_stack.probe import Probe
     from vam_stack.process_graph import ProcessGraph, isolate_ros
 
-    for name in ("seconds", "warmup"):
-        if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
-            raise ValueError(f"--{name} must be > 0, got {getattr(args, name)!r}")
-    if args.estops < 1:
-        raise ValueError(f"--estops must be >= 1, got {args.estops!r}")
+    _check_args(args)
     domain = isolate_ros(args.domain_id)     # never on a real robot's domain
     preset = args.preset or ("yam64" if args.graph == "mujoco" else "tiny_real")
     launch = {"preset": preset, "instruction": INSTRUCTION, "use_rviz": "false"}
@@ -119,19 +115,35 @@ def measure(args: argparse.Namespace) -> dict:
         tel = probe.telemetry[n_tel:]
         cam_b, cam_a = before["vam_policy_node: camera input"], after["vam_policy_node: camera input"]
         drv_b, drv_a = before["yam_driver: driver"], after["yam_driver: driver"]
-        published = after["camera_bridge: stacked"]["published"] - before["camera_bridge: stacked"]["published"]
-        received = cam_a["frames_received"] - cam_b["frames_received"]
-        latencies = []
+        published = _delta(after["camera_bridge: stacked"], before["camera_bridge: stacked"], "published")
+        received = _delta(cam_a, cam_b, "frames_received")
+        latencies, problems = [], []
+        missed_holds = missed_releases = 0
         for _ in range(args.estops):
             t_pub = probe.estop(True)
-            _wait(lambda: probe.log_after("yam_driver", "e-stop: holding", t_pub - 0.001) is not None, 5,
-                  "the driver's e-stop hold", graph)
-            latencies.append(probe.log_after("yam_driver", "e-stop: holding", t_pub - 0.001) - t_pub)
+            try:
+                _wait(lambda: probe.log_after("yam_driver", "e-stop: holding", t_pub - 0.001) is not None, 5,
+                      "the driver's e-stop hold", graph)
+                latencies.append(probe.log_after("yam_driver", "e-stop: holding", t_pub - 0.001) - t_pub)
+            except TimeoutError:        # a loaded machine: counted, and the next cycle tried
+                missed_holds += 1
             t_rel = probe.estop(False)
-            _wait(lambda: probe.log_after("yam_driver", "e-stop released", t_rel - 0.001) is not None, 5,
-                  "the driver's e-stop release", graph)
+            try:
+                _wait(lambda: probe.log_after("yam_driver", "e-stop released", t_rel - 0.001) is not None, 5,
+                      "the driver's e-stop release", graph)
+            except TimeoutError:
+                missed_releases += 1
             time.sleep(0.2)
         codes = graph.stop()
+    if missed_holds or missed_releases:
+        problems.append(f"{missed_holds} of {args.estops} e-stops and {missed_releases} releases not seen in the "
+                        f"driver's log within 5 s")
+    for status, values in (("vam_policy_node: camera input", cam_a), ("yam_driver: driver", drv_a),
+                           ("camera_bridge: stacked", after["camera_bridge: stacked"])):
+        if not values:
+            problems.append(f"no /diagnostics status {status!r} in the window (a node too slow to report)")
+    if not tel:
+        problems.append("no replan in the window: the policy did not infer")
     lat_ms = np.array(latencies) * 1e3
     return {
         "preset": preset, "graph": args.graph, "transport": args.transport,
@@ -148,22 +160,26 @@ def measure(args: argparse.Namespace) -> dict:
                                        "driver's bus write (I/O per tick)": (drv_a.get("io_p50_ms"),
                                                                              drv_a.get("io_p99_ms"))}),
         "bare_transfer": {"received": int(bare_sent), "kind": args.transport},
-        "camera_to_policy": {"published": int(published), "received": int(received),
+        "camera_to_policy": {"published": _int(published), "received": _int(received),
                              # the two counters come from two processes' diagnostics, read up to a period
                              # apart: a frame can count as received but not yet as published (rate >= 0)
-                             "drop_rate": max(0.0, 1.0 - received / published) if published else float("nan"),
-                             "latency_ms_p50": cam_a["frames_latency_ms_p50"],
-                             "latency_ms_p99": cam_a["frames_latency_ms_p99"],
-                             "missed": int(cam_a["frames_missed"] - cam_b["frames_missed"])},
-        "policy_to_driver": {"received": int(drv_a["targets_received"] - drv_b["targets_received"]),
-                             "rate_hz": (drv_a["targets_received"] - drv_b["targets_received"]) / window,
-                             "period_ms_p50": drv_a["targets_period_ms_p50"],
-                             "jitter_ms_p99": drv_a["targets_jitter_ms_p99"],
-                             "missed_ticks": int(drv_a["targets_missed"] - drv_b["targets_missed"]),
-                             "latency_ms_p50": drv_a["targets_latency_ms_p50"],
-                             "latency_ms_p99": drv_a["targets_latency_ms_p99"]},
-        "estop_to_driver_hold": {"n": int(lat_ms.size), "ms_p50": float(np.median(lat_ms)),
-                                 "ms_max": float(lat_ms.max())},
+                             "drop_rate": (max(0.0, 1.0 - received / published) if published and received is not None
+                                           else float("nan")),
+                             "latency_ms_p50": cam_a.get("frames_latency_ms_p50"),
+                             "latency_ms_p99": cam_a.get("frames_latency_ms_p99"),
+                             "missed": _int(_delta(cam_a, cam_b, "frames_missed"))},
+        "policy_to_driver": {"received": _int(_delta(drv_a, drv_b, "targets_received")),
+                             "rate_hz": (_delta(drv_a, drv_b, "targets_received") / window
+                                         if _delta(drv_a, drv_b, "targets_received") is not None else None),
+                             "period_ms_p50": drv_a.get("targets_period_ms_p50"),
+                             "jitter_ms_p99": drv_a.get("targets_jitter_ms_p99"),
+                             "missed_ticks": _int(_delta(drv_a, drv_b, "targets_missed")),
+                             "latency_ms_p50": drv_a.get("targets_latency_ms_p50"),
+                             "latency_ms_p99": drv_a.get("targets_latency_ms_p99")},
+        "estop_to_driver_hold": {"n": int(lat_ms.size), "missed": missed_holds,
+                                 "ms_p50": float(np.median(lat_ms)) if lat_ms.size else None,
+                                 "ms_max": float(lat_ms.max()) if lat_ms.size else None},
+        "problems": problems,                       # what the window lacked (a loaded machine); [] when complete
         "replans": {"n": len(tel), "latency_ms_p50": float(np.median([t["latency_ms"] for t in tel])) if tel else None},
         "cpu_percent": {k: (100.0 * (cpu1[k] - cpu0[k]) / window if cpu0[k] is not None and cpu1[k] is not None
                             else None) for k in cpu0},     # of one core, over the window, children included
@@ -171,6 +187,17 @@ def measure(args: argparse.Namespace) -> dict:
         # a CPU stopped for >= 40 ms by the host (a virtual machine's vCPU taken away): ticks lost to it are not the graph's
         "host_freezes": {"n": len(host.freezes), "ms": [round(f[2], 1) for f in host.freezes]},
     }
+
+
+def _delta(after: dict, before: dict, key: str) -> float | None:
+    """A cumulative diagnostics counter's growth over the window (None when a node never reported it)."""
+    if key not in after:
+        return None
+    return after[key] - before.get(key, 0.0)
+
+
+def _int(v) -> int | None:
+    return None if v is None or v != v else int(v)
 
 
 STAGES = ("capture -> host arrival", "host arrival -> stacked", "stacked -> published",
@@ -272,27 +299,52 @@ def _n(value, fmt: str = ".1f") -> str:
     return format(value, fmt)
 
 
+def _check_args(args: argparse.Namespace) -> None:
+    """A mistake in the command line (ValueError: one line from vam_cli.main), before anything starts."""
+    for name in ("seconds", "warmup"):
+        if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
+            raise ValueError(f"--{name} must be > 0, got {getattr(args, name)!r}")
+    if args.estops < 1:
+        raise ValueError(f"--estops must be >= 1, got {args.estops!r}")
+
+
 def run(args: argparse.Namespace) -> int:
-    r = measure(args)
+    _check_args(args)
+    try:
+        r = measure(args)
+    except Exception as e:         # the graph failed on this machine (too slow to start, a node died): one line
+        why = " ".join(f"{type(e).__name__}: {e}".split())
+        if args.json is not None:
+            write_json_output(args.json, {"benchmark": "ros", "complete": False, "error": why,
+                                          "log_dir": args.log_dir})
+        print(f"vam-stack bench ros: error: the graph gave no result: {why}", file=sys.stderr, flush=True)
+        return 1
     c, d, e = r["camera_to_policy"], r["policy_to_driver"], r["estop_to_driver_hold"]
     print(f"ROS graph over DDS ({len(r['exit_codes'])} node processes + this one; graph {r['graph']}, "
           f"transport {r['transport']}, preset {r['preset']}; "
           f"window {r['window_s']} s, {r['replans']['n']} replans, p50 {_n(r['replans']['latency_ms_p50'], '.0f')} ms)")
     print(f"  camera -> policy   stacked 672x168 rgb8 at 30 Hz: latency p50 {_n(c['latency_ms_p50'])} ms, "
-          f"p99 {_n(c['latency_ms_p99'])} ms; received {c['received']} of {c['published']} "
+          f"p99 {_n(c['latency_ms_p99'])} ms; received {_n(c['received'], 'd')} of {_n(c['published'], 'd')} "
           f"(drop rate {_n(100 * c['drop_rate'], '.2f')} %)")
     print(f"  policy -> driver   joint targets: {_n(d['rate_hz'], '.2f')} Hz, period p50 {_n(d['period_ms_p50'], '.2f')} "
-          f"ms, jitter p99 {_n(d['jitter_ms_p99'], '.2f')} ms, missed ticks {d['missed_ticks']}, "
+          f"ms, jitter p99 {_n(d['jitter_ms_p99'], '.2f')} ms, missed ticks {_n(d['missed_ticks'], 'd')}, "
           f"latency p50/p99 {_n(d['latency_ms_p50'])}/{_n(d['latency_ms_p99'])} ms")
-    print(f"  e-stop -> driver hold: p50 {_n(e['ms_p50'])} ms, max {_n(e['ms_max'])} ms (n={e['n']})")
+    print(f"  e-stop -> driver hold: p50 {_n(e['ms_p50'])} ms, max {_n(e['ms_max'])} ms (n={e['n']}"
+          + (f", {e['missed']} not seen within 5 s" if e.get("missed") else "") + ")")
     for line in format_stages(r["stages"], r["transport"]):
         print(line)
     cpu = ", ".join(f"{k} {v:.0f} %" for k, v in r["cpu_percent"].items() if v is not None)
     print(f"  CPU (of one core, children included): {cpu}")
-    print(f"  exit codes: {r['exit_codes']}")
+    codes = r["exit_codes"]
+    bad = {k: v for k, v in codes.items() if v != 0}
+    print(f"  exit codes: all {len(codes)} processes 0" if not bad else
+          "  exit codes: " + ", ".join(f"{k} {v}" for k, v in codes.items()))
     h = r["host_freezes"]
-    print(f"  host: a CPU stopped for >= 40 ms {h['n']} times in the window ({h['ms']} ms): the ticks and frames "
-          f"lost to that are the machine's, not the graph's")
+    shown = ", ".join(f"{x:.0f}" for x in h["ms"][:8]) + (", ..." if len(h["ms"]) > 8 else "")
+    print(f"  host: a CPU stopped for >= 40 ms {h['n']} times in the window" + (f" ({shown} ms)" if h["ms"] else "")
+          + ": the ticks and frames lost to that are the machine's, not the graph's")
+    for p in r.get("problems", []):
+        print(f"  incomplete: {p}")
     if args.json is not None:
         write_json_output(args.json, r)
-    return 0 if all(v == 0 for v in r["exit_codes"].values()) else 1
+    return 0 if all(v == 0 for v in r["exit_codes"].values()) and not r.get("problems") else 1

@@ -143,8 +143,22 @@ def main(argv: list[str] | None = None) -> int:
     if "--json" in files and str(getattr(args, "json", None)) == "-":
         from vam_stack.outputs import json_owns_stdout
         with json_owns_stdout():     # stdout: the JSON alone; progress and tables: stderr
-            return int(module.run(args) or 0)
-    return int(module.run(args) or 0)
+            return _run(module, args, bench=argv[0] == "bench")
+    return _run(module, args, bench=argv[0] == "bench")
+
+
+def _run(module, args, bench: bool) -> int:
+    """A command's `run(args)`; a benchmark's inside a `MachineWatch`, whose record (load, host freezes)
+    every JSON it writes carries and whose line closes its output."""
+    if not bench:
+        return int(module.run(args) or 0)
+    from vam_bench.machine import MachineWatch
+    from vam_stack.outputs import json_machine
+
+    with MachineWatch() as watch, json_machine(watch.snapshot):
+        code = int(module.run(args) or 0)
+        print(watch.line(), flush=True)
+    return code
 
 
 # what a user's mistake raises: a bad value (ConfigError is a ValueError) or a bad path

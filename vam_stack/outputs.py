@@ -125,10 +125,28 @@ def json_owns_stdout():
             os.close(saved_fd)
 
 
+# what `write_json_output` adds to a benchmark's JSON while `json_machine()` lends it (vam_bench.machine)
+_json_machine: Any = None
+
+
+@contextlib.contextmanager
+def json_machine(snapshot):
+    """Within the block, every dict `write_json_output` writes gets `machine: snapshot()` (the load and host
+    freezes a benchmark ran under), unless it carries one already."""
+    global _json_machine
+    _json_machine = snapshot
+    try:
+        yield
+    finally:
+        _json_machine = None
+
+
 def write_json_output(path: str | Path, obj: Any) -> None:
     """A benchmark's `--json PATH`: '-' prints the JSON to stdout (the real one while
     `json_owns_stdout()` holds it); a path gets its parent directories and an atomic write, and
-    the path is printed."""
+    the path is printed. Under `json_machine` a dict gets the machine's `machine` record."""
+    if _json_machine is not None and isinstance(obj, dict) and "machine" not in obj:
+        obj = obj | {"machine": _json_machine()}
     if str(path) == "-":
         out = _json_stdout if _json_stdout is not None else sys.stdout
         out.write(json.dumps(obj, indent=2, default=jsonable) + "\n")

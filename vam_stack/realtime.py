@@ -124,14 +124,32 @@ class HostFreezeProbe:
             self._procs.append(p)
         for p in self._procs:
             p.stdout.readline()                         # "ready"
+            p.partial = ""
+            os.set_blocking(p.stdout.fileno(), False)   # so_far() reads what is there, never waits
         return self
 
+    def so_far(self) -> list[tuple[int, float, float]]:
+        """The freezes reported until now, while the probe runs (they are in `freezes` too)."""
+        for p in self._procs:
+            try:
+                chunk = os.read(p.stdout.fileno(), 65536).decode(errors="replace")
+            except (BlockingIOError, OSError, ValueError):
+                continue
+            lines = (p.partial + chunk).split("\n")
+            p.partial = lines.pop()
+            self.freezes += [(p.cpu, float(t), float(ms)) for t, ms in (ln.split() for ln in lines if ln.strip())]
+        self.freezes.sort(key=lambda f: f[1])
+        return list(self.freezes)
+
     def __exit__(self, *exc) -> None:
+        self.so_far()
         for p in self._procs:
             p.kill()
         for p in self._procs:
-            out = p.communicate()[0]
-            self.freezes += [(p.cpu, float(t), float(ms)) for t, ms in (line.split() for line in out.splitlines())]
+            os.set_blocking(p.stdout.fileno(), True)
+            out = p.partial + p.communicate()[0]
+            self.freezes += [(p.cpu, float(t), float(ms)) for t, ms in (line.split() for line in out.splitlines())
+                             if line.strip()]
         self.freezes.sort(key=lambda f: f[1])
 
     def between(self, t0: float, t1: float) -> list[tuple[int, float, float]]:

@@ -28,3 +28,42 @@ def test_bench_rejects_bad_arguments():
     bench.add_arguments(parser)
     with pytest.raises(SystemExit, match="--ticks"):
         bench.run(parser.parse_args(["--ticks", "2"]))
+
+
+def test_every_fault_of_the_timed_run_is_counted(tmp_path, capsys, monkeypatch):
+    # issue 70 row 7: `bench driver` printed "damiao faults: []" while 14 faults were logged in its timed
+    # run (it listed the faults of the unpaced ticks only). A motor that stops answering 0.3 s into the
+    # paced run must be counted and shown.
+    import threading
+
+    from yam_driver.driver import YamDriver
+
+    real_run = YamDriver.run
+
+    def run_with_a_fault(self, *a, **kw):
+        def silence():
+            rig = rigs[-1]
+            injector, motor_id = rig.faults("left_joint3")
+            injector.silence(motor_id)
+        threading.Timer(0.3, silence).start()
+        return real_run(self, *a, **kw)
+
+    from yam_driver.emulators import EmulatedRig
+    rigs = []
+    real_init = EmulatedRig.__init__
+
+    def keep(self, *a, **kw):
+        real_init(self, *a, **kw)
+        rigs.append(self)
+
+    monkeypatch.setattr(EmulatedRig, "__init__", keep)
+    monkeypatch.setattr(YamDriver, "run", run_with_a_fault)
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    out = tmp_path / "driver.json"
+    assert bench.run(parser.parse_args(["--bus", "damiao", "--ticks", "10", "--seconds", "1.5", "--json", str(out)])) == 0
+    r = json.loads(out.read_text())["results"][0]
+    assert any(f.startswith("left_joint3: ") for f in r["faults"]), r["faults"]
+    assert r["fault_count"]["paced"] >= 1 and r["fault_count"]["total"] == len(r["faults"]), r["fault_count"]
+    text = capsys.readouterr().out
+    assert f"{r['fault_count']['total']} faults in the window (" in text and "left_joint3: " in text, text

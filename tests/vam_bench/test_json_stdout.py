@@ -101,6 +101,11 @@ def test_json_dash_prints_only_the_json_on_stdout(name, monkeypatch, capsys):
     out, err = capsys.readouterr()
     assert isinstance(json.loads(out), dict), out[:300]       # the whole of stdout is one JSON document
     assert err.strip(), "the table went nowhere"               # the table and progress: on stderr
+    # issue 70 row 15: no benchmark recorded the load it ran under, nor the host's freezes
+    machine = json.loads(out)["machine"]
+    assert machine["cpus"] >= 1 and set(machine["load_1min"]) == {"start", "end", "max"}, machine
+    assert machine["host_freezes"] is not None and machine["host_freezes"]["n"] == len(machine["host_freezes"]["ms"])
+    assert "machine: " in err and "(in the JSON as `machine`)" in err
 
 
 def test_json_dash_through_a_pipe_parses_and_a_path_prints_where_it_wrote(tmp_path):
@@ -130,3 +135,22 @@ def test_a_child_process_writing_to_stdout_goes_to_stderr_while_the_json_owns_it
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["before", "{", '"a":', "1", "}", "after"]
     assert r.stderr.split() == ["table", "child"]
+
+
+@pytest.mark.parametrize("failure", [TimeoutError("first replans not within 180 s (logs in /tmp/x)"),
+                                     KeyError("frames_latency_ms_p50"),
+                                     RuntimeError("first replans: a process exited: {'vam_policy_node': 1}")])
+def test_bench_ros_that_gets_no_result_says_so_in_one_line_and_in_its_json(failure, monkeypatch, capsys):
+    # issue 70 row 8: `bench ros --json -` on a loaded machine printed a Python traceback and nothing on stdout
+    import vam_bench.ros_graph as m
+
+    def measure(args):
+        raise failure
+    monkeypatch.setattr(m, "measure", measure)
+    assert cli.entry(["bench", "ros", "--json", "-"]) == 1
+    out, err = capsys.readouterr()
+    r = json.loads(out)
+    assert r["complete"] is False and r["error"].startswith(type(failure).__name__ + ": ") and "machine" in r
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert "Traceback" not in err and [x for x in lines if "error" in x] == [
+        f"vam-stack bench ros: error: the graph gave no result: {r['error']}"], err
