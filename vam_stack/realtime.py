@@ -148,8 +148,8 @@ class HostFreezeProbe:
         for p in self._procs:
             os.set_blocking(p.stdout.fileno(), True)
             out = p.partial + p.communicate()[0]
-            self.freezes += [(p.cpu, float(t), float(ms)) for t, ms in (line.split() for line in out.splitlines())
-                             if line.strip()]
+            self.freezes += [(p.cpu, float(t), float(ms)) for t, ms in (ln.split() for ln in out.splitlines()
+                                                                          if ln.strip())]
         self.freezes.sort(key=lambda f: f[1])
 
     def between(self, t0: float, t1: float) -> list[tuple[int, float, float]]:
