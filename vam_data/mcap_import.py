@@ -26,6 +26,7 @@ Every recording is checked completely before the first episode is written.
 """
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,7 +199,6 @@ def _newest(stamps: np.ndarray, t: float) -> int:
 
 
 def _align(path, c: DataContract, m: McapMapping, states, targets, texts, phases, frames) -> ImportedDemo:
-    period = 1.0 / c.fps
     targets.sort(key=lambda r: r[0])
     tt = np.array([r[0] for r in targets])
     streams = {m.joint_states: states, **frames}
@@ -212,16 +212,7 @@ def _align(path, c: DataContract, m: McapMapping, states, targets, texts, phases
     ticks = np.flatnonzero(tt >= start)[m.skip_start_ticks:]
     if len(ticks) < 2:
         raise RecordingFormatError(f"{path}: fewer than 2 ticks after every stream started ({start:.3f} s)")
-    gaps = np.diff(tt[ticks])
-    if gaps.max() > m.max_gap_ticks * period:
-        k = int(gaps.argmax())
-        raise ContractError(f"{path}: {m.targets} pauses {gaps[k]:.3f} s at {tt[ticks[k]] - tt[0]:.2f} s into the "
-                            f"recording (> {m.max_gap_ticks:g} periods): dropped messages")
-    if len(gaps):
-        mean = float(tt[ticks[-1]] - tt[ticks[0]]) / len(gaps)      # (the mean: a timer on a 100 Hz /clock alternates 30 / 40 ms)
-        if not mean > 0 or abs(mean - period) > m.rate_tolerance * period:
-            raise ContractError(f"{path}: {m.targets} runs at {1 / mean if mean > 0 else float('inf'):.2f} Hz "
-                                f"(mean period over the recording), the {c.preset} contract at {c.fps:g} Hz")
+    _check_timing(path, c, m, tt, ticks, stamps)
     prop, act, views, phase, frame_age = [], [], [], [], []
     ptimes, ptexts = np.array([p[0] for p in phases]), [p[1] for p in phases]
     for k in ticks:
@@ -229,21 +220,13 @@ def _align(path, c: DataContract, m: McapMapping, states, targets, texts, phases
         _, tnames, tvals = targets[k]
         act.append(_reorder(path, f"{m.targets} at {t - tt[0]:.2f} s", tnames, c.action_names, tvals))
         i = _newest(stamps[m.joint_states], t)
-        age = t - stamps[m.joint_states][i]
-        if age > m.max_age_s:
-            raise ContractError(f"{path}: {m.joint_states} is {age:.3f} s old at {t - tt[0]:.2f} s (> max_age_s "
-                                f"{m.max_age_s:g})")
         _, snames, svals = states[i]
         prop.append(_reorder(path, f"{m.joint_states} at {t - tt[0]:.2f} s", snames, c.state_names, svals))
         row = []
         for topic in m.images:
             j = _newest(stamps[topic], t)
-            age = t - stamps[topic][j]
-            if age > m.max_age_s:
-                raise ContractError(f"{path}: {topic} is {age:.3f} s old at {t - tt[0]:.2f} s (> max_age_s "
-                                    f"{m.max_age_s:g})")
             row.append(frames[topic][j][1])
-            frame_age.append(age)
+            frame_age.append(t - stamps[topic][j])
         views.append(np.concatenate(row, axis=1))
         j = _newest(ptimes, t) if len(ptimes) else -1
         label = ptexts[j] if j >= 0 else "manipulation"
@@ -269,6 +252,83 @@ def _align(path, c: DataContract, m: McapMapping, states, targets, texts, phases
                              "max": round(1e3 * float(np.max(frame_age)), 2)}}
     return ImportedDemo(instruction=instruction, stacked=np.stack(views), proprio=prop, actions=act,
                         phase_codes=np.asarray(phase, np.uint8), meta=meta)
+
+
+# the import's timing tolerances: McapMapping field -> the command line's flag (vam-stack import and record)
+TOLERANCE_FLAGS = {"max_gap_ticks": "--max-gap-ticks", "max_age_s": "--max-age-s", "rate_tolerance": "--rate-tolerance"}
+TOLERANCE_LIMITS = {"max_gap_ticks": 30.0, "max_age_s": 1.0, "rate_tolerance": 0.5}    # McapMapping's own bounds
+
+
+def _up(x: float, step: float) -> float:
+    """`x` rounded up to a multiple of `step` (a tolerance that takes the value measured, not one digit less)."""
+    return round(math.ceil(x / step - 1e-9) * step + 1e-12, 6)
+
+
+def timing_needs(c: DataContract, m: McapMapping, tt: np.ndarray, ticks: np.ndarray, stamps: dict) -> dict:
+    """What the recording's timing measures against each tolerance: {field: (measured, where, what)} for
+    max_gap_ticks (the longest pause of the targets, in periods), max_age_s (the oldest state or frame
+    at a tick) and rate_tolerance (the mean period's relative distance from the contract's)."""
+    period = 1.0 / c.fps
+    gaps = np.diff(tt[ticks])
+    k = int(gaps.argmax())
+    out = {"max_gap_ticks": (float(gaps[k]) / period, float(tt[ticks[k]] - tt[0]),
+                             f"{m.targets} pauses {gaps[k]:.3f} s")}
+    mean = float(tt[ticks[-1]] - tt[ticks[0]]) / len(gaps)   # (the mean: a timer on a 100 Hz /clock alternates 30 / 40 ms)
+    out["rate_tolerance"] = (abs(mean - period) / period if mean > 0 else float("inf"), 0.0,
+                             f"{m.targets} runs at {1 / mean if mean > 0 else float('inf'):.2f} Hz (mean period over "
+                             f"the recording), the {c.preset} contract at {c.fps:g} Hz")
+    worst = (0.0, 0.0, "")
+    for topic in (m.joint_states, *m.images):
+        s = stamps[topic]
+        idx = np.searchsorted(s, tt[ticks], side="right") - 1
+        ages = tt[ticks] - s[np.maximum(idx, 0)]
+        j = int(ages.argmax())
+        if ages[j] > worst[0]:
+            worst = (float(ages[j]), float(tt[ticks[j]] - tt[0]), f"{topic} is {ages[j]:.3f} s old")
+    out["max_age_s"] = worst
+    return out
+
+
+def accepting(needs: dict) -> dict:
+    """The tolerances that take a recording whose timing measures `needs` (timing_needs): each measured
+    value rounded up (a pause to half a period, an age to 10 ms, a rate to 1 %); None where it is beyond
+    McapMapping's bound."""
+    step = {"max_gap_ticks": 0.5, "max_age_s": 0.01, "rate_tolerance": 0.01}
+    out = {}
+    for f, (v, _, _) in needs.items():
+        want = max(_up(v * 1.0001, step[f]), step[f])
+        out[f] = want if want <= TOLERANCE_LIMITS[f] else None
+    return out
+
+
+def tolerance_flags(m: McapMapping, needs: dict) -> str | None:
+    """The command-line flags that take the recording (only those beyond `m`'s values); None when one
+    is beyond its bound."""
+    acc = accepting(needs)
+    over = {f: v for f, v in acc.items() if needs[f][0] > getattr(m, f)}
+    if any(v is None for v in over.values()):
+        return None
+    return " ".join(f"{TOLERANCE_FLAGS[f]} {v:g}" for f, v in over.items())
+
+
+def _check_timing(path: Path, c: DataContract, m: McapMapping, tt: np.ndarray, ticks: np.ndarray,
+                  stamps: dict) -> None:
+    """Refuse (ContractError) a recording whose timing is beyond `m`'s tolerances: a pause of the targets,
+    a stale state or frame, a slow rate; the message names the first and the flags that would take it."""
+    needs = timing_needs(c, m, tt, ticks, stamps)
+    over = [f for f in ("max_gap_ticks", "rate_tolerance", "max_age_s") if needs[f][0] > getattr(m, f)]
+    if not over:
+        return
+    f = over[0]
+    v, at, what = needs[f]
+    limit = {"max_gap_ticks": f"> {m.max_gap_ticks:g} periods", "max_age_s": f"> max_age_s {m.max_age_s:g}",
+             "rate_tolerance": f"off by {100 * v:.0f} % > rate_tolerance {m.rate_tolerance:g}"}[f]
+    where = f" at {at:.2f} s into the recording" if f != "rate_tolerance" else ""
+    why = {"max_gap_ticks": ": dropped messages or a stalled host", "max_age_s": "", "rate_tolerance": ""}[f]
+    flags = tolerance_flags(m, needs)
+    take = (f"; the import takes it with {flags}" if flags else
+            f"; beyond what {TOLERANCE_FLAGS[f]} allows ({TOLERANCE_LIMITS[f]:g})")
+    raise ContractError(f"{path}: {what}{where} ({limit}){why}{take}")
 
 
 def import_mcap(source: str | Path, contract: DataContract, out: str | Path, mapping: McapMapping | None = None,
