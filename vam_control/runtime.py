@@ -13,7 +13,11 @@ the runtime freezes the joint targets at the last one sent (the executor alone w
 its last commanded target, which the safety filter may still be rate-limiting toward).
 
 E-stop: `estop(True)` latches the hold at once and stops the policy; `estop(False)` releases
-the latch, and motion waits for the next episode start.
+the latch, and motion waits for the next episode start asked for after the release. Each latch and
+each release opens a new e-stop epoch; a start carries the epoch it was asked in, and one from an
+earlier epoch (queued behind a stop that waited for an inference in flight, an instruction that
+arrived while latched, an armed instruction waiting for a joint state) is refused, never started
+by a release (issue 71 row 2: such a start moved joint 1 by 2.0 rad after a release).
 
 Staleness: every target goes to the safety filter with the time its tick computed it, so a
 target that reaches the filter late (a stalled tick thread) or dated ahead of its clock is
@@ -86,7 +90,9 @@ class PolicyRuntime:
         self._last_sent: np.ndarray | None = None
         self._overrun_reported = False
         self._estop = threading.Event()
+        self._epoch = 0                  # e-stop epoch: +1 at every latch and every release (module docstring)
         self.pending: str | None = None  # instruction waiting for its inputs
+        self._pending_epoch = 0          # the epoch `pending` was asked in
         self.instruction: str | None = None
         self.executor = ChunkExecutor(policy, executor_cfg, obs_fn=self.observation, sink=self._send,
                                       on_result=self._result, clock=clock)
@@ -138,15 +144,18 @@ class PolicyRuntime:
             return
         if on:
             self._estop.set()
+            self._epoch += 1             # every start asked before now is void
+            self.pending = None
             if self.safety is not None:
                 self.safety.estop("operator e-stop")
             self.log.warning("e-stop: holding, policy stopped")
             self.request_stop("e-stop")
         elif self._estop.is_set():
+            self._epoch += 1             # so is every start asked while it was latched
             self._estop.clear()
             if self.safety is not None:
                 self.safety.clear_estop()
-            self.log.warning("e-stop released; motion resumes with the next episode")
+            self.log.warning("e-stop released; nothing moves until an instruction or a start arrives")
 
     # ---- episodes (control thread) ----
     def request_start(self, instruction: str | None = None, wait: bool = False,
@@ -163,7 +172,7 @@ class PolicyRuntime:
     def _request(self, kind: str, arg: Any, wait: bool, on_done: Callable[[bool, str], None] | None = None
                  ) -> tuple[bool, str] | None:
         done = {"event": threading.Event(), "callback": on_done} if wait or on_done is not None else None
-        self._commands.put((kind, arg, done))
+        self._commands.put((kind, arg, done, self._epoch))
         if not wait:
             return None
         if not done["event"].wait(self.cfg.command_timeout_s):
@@ -173,15 +182,15 @@ class PolicyRuntime:
     def _control_loop(self) -> None:
         while True:
             try:
-                kind, arg, done = self._commands.get(timeout=0.5)
+                kind, arg, done, epoch = self._commands.get(timeout=0.5)
             except queue.Empty:
                 if self.pending and not self.executor.running and not self._estop.is_set():
-                    self._start(self.pending, quiet=True)
+                    self._start(self.pending, self._pending_epoch, quiet=True)
                 continue
             if kind == "exit":
                 return
             if kind == "start":  # arg None: the last instruction again (the start_episode service)
-                ok, message = self._start(self.instruction if arg is None else arg)
+                ok, message = self._start(self.instruction if arg is None else arg, epoch)
             else:
                 ok, message = self._stop(arg)
             if done is not None:
@@ -200,11 +209,21 @@ class PolicyRuntime:
             self.log.info(f"policy stopped ({why}); the arm holds")
         return True, f"stopped ({why})"
 
-    def _start(self, instruction: str | None, quiet: bool = False) -> tuple[bool, str]:
-        """Start an episode; `quiet`: a retry of an armed instruction (logs at debug level)."""
+    def _void(self, epoch: int) -> str | None:
+        """Why a start asked in `epoch` may not begin now (None: it may)."""
         if self._estop.is_set():
+            return "e-stop latched: release it first"
+        if epoch != self._epoch:
+            return ("asked before the e-stop was released: not started (nothing moves after a release until an "
+                    "instruction or a start arrives after it; send it again)")
+        return None
+
+    def _start(self, instruction: str | None, epoch: int, quiet: bool = False) -> tuple[bool, str]:
+        """Start an episode asked for in e-stop `epoch`; `quiet`: a retry of an armed instruction (logs at
+        debug level)."""
+        if (why := self._void(epoch)) is not None:
             self.pending = None
-            return self._refuse("e-stop latched: release it first")
+            return self._refuse(why)
         if instruction is None:
             return self._refuse("no instruction to start an episode with (none was given yet)")
         try:
@@ -216,7 +235,8 @@ class PolicyRuntime:
             self.pending = None
             return self._refuse("episode not started: the previous episode's inference is still running (the arm "
                                 "holds); send the instruction again once it has finished")
-        self.pending = self.instruction = instruction
+        self.pending, self._pending_epoch = instruction, epoch
+        self.instruction = instruction
         with self._lock:
             state, fresh = self._state, self.clock() - self._state_t <= self.cfg.max_state_age_s
         if self.absolute and (state is None or not fresh):
@@ -226,7 +246,7 @@ class PolicyRuntime:
             if self.safety is not None:
                 self.safety.reset(state)
             self.executor.reset(instruction=instruction, initial_target=state if self.absolute else None)
-            if self._estop.is_set():    # latched while the instruction was embedding: do not start
+            if self._void(epoch) is not None:    # latched (and maybe released) while the instruction was embedding
                 self.pending = None
                 return self._refuse("e-stop latched while the episode was starting: not started")
             self.executor.start()
@@ -316,7 +336,7 @@ class PolicyRuntime:
         self._estop.set()                  # a start the control thread is in the middle of does not begin
         self.pending = None
         self.executor.request_stop()
-        self._commands.put(("exit", None, None))
+        self._commands.put(("exit", None, None, self._epoch))
 
     def close(self, timeout_s: float | None = None) -> None:
         """Stop the executor (the driver then holds) and the control thread, waiting up to

@@ -3,7 +3,8 @@ parameters (`params`) and wiring; the work is plain Python (`vam_control.build.b
 
 In: the stacked frame (raw or JPEG; the newest is the observation), /joint_states (by name),
 /vam/instruction (a burst coalesced: `instructions`), /vam/estop (true latches a hold and stops the
-policy, false releases it: motion waits for the next episode), ~/start_episode and ~/reset
+policy, false releases it: nothing moves until an instruction or a start arrives after the release;
+one waiting or queued before it is forgotten), ~/start_episode and ~/reset
 (`services`). Out: /vam/joint_targets at the control rate, /vam/telemetry, /vam/attention,
 /diagnostics. Callbacks only store inputs and queue commands. No message or service call ends the
 node (refusals: `vam_stack.refusals`, `ros.guarded`, `ros.SafeLifecycle`); a process that ends anyway
@@ -127,8 +128,10 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
 
     def _on_estop(self, msg) -> None:
         self._estop_latched = bool(msg.data)
+        if (mailbox := self.mailbox) is not None:
+            mailbox.clear()               # an instruction waiting its turn is forgotten at a latch and a release
         if self.runtime is not None:
-            self.runtime.estop(bool(msg.data))
+            self.runtime.estop(bool(msg.data))   # and so is every start queued before either (runtime docstring)
 
     def _on_image(self, msg) -> None:
         """Store the newest frame: its pixels read in place (a compressed one decoded), copied once."""
