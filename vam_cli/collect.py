@@ -3,12 +3,12 @@ and vam_sim/collect_yam.py (the simulated bimanual YAM)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from vam_stack.names import NOISE_WHERE_FLAGS
 from vam_stack.progress import progress_bar
 
+from vam_data.dataset import claim_dataset_dir
 from vam_sim.collect import CollectConfig, collect
 
 ROBOTS = ("libero-mock", "yam-mujoco")
@@ -55,7 +55,21 @@ def _view_size(text: str) -> tuple[int, int]:
     return w, h
 
 
+def _summary(info: dict, out: str) -> str:
+    """What a collection wrote, in words (it printed its info dict)."""
+    h, w, _ = info.get("frame_shape", (0, 0, 0))
+    line = (f"wrote {out}: {info['total_episodes']} episodes, {info['total_frames']} steps "
+            f"({w}x{h} stacked frames) in {info['collect_s'] / 60:.1f} min")
+    per = info.get("expert_success")
+    if per:
+        line += "; the expert solved " + ", ".join(f"{t} {c['successes']}/{c['episodes']}" for t, c in per.items())
+    else:
+        line += f"; the expert solved {100 * info['expert_success_rate']:.0f} % of its attempts"
+    return line
+
+
 def run(args: argparse.Namespace) -> int:
+    claim_dataset_dir(args.out, args.overwrite)     # an existing --out refused before anything is drawn
     if args.robot == "yam-mujoco":
         from vam_sim.collect_yam import YamCollectConfig, collect_yam   # loads MuJoCo: only for its robot
 
@@ -70,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         info = collect_yam(cfg, args.out, progress=lambda t, k: (bar.set_postfix_str(t, refresh=False), bar.update(1)),
                            overwrite=args.overwrite)
         bar.close()
-        print(json.dumps({k: info[k] for k in ("total_episodes", "total_frames", "expert_success", "collect_s")}))
+        print(_summary(info, args.out))
         return 0
     cfg = CollectConfig(suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
                         episodes_per_task=args.episodes_per_task, seed=args.seed, noise=args.noise,
@@ -80,5 +94,5 @@ def run(args: argparse.Namespace) -> int:
     info = collect(cfg, args.out, progress=lambda s, t, k: (bar.set_postfix_str(f"{s} task {t}", refresh=False), bar.update(1)),
                    overwrite=args.overwrite)
     bar.close()
-    print(json.dumps({k: info[k] for k in ("total_episodes", "total_frames", "expert_success_rate", "collect_s")}))
+    print(_summary(info, args.out))
     return 0

@@ -60,6 +60,34 @@ def _to_rgb(fig: Figure) -> np.ndarray:
     return np.asarray(canvas.buffer_rgba())[:, :, :3].copy()  # [H, W, 3] uint8
 
 
+TITLE_FONT = 13
+
+
+def _fit_title(fig: Any, title: str, margin: float = 0.03) -> list[str]:
+    """`title` as the lines that fit the figure's width at the title's font (the README's trace cut
+    "... with the left arm and han" mid-word): one line when it fits, else split at words into two
+    (more only for a title longer than two widths), measured with the figure's own renderer."""
+    import textwrap
+
+    canvas = fig.canvas if hasattr(fig.canvas, "get_renderer") else FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()
+    width = fig.bbox.width * (1 - 2 * margin)
+
+    def fits(text: str) -> bool:
+        probe = fig.text(0, 0, text, fontsize=TITLE_FONT, fontweight="bold")
+        w = probe.get_window_extent(renderer=renderer).width
+        probe.remove()
+        return w <= width
+
+    if fits(title):
+        return [title]
+    for chars in range(len(title) - 1, 10, -1):
+        lines = textwrap.wrap(title, chars, break_long_words=False) or [title]
+        if all(fits(x) for x in lines):
+            return lines
+    return textwrap.wrap(title, 40) or [title]
+
+
 def _shade(ax: Any, spans: list[tuple[int, int, str]], alpha: float) -> None:
     for start, end, phase in spans:
         ax.axvspan(start, end, color=PHASE_COLORS[phase], alpha=alpha, lw=0, zorder=0)
@@ -80,7 +108,7 @@ def render_trace(trace: TRTrace, cfg: PlotConfig | None = None, title: str = "TR
     fig.subplots_adjust(left=0.08, right=0.91, top=0.84, bottom=0.09, hspace=0.16)
     a = trace.arrays()
     if not trace.replans:
-        fig.suptitle(title, fontsize=13, fontweight="bold")
+        fig.suptitle("\n".join(_fit_title(fig, title)), fontsize=TITLE_FONT, fontweight="bold")
         ax_tr.text(0.5, 0.5, "waiting for TR telemetry", ha="center", va="center",
                    transform=ax_tr.transAxes, fontsize=14, color="0.4")
         ax_s.set_xlabel("env step")
@@ -134,8 +162,11 @@ def render_trace(trace: TRTrace, cfg: PlotConfig | None = None, title: str = "TR
                 frameon=False, ncol=3, borderaxespad=0.2)
 
     sm = trace.summary()
-    fig.suptitle(title, fontsize=13, fontweight="bold", y=0.975)
-    fig.text(0.5, 0.915,
+    lines = _fit_title(fig, title)
+    if len(lines) > 1:                      # a second title line: the plots start lower
+        fig.subplots_adjust(top=0.80)
+    fig.suptitle("\n".join(lines), fontsize=TITLE_FONT, fontweight="bold", y=0.975, va="top")
+    fig.text(0.5, 0.915 - 0.045 * (len(lines) - 1),
              f"{sm['replans']} replans | TR$_0$ = {sm['tr0']:.3g} | TR mean {sm['tr_mean']:.3g} "
              f"(max {sm['tr_max']:.3g}) | guided {sm['guided_replans']}/{sm['replans']} | "
              f"planning {100 * sm['planning_fraction']:.0f} % | "

@@ -12,7 +12,6 @@ trains it.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -29,7 +28,7 @@ from vam_stack.config import ConfigError
 from vam_data.dataset import Dataset
 from .stopping import StopRequest, die_with_parent
 from .train_config import TrainConfig
-from .trainer import Trainer, resolve_device
+from .trainer import Trainer, describe_result, resolve_device
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -92,7 +91,7 @@ def run_rank(cfg: TrainConfig, out: str | Path, resume: bool = False, ship: str 
             return None
         if result.get("interrupted"):
             return result
-        print(json.dumps(result | {"ranks": world, "backend": backend}), flush=True)
+        print(describe_result(result | {"ranks": world, "backend": backend}), flush=True)
         if ship:
             path = trainer.export(Path(ship))
             print(f"shipped {path} ({path.stat().st_size / 1e6:.1f} MB)")

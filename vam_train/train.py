@@ -66,7 +66,7 @@ from .distributed import fit_data_parallel, run_rank, torchrun_env
 from .lora import apply_lora, merge_lora
 from .recovery import Rollouts
 from .stopping import StopRequest
-from .trainer import Trainer, resolve_device
+from .trainer import Trainer, describe_result, resolve_device
 from .train_config import TrainConfig, load_train_config, parse_sets
 
 
@@ -190,7 +190,7 @@ def train(cfg: TrainConfig, out: str | Path, resume: bool = False, overwrite: bo
             _forget_fresh_dir(out, created)
         print("\n" + interrupted_message(result, out), file=sys.stderr, flush=True)
         return 128 + stop.signum
-    print(json.dumps(result), flush=True)
+    print(describe_result(result), flush=True)
     if ship:
         path = trainer.export(Path(ship))
         print(f"shipped {path} ({path.stat().st_size / 1e6:.1f} MB)")

@@ -64,6 +64,16 @@ def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
 
 
 
+def describe_result(result: dict) -> str:
+    """A finished run's result in words (it was printed as a JSON dict with 17-digit floats)."""
+    losses = ", ".join(f"{k} {v:.4f}" for k, v in result.items()
+                       if k not in ("step", "elapsed_min", "ranks", "backend", "interrupted", "kept")
+                       and isinstance(v, float))
+    ranks = f" on {result['ranks']} ranks ({result['backend']})" if result.get("ranks") else ""
+    return (f"trained to step {result['step']} in {result['elapsed_min']:.1f} min{ranks}"
+            + (f"; last step's losses: {losses}" if losses else ""))
+
+
 class Trainer(RecoveryRounds, DataParallel):
     def __init__(self, cfg: TrainConfig, out: str | Path, data: Dataset | None = None, model_cfg=None,
                  rank: int = 0, device: torch.device | None = None, rollouts: Rollouts | None = None):

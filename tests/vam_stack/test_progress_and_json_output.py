@@ -53,3 +53,31 @@ def test_a_report_file_of_an_earlier_run_is_refused_before_the_run_starts(tmp_pa
     assert cli.main(argv + [flag, str(tmp_path / "new.json")]) == 0 and len(ran) == 2
     if flag == "--json":
         assert cli.main(argv + ["--json", "-"]) == 0 and len(ran) == 3
+
+
+@pytest.mark.parametrize("robot", ["libero-mock", "yam-mujoco"])
+def test_collect_refuses_an_existing_out_before_it_draws_its_progress(tmp_path, capsys, robot):
+    # issue 70 row 15: `collect` drew "collect: 0%|" and only then refused an existing --out
+    from vam_cli.main import entry
+
+    out = tmp_path / "d"
+    (out / "meta").mkdir(parents=True)
+    (out / "meta" / "info.json").write_text("{}")
+    assert entry(["collect", "--robot", robot, "--episodes-per-task", "1", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.out                       # no bar, no line
+    assert captured.err.count("\n") == 1 and "already holds a dataset; pass --overwrite" in captured.err
+
+
+def test_outputs_are_sentences_not_dicts():
+    # issue 70 row 15: collect and train ended with a raw JSON dict of 17-digit floats
+    from vam_cli.collect import _summary
+    from vam_train.trainer import describe_result
+
+    line = _summary({"total_episodes": 3, "total_frames": 412, "frame_shape": [48, 192, 3], "collect_s": 95.04,
+                     "expert_success": {"handover": {"successes": 3, "episodes": 4}}, "expert_success_rate": 0.75},
+                    "runs/d")
+    assert line == ("wrote runs/d: 3 episodes, 412 steps (192x48 stacked frames) in 1.6 min; the expert solved "
+                    "handover 3/4")
+    assert describe_result({"step": 200, "elapsed_min": 3.456, "action": 0.123456789012, "total": 1.23456789}) == (
+        "trained to step 200 in 3.5 min; last step's losses: action 0.1235, total 1.2346")

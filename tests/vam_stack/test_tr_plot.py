@@ -106,3 +106,23 @@ def test_overlay_rejects_bad_frames_and_config_is_validated():
         PlotConfig(overlay_colormap="jetz")
     with pytest.raises(ConfigError, match="width_px"):
         PlotConfig(width_px=10)
+
+
+def test_a_title_wider_than_the_figure_wraps_at_words_and_keeps_every_word():
+    # issue 70 row 15: the README's trace (docs/yam64_handover_tr_trace.png) read "... with the left arm and han"
+    from matplotlib.figure import Figure
+
+    from vam_stack.tr_plot import _fit_title
+
+    cfg = PlotConfig()
+    fig = Figure(figsize=(cfg.width_px / cfg.dpi, cfg.height_px / cfg.dpi), dpi=cfg.dpi)
+    title = ("yam_handover_e000_s0 (success): pick up the blue block with the left arm and hand it to the "
+             "right arm")
+    lines = _fit_title(fig, title)
+    assert len(lines) == 2 and " ".join(lines) == title, lines
+    assert _fit_title(fig, "goal / task 0") == ["goal / task 0"]
+    img = render_trace(_episode(), cfg, title=title)
+    assert img.shape == (620, 1000, 3)
+    ink = (img[:60] < 100).all(axis=2)                                 # the title's dark ink, top 60 rows
+    cols = np.flatnonzero(ink.any(axis=0))
+    assert cols.min() > 10 and cols.max() < 990, (cols.min(), cols.max())   # inside the figure, not cut at an edge

@@ -78,8 +78,7 @@ def test_torchrun_starts_two_gloo_ranks_that_train_resume_and_export(data, micro
 
     r = torchrun(2)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    result = json.loads(next(line for line in r.stdout.splitlines() if line.startswith("{")))
-    assert result["ranks"] == 2 and result["backend"] == "gloo"
+    assert "trained to step 2 in " in r.stdout and " on 2 ranks (gloo); last step's losses: " in r.stdout, r.stdout
     assert json.loads((out / "config.json").read_text())["ranks"] == 2
     r = torchrun(4, "--resume")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

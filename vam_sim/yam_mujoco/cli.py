@@ -86,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
               f"p95 {stats['latency_ms_p95']:.0f} ms")
     for e in episodes:
         extra = f"  -> {out / e['tr_trace']}" if e.get("tr_trace") else ""
-        print(f"  {e['name']}: safety clips {e['safety']}, per tick {e['timing_ms']} ms{extra}")
+        clips = ", ".join(f"{k} {v}" for k, v in e["safety"].items()) or "none"
+        tick = ", ".join(f"{k} {v:.1f}" for k, v in e["timing_ms"].items())
+        print(f"  {e['name']}: safety clips: {clips}; per tick (ms): {tick}{extra}")
         if e.get("realtime"):
             rt = e["realtime"]
             print(f"    realtime: {rt['ticks']} ticks at {rt['achieved_hz']} Hz, missed {rt['missed_ticks']}, held "

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -335,7 +334,7 @@ class YamSimRunner(EpisodeRunner):
                     "timing_ms": {k: round(1e3 * float(np.mean(v)), 3) for k, v in times.items() if v}})
         if realtime is not None:
             out["realtime"] = ep.realtime_record(realtime)
-        ep.add_plot(out, f"{name} ({'success' if out['success'] else out['termination']}): {textwrap.shorten(task.instruction, 60, placeholder=' ...')}",
+        ep.add_plot(out, f"{name} ({'success' if out['success'] else out['termination']}): {task.instruction}",
                     step)
         result.update(out)
         self.finish_recording(result, step * dt)
