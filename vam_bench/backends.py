@@ -22,6 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from vam_bench import backend_list
 from vam_model.backends import BACKENDS, PARITY_BOUNDS, BackendConfig, BackendUnavailable, make_backend, parity, within_bounds
+from vam_stack.outputs import in_words
 
 CALLS = ("velocity", "features")
 
@@ -148,7 +149,7 @@ def print_report(res: dict) -> None:
               f"parity cos {pv['cosine']:.6f}/{pf['cosine']:.6f} max|err| {pv['max_abs']:.2e}/{pf['max_abs']:.2e} "
               f"{'ok' if pv['ok'] and pf['ok'] else 'FAIL'}")
     if "velocity_speedup_over_torch" in res:
-        print(f"  velocity speed-up over torch eager: {res['velocity_speedup_over_torch']}")
+        print(f"  velocity speed-up over torch eager: {in_words(res['velocity_speedup_over_torch'])}")
 
 
 def run(args: argparse.Namespace) -> int:

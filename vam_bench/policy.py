@@ -37,6 +37,7 @@ from vam_model.guidance import GuidanceConfig
 from vam_model.networks.action_head import ActionHead
 from vam_model.networks.config import load_config
 from vam_model.policy import AUTOCAST, PolicyConfig, VamPolicy
+from vam_stack.outputs import in_words
 
 MODES = {  # name -> (guidance schedule, TR_0 forcing s): TR_0 far above TR gives s = 0, far below s = s_max
     "unguided": ("none", None),
@@ -338,10 +339,10 @@ def _print_replan(preset: str, res: dict, backends: tuple) -> None:
               f"{mark(b['gated_over_unguided'] <= 1.1)})  "
               f"guided/unguided {b['guided_over_unguided']}  flat/unguided {b['flat_over_unguided']}")
     for backend in backends[1:]:
-        print(f"[{preset}] {backend}/{backends[0]} per mode: {res[f'{backend}_over_{backends[0]}']}")
+        print(f"[{preset}] {backend}/{backends[0]} per mode: {in_words(res[f'{backend}_over_{backends[0]}'])}")
     if "batched_over_unbatched" in res:
-        print(f"[{preset}] batched/unbatched branches: {res['batched_over_unbatched']}")
-    print(f"[{preset}] stages (ms, unguided): {res['stages_ms']['unguided']}")
+        print(f"[{preset}] batched/unbatched branches: {in_words(res['batched_over_unbatched'])}")
+    print(f"[{preset}] stages (ms, unguided): {in_words(res['stages_ms']['unguided'])}")
     a = res["achieved"]
     extra = f"  {a['fraction_of_bf16_peak']} of the bf16 peak" if a.get("fraction_of_bf16_peak") is not None else ""
     print(f"[{preset}] unguided: {a['unguided_flop'] / 1e12:.3f} TFLOP at {a['unguided_tflop_s']} TFLOP/s{extra}")

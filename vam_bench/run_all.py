@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vam_stack.outputs import write_json_output
+from vam_stack.outputs import write_json_output, in_words
 
 MODES = {  # name -> (guidance schedule, TR_0 forcing s): TR_0 far above TR gives s = 0, far below s = s_max
     "unguided": ("none", None),
@@ -203,13 +203,13 @@ def run(args: argparse.Namespace) -> int:
         _print_section(name, result[name])
     if "stages" in result.get("replan", {}) and "flops" in result.get("model_info", {}):
         result["achieved"] = achieved_flops(result["model_info"], result["replan"])
-        print(f"[bench all] achieved {result['achieved']}")
+        print(f"[bench all] achieved {in_words(result['achieved'])}")
     result["peak_memory"] = _peak_memory()
     result["meta"]["wall_s"] = round(time.perf_counter() - t_all, 2)
     write_json_output(args.json, result)
     failed = [n for n, v in result.items() if isinstance(v, dict) and "error" in v]
     print(f"[bench all] {result['meta']['wall_s']:.1f} s, peak RSS {result['peak_memory']['max_rss_mb']} MB; "
-          f"JSON {args.json}" + (f"; FAILED sections: {failed}" if failed else ""))
+          f"JSON {args.json}" + (f"; FAILED sections: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 
 
@@ -230,4 +230,4 @@ def _print_section(name: str, r: dict) -> None:
 
         print_report(r)
     elif name == "model_info":
-        print(f"  FLOP model: {r['flops']}")
+        print(f"  FLOP model: {in_words(r['flops'])}")

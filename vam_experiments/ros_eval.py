@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 
 from vam_stack.names import GUIDANCE_SCHEDULES, YAM_TASKS
-from vam_stack.outputs import claim_out_dir, write_json_atomic
+from vam_stack.outputs import claim_out_dir, write_json_atomic, in_words
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         lo, hi = wilson_interval(k, n)
         outcome = f"solved after {r['solved_after_s']:.1f} s" if r["success"] else "not solved"
         print(f"episode {i} (seed {r['episode_seed']}): {outcome}; {r['replans']} replans, first "
-              f"{r['first_replan_ms']:.0f} ms, p50 {r['replan_ms_p50']:.0f} ms; exit codes {r['exit_codes']}  "
+              f"{r['first_replan_ms']:.0f} ms, p50 {r['replan_ms_p50']:.0f} ms; exit codes {in_words(r['exit_codes'])}  "
               f"[{k}/{n} = {100 * k / n:.0f} % [{100 * lo:.0f}-{100 * hi:.0f}]]", flush=True)
         write_json_atomic(out / "results.json", {"task": args.task, "seed": args.seed, "guidance": args.guidance,
                                                  "warm_up": not args.no_warm_up,

@@ -26,6 +26,23 @@ def jsonable(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
+def in_words(obj: Any, digits: int = 3) -> str:
+    """A dict (nested ones too) or list as a line a person reads: `key value, key value`, numbers to
+    `digits` significant digits (printed results were raw dicts of 17-digit floats)."""
+    if isinstance(obj, dict):
+        return ", ".join(f"{k} {in_words(v, digits)}" if not isinstance(v, dict) else f"{k} ({in_words(v, digits)})"
+                         for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return "[" + ", ".join(in_words(v, digits) for v in obj) + "]"
+    if isinstance(obj, (bool, np.bool_)) or obj is None:
+        return str(obj)
+    if isinstance(obj, (int, np.integer)):
+        return str(int(obj))
+    if isinstance(obj, (float, np.floating)):
+        return f"{float(obj):.{digits}g}"
+    return str(obj)
+
+
 def claim_out_dir(out: str | Path, overwrite: bool, flag: str = "--out") -> Path:
     """Refuse (FileExistsError, naming what is there) to write into a non-empty `out` unless
     `overwrite`: a run never replaces an earlier run's files by accident. Creates nothing, so

@@ -81,3 +81,10 @@ def test_outputs_are_sentences_not_dicts():
                     "handover 3/4")
     assert describe_result({"step": 200, "elapsed_min": 3.456, "action": 0.123456789012, "total": 1.23456789}) == (
         "trained to step 200 in 3.5 min; last step's losses: action 0.1235, total 1.2346")
+
+
+def test_in_words_prints_a_dict_as_a_line_with_short_numbers():
+    from vam_stack.outputs import in_words
+
+    assert in_words({"unguided": 1.23456789, "gated": {"cond": 12.0, "ok": True}, "n": 3, "names": ["a", "b"]}) == (
+        "unguided 1.23, gated (cond 12, ok True), n 3, names [a, b]")
