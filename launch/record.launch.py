@@ -16,8 +16,8 @@ launch, calls the services and checks every episode).
 """
 from launch import LaunchDescription
 
-from vam_stack.launch_args import declare, node_actions
+from vam_stack.launch_args import check_action, declare, node_actions
 
 
 def generate_launch_description():
-    return LaunchDescription([*declare("record"), *node_actions("record")])
+    return LaunchDescription([*declare("record"), *check_action("record"), *node_actions("record")])

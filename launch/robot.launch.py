@@ -18,9 +18,9 @@ config/yam_driver_<bus>.yaml), and the policy node checks its limits against the
 """
 from launch import LaunchDescription
 
-from vam_stack.launch_args import declare, gui_actions, node_actions
+from vam_stack.launch_args import check_action, declare, gui_actions, node_actions
 
 
 def generate_launch_description():
     # rviz2 / rqt only with use_rviz:=true / use_rqt:=true and where installed (gui_actions says so otherwise)
-    return LaunchDescription([*declare("robot"), *node_actions("robot"), *gui_actions("robot")])
+    return LaunchDescription([*declare("robot"), *check_action("robot"), *node_actions("robot"), *gui_actions("robot")])

@@ -7,9 +7,9 @@ the `libero64` preset (the shipped simulation policy). Arguments, processes and 
 """
 from launch import LaunchDescription
 
-from vam_stack.launch_args import declare, gui_actions, node_actions
+from vam_stack.launch_args import check_action, declare, gui_actions, node_actions
 
 
 def generate_launch_description():
     # rviz2 / rqt only with use_rviz:=true / use_rqt:=true and where installed (gui_actions says so otherwise)
-    return LaunchDescription([*declare("sim"), *node_actions("sim"), *gui_actions("sim")])
+    return LaunchDescription([*declare("sim"), *check_action("sim"), *node_actions("sim"), *gui_actions("sim")])

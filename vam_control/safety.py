@@ -77,7 +77,9 @@ class SafetyConfig:
 
     def __post_init__(self) -> None:
         robot = load_robot()
-        check(isinstance(self.arms, int) and self.arms >= 1, f"arms must be an integer >= 1, got {self.arms!r}")
+        check(isinstance(self.arms, int) and not isinstance(self.arms, bool) and 1 <= self.arms <= len(robot.arms),
+              f"safety arms is {self.arms!r}: it must be an integer from 1 to the robot description's "
+              f"{len(robot.arms)} arms {list(robot.arms)} (config/yam_robot.yaml)")
         if self.rate_hz is not None:
             check(math.isfinite(self.rate_hz) and self.rate_hz > 0, f"rate_hz must be > 0, got {self.rate_hz!r}")
         object.__setattr__(self, "rate_hz", robot_rate("safety ", self.rate_hz, robot))

@@ -308,6 +308,9 @@ class Dataset:
                 check_instruction(m.get("instruction"))
             except ValueError as e:
                 raise DatasetError(f"{self.root}: episode {m.get('index')} ({m['file']}): {e}") from None
+            if m.get("length") == 0:
+                raise DatasetError(f"{path}: episode {m.get('index')} has no frames (length 0): a zero-length "
+                                   f"episode cannot be trained on; remove its line from meta/episodes.jsonl")
             try:
                 with np.load(path) as z:
                     ep = Episode(m, z["proprio"], z["actions"], z["phase"], z["frame_offsets"], z["frames_png"])

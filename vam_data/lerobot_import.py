@@ -185,6 +185,9 @@ def _plan_episode(root, contract, m, k, row, columns, task_text, views, video_pa
     sel = np.flatnonzero(ep_col == e)
     sel = sel[np.argsort(frame_col[sel], kind="stable")]
     n = int(row.get("length", len(sel)))
+    if n == 0 or len(sel) == 0:
+        raise LeRobotFormatError(f"{ew}: zero-length episode (length {n}, {len(sel)} data rows): nothing to "
+                                 f"import; drop it from meta/episodes or pass --skip-bad")
     if len(sel) != n or not np.array_equal(frame_col[sel], np.arange(n)):
         raise LeRobotFormatError(f"{ew}: {len(sel)} data rows with frame_index {frame_col[sel][:3].tolist()}..., "
                                  f"the episode row says length {n} (frame_index 0..{n - 1})")

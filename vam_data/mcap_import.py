@@ -104,10 +104,16 @@ def _stamp(msg, t_ns: int) -> float:
     return v if v > 0 else t_ns * 1e-9
 
 
-def _image(msg, msgtype: str) -> np.ndarray:
-    img = compressed_image_to_numpy(msg) if msgtype.endswith("CompressedImage") else image_to_numpy(msg)
-    if img.ndim != 3:
-        raise RecordingFormatError(f"image of shape {img.shape} is not colour")
+def _image(msg, msgtype: str, where: str) -> np.ndarray:
+    """A colour frame of an Image or CompressedImage; `where` ("<recording>: <topic>") names it in a refusal."""
+    try:
+        img = compressed_image_to_numpy(msg) if msgtype.endswith("CompressedImage") else image_to_numpy(msg)
+    except MessageError as e:
+        raise RecordingFormatError(f"{where}: {e}") from None
+    if img.ndim != 3 or img.shape[2] != 3:
+        enc = getattr(msg, "encoding", None) or getattr(msg, "format", "?")
+        raise RecordingFormatError(f"{where}: images are {enc} ({'x'.join(map(str, img.shape))}), not colour: the "
+                                   f"import takes rgb8 or bgr8 (or their compressed form) views")
     return img
 
 
@@ -138,7 +144,7 @@ def read_episode(path: Path, contract: DataContract, m: McapMapping) -> Imported
                 elif conn.topic == m.phase:
                     phases.append((t_ns * 1e-9, str(msg.data)))
                 else:
-                    img = _image(msg, conn.msgtype)
+                    img = _image(msg, conn.msgtype, f"{path}: {conn.topic}")
                     n = 1 if per_view else len(contract.views)
                     if not per_view:
                         for j, v in enumerate(contract.views):

@@ -86,6 +86,10 @@ def merge_datasets(roots: list[str | Path], out: str | Path, progress=None) -> d
                     raise DatasetError(f"{root}: episode {ep.get('index')} file {ep['file']!r} is missing")
                 with np.load(src) as z:
                     act, prop = np.asarray(z["actions"]), np.asarray(z["proprio"])
+                if len(act) == 0 or len(prop) == 0 or ep.get("length") == 0:   # merged, the set would not load
+                    raise DatasetError(f"{src}: episode {ep.get('index')} of {root} has no frames (length "
+                                       f"{ep.get('length')}): a zero-length episode cannot be merged; remove its "
+                                       f"line from {Path(root) / 'meta' / 'episodes.jsonl'}")
                 check_finite(src, {"actions": act, "proprio": prop})     # a NaN would merge into NaN statistics
                 arrays["action"].append(act)
                 arrays["proprio"].append(prop)

@@ -20,6 +20,11 @@ def check_instruction(text: object) -> str:
     """`text` unchanged, or ValueError saying what is wrong with it (quoted, cut to 80 characters)."""
     if not isinstance(text, str):
         raise ValueError(f"instruction must be a string, got {type(text).__name__} {shorten(repr(text))}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:   # a lone surrogate: no text encoder (nor a ROS string) can carry it
+        raise ValueError(f"instruction is not valid Unicode text: {text[e.start]!r} at character {e.start} is a lone "
+                         f"surrogate: {shorten(text.encode('unicode_escape').decode('ascii'))!r}") from None
     if len(text) > MAX_INSTRUCTION_CHARS:
         raise ValueError(f"instruction has {len(text)} characters, more than {MAX_INSTRUCTION_CHARS}: "
                          f"{shorten(repr(text))}")

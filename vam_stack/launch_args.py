@@ -12,7 +12,10 @@ Two readers, one table:
   so a machine without launch_ros (a pip-installed rclpy) runs the launch files' wiring.
 
 Argument values are checked here before anything starts: an unknown name, a value outside a
-closed set, a flag that is not true/false/1/0 or an integer that is not one is an error naming it.
+closed set, a flag that is not true/false/1/0 or an integer that is not one, a preset that names no
+model YAML, a params or camera file that is missing or not a YAML mapping, an instruction a policy
+would refuse (blank, over 2000 characters) is an error naming it. Under `ros2 launch` the same
+check runs first (`check_action`), so a refused argument starts no process.
 """
 from __future__ import annotations
 
@@ -205,10 +208,52 @@ def resolve(launch: str, given: Mapping[str, str]) -> dict[str, str]:
                                   "the simulated arm is teleoperated by teleop:=expert")
     if "bus" in values:
         _check_bus(values, given)
+    _check_files_and_text(launch, values)
     for node in NODES[launch]:   # a typed parameter from a value that is not of its type fails here, named
         for param, (arg, kind) in node.parameters.items():
             typed(kind, values[arg], f"{arg} (parameter {param} of {node.executable})", values)
     return values
+
+
+def _yaml_mapping(name: str, path: Path) -> None:
+    """Argument `name`'s file at `path` exists and holds a YAML mapping (LaunchArgumentError naming it)."""
+    import yaml
+
+    if not path.is_file():
+        raise LaunchArgumentError(f"argument {name}:={str(path)!r} is not a file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise LaunchArgumentError(f"argument {name}:={str(path)!r} is not YAML: {first}") from None
+    if not isinstance(data, dict):
+        raise LaunchArgumentError(f"argument {name}:={str(path)!r} holds {type(data).__name__}, not a YAML mapping "
+                                  f"of sections")
+
+
+def _check_files_and_text(launch: str, values: Mapping[str, str]) -> None:
+    """What a node would otherwise end on after launch had started the rest (issue 71 row 8): the preset
+    names a model YAML, the params and camera files exist and are YAML mappings, the instruction is one a
+    policy takes."""
+    from .instruction import check_instruction
+    from .paths import config_file, models_dir, preset_file
+
+    preset = values.get("preset", "")
+    if preset and not preset_file(preset).is_file():
+        shipped = sorted(p.stem for p in models_dir().glob("*.yaml"))
+        near = difflib.get_close_matches(preset, shipped, n=1)
+        raise LaunchArgumentError(f"argument preset:={preset!r} is not a preset" + (f" (did you mean {near[0]!r}?)"
+                                  if near else "") + f"; the shipped ones: {shipped}, or the path of a model YAML")
+    if values.get("params_file"):
+        _yaml_mapping("params_file", Path(values["params_file"]))
+    cameras = any(n.executable == "camera_bridge" and starts(n, values) for n in NODES[launch])
+    if "camera_config" in values and cameras:
+        _yaml_mapping("camera_config", config_file(values["camera_config"], "cameras.yaml"))
+    if values.get("instruction"):
+        try:
+            check_instruction(values["instruction"])
+        except ValueError as e:
+            raise LaunchArgumentError(f"argument instruction:=...: {e}") from None
 
 
 def _check_bus(values: Mapping[str, str], given: Mapping[str, str]) -> None:
@@ -347,6 +392,21 @@ def declare(launch: str) -> list:
         out.append(DeclareLaunchArgument(name, default_value=default, description=text_,
                                          **({"choices": list(CHOICES[name])} if name in CHOICES else {})))
     return out
+
+
+def check_action(launch: str) -> list:
+    """The argument check of `resolve`, as the launch file's first action: under `ros2 launch` a refused
+    argument ends the launch with the reason before any process starts (launch runs its actions in order;
+    an OpaqueFunction that raises stops it there)."""
+    from launch.actions import OpaqueFunction
+
+    def check(context):
+        given = {name: context.launch_configurations[name] for name in arguments(launch)
+                 if name in context.launch_configurations}
+        resolve(launch, given)
+        return []
+
+    return [OpaqueFunction(function=check)]
 
 
 def node_actions(launch: str) -> list:

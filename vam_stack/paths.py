@@ -77,3 +77,21 @@ def models_dir() -> Path:
 
 def config_dir() -> Path:
     return share_dir() / "config"
+
+
+def preset_file(preset: str) -> Path:
+    """The model YAML a preset argument names: a .yaml/.yml path as given, else models/<preset>.yaml
+    (whether it exists is the caller's to check)."""
+    p = Path(preset)
+    return p if p.suffix in (".yaml", ".yml") else models_dir() / f"{preset}.yaml"
+
+
+def config_file(value: str, default_name: str) -> Path:
+    """A config-file parameter or launch argument: "" means config/<default_name>; a bare file name
+    that is not in the working directory is looked up in config/ too (`camera_config:=cameras_synthetic.yaml`)."""
+    if not value:
+        return config_dir() / default_name
+    p = Path(value)
+    if not p.exists() and p.name == value and (config_dir() / value).is_file():
+        return config_dir() / value
+    return p

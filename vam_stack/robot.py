@@ -177,6 +177,10 @@ def check_driver(cfg: Any, robot: RobotDescription | None = None) -> None:
 def check_layers(driver: Any, safety: Any) -> None:
     """Defence in depth: the driver's joint and gripper limits sit inside the safety filter's
     configured ranges, and its slew limits are no faster than the filter's velocity limits."""
+    check(safety.arms == len(driver.arms),
+          f"the safety filter is for {safety.arms!r} arm(s) ({safety.arms * (len(safety.joint_lower) + 1)}-value "
+          f"targets), the driver drives {len(driver.arms)} {[a.name for a in driver.arms]}: set the safety file's "
+          f"arms: {len(driver.arms)}")
     for arm in driver.arms:
         for i, j in enumerate(arm.joints[:-1]):
             lo, hi = safety.joint_lower[i], safety.joint_upper[i]

@@ -293,17 +293,10 @@ class SafeLifecycle:
 def config_path(value: str, default_name: str) -> str:
     """A config-file parameter: "" means config/<default_name> of the installed package; a
     bare file name that is not in the working directory is looked up in config/ too
-    (`camera_config:=cameras_synthetic.yaml`)."""
-    from pathlib import Path
+    (`camera_config:=cameras_synthetic.yaml`; `vam_stack.paths.config_file`, which the launch check uses)."""
+    from vam_stack.paths import config_file
 
-    from vam_stack.paths import config_dir
-
-    if not value:
-        return str(config_dir() / default_name)
-    p = Path(value)
-    if not p.exists() and p.name == value and (config_dir() / value).is_file():
-        return str(config_dir() / value)
-    return value
+    return str(config_file(value, default_name))
 
 
 def image(node: Any, row: str | Topic, array: np.ndarray, stamp_time: Any = None) -> Any:

@@ -253,6 +253,13 @@ class DamiaoBus(JointBus):
     def _register_parser(self, reg: int) -> Parse:
         def parse(idx: int, data: bytes) -> dmp.RegisterReply:
             reply = dmp.unpack_register_reply(data)
+            if (reply.can_id, reply.op) == (self.can_ids[idx], dmp.REGISTER_READ) and reply.reg != reg:
+                names = dmp.REGISTER_NAMES
+                raise _WrongReply(   # the drained queue cannot hold it: it came after its own read's rounds
+                    f"no reply to the register {reg} ({names.get(reg, '?')}) read; a late reply to an earlier read "
+                    f"(register {reply.reg}, {names.get(reply.reg, '?')}) came instead: this motor answers slower "
+                    f"than a set-up read waits ({1e3 * SETUP_REPLY_S:.0f} ms a try): check the bus load and the "
+                    f"CAN adapter")
             if (reply.can_id, reply.op, reply.reg) != (self.can_ids[idx], dmp.REGISTER_READ, reg):
                 raise _WrongReply(f"register reply names motor {reply.can_id:#x}, op {reply.op:#04x}, register "
                                  f"{reply.reg}; expected {self.can_ids[idx]:#x}, 0x33, {reg}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vam_stack.config import ConfigError, check, from_dict, load_yaml
-from vam_stack.paths import models_dir
+from vam_stack.paths import models_dir, preset_file
 from vam_stack.libero import libero_rate
 from vam_stack.robot import load_robot, robot_rate
 
@@ -239,11 +239,8 @@ def known_presets() -> tuple[str, ...]:
 
 def load_config(preset_or_path: str | Path) -> ModelConfig:
     """Load a preset by name (`models/<name>.yaml`) or a YAML file path."""
-    p = Path(preset_or_path)
-    if p.suffix in (".yaml", ".yml"):
-        path = p
-    else:
-        path = models_dir() / f"{preset_or_path}.yaml"
+    path = preset_file(str(preset_or_path))
+    if Path(preset_or_path).suffix not in (".yaml", ".yml"):
         if not path.is_file():
             known = known_presets()
             close = difflib.get_close_matches(str(preset_or_path), known, n=1)
