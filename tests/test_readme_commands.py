@@ -32,6 +32,8 @@ VALUES = {
     "--pi0": "pi0.safetensors", "--text-encoder": "qwen", "--json": "-", "--dataset": "runs/demos", "--workers": "2",
     "FILE": "models/tiny.safetensors", "NAME:=VALUE": "preset:=tiny", "SRC": "runs/recordings", "DATASET": "runs/demos",
     "--mapping": "config/mcap_import_yam.yaml", "--index": "5", "--data": "docs/data/paper_study/tr_block",
+    "--max-tries": "3", "--max-gap-ticks": "4", "--max-age-s": "0.15", "--rate-tolerance": "0.1",
+    "--a-guidance": "tr_adaptive", "--b-guidance": "none",
 }
 PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z_]*|K=V|NAME:=VALUE|\.\.\.)$")
 

@@ -398,6 +398,8 @@ def realtime_stats(episodes: list[dict]) -> dict | None:
     out["load_1min_min"] = min(loads) if loads else None
     out["load_1min_max"] = max(loads) if loads else None
     out["lockstep_reruns"] = sum(1 for e in episodes if e.get("realtime_attempt"))
+    first = next((i for i, e in enumerate(episodes) if e.get("realtime_attempt")), None)   # --overload lockstep:
+    out["lockstep_after"] = 0 if first is None else len(episodes) - first - 1              # the episodes after it
     return out
 
 

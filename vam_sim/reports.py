@@ -81,10 +81,12 @@ def realtime_verdict(r: dict, cpus: int | None, lockstep_hint: str) -> str:
     first = bad[0]
     where = f"{len(bad)} of {r['episodes']} episodes" + (f", {load}" if load else "")
     if r.get("lockstep_reruns"):
-        return (f"this machine could not keep real time in {where} (first {first['episode']}: {first['problem']}): "
-                f"from that episode on the run went in lockstep (the simulation waits for each replan, as every "
-                f"reported result: deterministic), {r['lockstep_reruns']} episode(s) rerun; for a realtime run "
-                f"use a quieter machine")
+        after = r.get("lockstep_after", 0)
+        rest = f" and so were the {after} after it" if after > 1 else " and so was the one after it" if after else ""
+        return (f"this machine could not keep real time in {first['episode']} ({first['problem']}"
+                f"{'; ' + load if load else ''}): it was "
+                f"run again in lockstep{rest} (the simulation waits for each replan, as for every reported result: "
+                f"deterministic); for a realtime run use a quieter machine")
     return (f"WARNING: this machine could not keep real time in {where} (first {first['episode']}: "
             f"{first['problem']}): those outcomes measure the machine's load as much as the policy. "
             f"Run {lockstep_hint} for the result that does not depend on the machine, or add --overload lockstep "

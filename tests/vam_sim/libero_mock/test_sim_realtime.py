@@ -205,6 +205,9 @@ def test_an_episode_that_lost_real_time_runs_again_in_lockstep_and_so_does_the_r
     assert [r["step"] for r in eps[0]["replans"]] == [r["step"] for r in lock["replans"]] == [0, 10]
     stats = realtime_stats(eps)
     assert stats["lockstep_reruns"] == 1 and [x["episode"] for x in stats["not_kept"]] == [eps[0]["name"]]
+    from vam_sim.reports import realtime_verdict
+    assert realtime_verdict(stats, 2, "X").startswith(f"this machine could not keep real time in {eps[0]['name']} (")
+    assert "it was run again in lockstep and so was the one after it" in realtime_verdict(stats, 2, "X")
     with pytest.raises(ConfigError, match="overload 'lockstep' falls back from a wall-clock realtime run"):
         SimConfig(overload="lockstep")
 
