@@ -213,6 +213,14 @@ class EmulatedRig:
                 raise TypeError(f"{joint!r} is not on a Damiao bus")
             emu.faults.cut(motor_id, cut)
 
+    def motor_states(self) -> dict[str, tuple[bool, int]]:
+        """Damiao: every joint's motor truth now, {joint: (enabled, error code)} (one call over a process pipe)."""
+        return {j: (m.enabled, m.error) for j, m in ((j, self.damiao_motor(j)) for j in self._where)}
+
+    def frames_seen(self, kind: str) -> int:
+        """Damiao: frames of `kind` (enable, disable, clear, mit, status, register) the motors received so far."""
+        return sum(e.seen[kind] for e in self.emulators.values() if isinstance(e, DamiaoEmulator))
+
     def silence(self, joint: str, silent: bool = True) -> None:
         """`joint`'s motor stops answering (silent=False: answers again); it still sees every frame."""
         emu, motor_id = self._locate(joint)
