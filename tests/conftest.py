@@ -18,6 +18,28 @@ from vam_stack.process_graph import isolate_ros  # noqa: E402  (imports no messa
 isolate_ros(int(os.environ["VAM_TEST_ROS_DOMAIN_ID"]) if os.environ.get("VAM_TEST_ROS_DOMAIN_ID") else None)
 
 
+def _checkout_on_the_ament_index() -> None:
+    """Where ROS 2's launch is importable (a sourced ROS 2), the launch tests find `vam_stack` through
+    ament's index (FindPackageShare, Node(package=...)): a development prefix of this checkout goes
+    first on AMENT_PREFIX_PATH for this run, so they start the code under test, not an installed copy."""
+    import atexit
+    import importlib.util
+    import shutil
+    import tempfile
+
+    if importlib.util.find_spec("launch") is None or os.environ.get("VAM_TEST_KEEP_AMENT_PREFIX"):
+        return
+    from vam_stack.dev_prefix import make_prefix
+
+    out = tempfile.mkdtemp(prefix="vam_prefix_")
+    atexit.register(shutil.rmtree, out, True)
+    rest = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    os.environ["AMENT_PREFIX_PATH"] = os.pathsep.join([str(make_prefix(out)), *rest])
+
+
+_checkout_on_the_ament_index()
+
+
 # --- a harness for node tests ------------------------------------------------------------------
 import time  # noqa: E402
 

@@ -341,3 +341,25 @@ def test_each_core_concept_is_found_within_three_files_named_in_components_md():
         files = re.findall(r"`([\w/]+\.py)`", row)
         assert 1 <= len(files) <= 3, f"{concept}: {files}"    # issue 62: each readable in <= 3 files
         assert any(needle in (ROOT / f).read_text() for f in files), f"{concept}: {needle!r} is in none of {files}"
+
+
+def test_test_modules_import_without_a_package_and_have_unique_names():
+    """With ROS 2 sourced, launch_testing's pytest hook imports every test module in pytest's default
+    (prepend) import mode, without a package: a relative import between test modules fails there
+    (issue 67 row 5: `tests/vam_control`, `tests/vam_data` stopped collection), and two test modules of
+    one name in different folders would be one module. Shared helpers live in tests/support
+    (pytest.ini's `pythonpath`), imported by name."""
+    modules = sorted((ROOT / "tests").rglob("*.py"))
+    relative = []
+    for path in modules:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level > 0:
+                relative.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not relative, f"relative imports in test code (move the shared part to tests/support): {relative}"
+    names = [p.name for p in modules if p.name.startswith("test_")]
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
+    support = ROOT / "tests" / "support"
+    assert "pythonpath = tests/support" in (ROOT / "pytest.ini").read_text()
+    taken = {p.stem for p in modules} | set(PACKAGES)
+    for helper in support.glob("*.py"):
+        assert not helper.name.startswith("test_") and helper.stem not in taken - {helper.stem}, helper

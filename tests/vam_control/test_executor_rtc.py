@@ -9,23 +9,9 @@ import pytest
 from vam_control.executor import ChunkExecutor, robot_config
 from vam_control.schedule import SeamMeter, StepInfo
 
-from .test_executor_realtime import CHUNK, DIM, EXECUTE, RATE, SlowPolicy, run
+from executor_policies import CHUNK, DIM, EXECUTE, RATE, ContinuingPolicy, SlowPolicy, run  # tests/support
 
 pytestmark = pytest.mark.unit
-
-
-class ContinuingPolicy(SlowPolicy):
-    """A SlowPolicy that accepts committed chunks and keeps every request's."""
-
-    accepts_committed = True
-
-    def __init__(self, delay: float):
-        super().__init__(delay)
-        self.requests: list[dict | None] = []
-
-    def infer(self, obs: dict, committed: dict | None = None) -> dict:
-        self.requests.append(committed)
-        return super().infer(obs)
 
 
 def _wait_calls(policy, n):

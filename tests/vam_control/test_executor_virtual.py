@@ -7,8 +7,7 @@ import pytest
 
 from vam_control.executor import ChunkExecutor, robot_config
 
-from .test_executor_realtime import CHUNK, DIM, EXECUTE, RATE, SlowPolicy
-from .test_executor_rtc import ContinuingPolicy
+from executor_policies import CHUNK, DIM, EXECUTE, RATE, ContinuingPolicy, SlowPolicy  # tests/support
 
 pytestmark = pytest.mark.unit
 

@@ -29,7 +29,7 @@ from vam_stack import msgs
 from vam_stack.recording import McapRecorder
 from vam_data.dataset import Dataset, DatasetError
 
-from .conftest import synthetic_yam_demos
+from yam_data import synthetic_yam_demos  # tests/support
 
 pytestmark = pytest.mark.unit
 

@@ -7,40 +7,10 @@ from vam_data.contract import ContractError, contract_for
 from vam_data.mcap_import import McapMapping, RecordingFormatError, import_mcap, read_episode
 from vam_stack.recording import McapRecorder
 from vam_data.dataset import Dataset
+from yam_data import write_recording  # tests/support
 
 C = contract_for("yam64")
 NAMES = list(C.state_names)
-
-
-def write_recording(path, ticks=40, rate=30.0, shuffle=True, gap_at=None, frame_every=1, gripper_scale=1.0,
-                    instruction="hand the block over", drop=(), t0=5.0, view=(64, 48)):
-    """A recording as the graph writes it: joint states 2 ms before each target, a frame per tick, the
-    instruction and two phase labels; targets are named in a shuffled order (matching by name is the job)."""
-    rng = np.random.default_rng(0)
-    order = list(rng.permutation(14)) if shuffle else list(range(14))
-    w, h = view
-    with McapRecorder(path, origin_s=0.0) as rec:
-        if "instruction" not in drop:
-            rec.write_string("instruction", instruction, t0 - 0.5)
-        rec.write_string("phase", "planning", t0 - 0.4)
-        t = t0
-        for k in range(ticks):
-            if gap_at is not None and k == gap_at:
-                t += 0.2
-            q = np.full(14, 0.5) + 0.01 * k
-            q[[6, 13]] = 0.5 * gripper_scale
-            target = q + 0.05
-            if "joint_states" not in drop:
-                rec.write_joint_state("joint_states", NAMES, q, t - 0.002)
-            if k % frame_every == 0:
-                frame = np.full((h, 3 * w, 3), k % 256, np.uint8)
-                rec.write_image("stacked_image", frame, t - 0.001)
-            if k == ticks // 2:
-                rec.write_string("phase", "manipulation", t - 0.0005)
-            rec.write_joint_state("teleop_command", [NAMES[i] for i in order], target[order], t)
-            rec.write_joint_state("joint_targets", NAMES, np.clip(target, 0.0, 0.52), t)    # the filter's output
-            t += 1.0 / rate
-    return path
 
 
 def test_a_recording_becomes_aligned_steps(tmp_path):

@@ -9,7 +9,7 @@ from vam_data.merge import merge_datasets
 from vam_data.writing import write_imported
 from vam_data.dataset import Dataset, DatasetError
 
-from .conftest import synthetic_yam_demos
+from yam_data import synthetic_yam_demos  # tests/support
 
 pytestmark = pytest.mark.unit
 

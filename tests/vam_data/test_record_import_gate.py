@@ -14,7 +14,7 @@ from vam_cli.main import main
 from vam_cli import record
 from vam_data.mcap_import import find_recordings
 
-from .test_mcap_import import write_recording
+from yam_data import write_recording  # tests/support
 
 pytestmark = pytest.mark.unit
 
