@@ -146,7 +146,7 @@ class CameraBridgeNode(Node):
 
 
 def main(args=None) -> None:
-    ros.spin_node(CameraBridgeNode, args)
+    ros.spin_node(CameraBridgeNode, args, exit_process=True)
 
 
 if __name__ == "__main__":

@@ -129,6 +129,29 @@ class RosHarness:
         assert future.done(), f"service {name} did not answer in {timeout} s"
         return future.result()
 
+    def wait_active(self, node_name: str, timeout: float = 900.0) -> bool:
+        """Wait for a lifecycle node's own readiness signal: its `get_state` answers `active`. A node
+        answers only once its start-up (load, warm-up, a first ONNX export: minutes on a cold cache)
+        is over and it spins; asking again until then costs nothing."""
+        from lifecycle_msgs.srv import GetState
+
+        client = self.node.create_client(GetState, f"/{node_name}/get_state")
+        end = time.monotonic() + timeout
+        try:
+            while time.monotonic() < end:
+                if not client.wait_for_service(timeout_sec=1.0):
+                    continue
+                future = client.call_async(GetState.Request())
+                self.executor.spin_until_future_complete(future, timeout_sec=max(0.1, min(30.0, end - time.monotonic())))
+                if future.done() and future.result() is not None and future.result().current_state.label == "active":
+                    return True
+                if not future.done():
+                    client.remove_pending_request(future)
+                time.sleep(0.5)
+            return False
+        finally:
+            self.node.destroy_client(client)
+
     def errors(self, node_name: str | None = None) -> list[str]:
         return [m for lvl, n, m in self.logs if lvl >= 40 and (node_name is None or n.endswith(node_name))]
 

@@ -155,7 +155,7 @@ class TRMonitorNode(Node):
 
 
 def main(args=None) -> None:
-    ros.spin_node(TRMonitorNode, args)
+    ros.spin_node(TRMonitorNode, args, exit_process=True)
 
 
 if __name__ == "__main__":

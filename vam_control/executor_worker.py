@@ -60,6 +60,10 @@ def _spec_fields(spec: Any) -> dict:
     return fields
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _serve(conn, factory: Callable[[], Any], torch_threads: int | None, nice: int = 0) -> None:
     """Child process main loop: build the policy, then answer reset/infer until 'close'.
 
@@ -73,6 +77,9 @@ def _serve(conn, factory: Callable[[], Any], torch_threads: int | None, nice: in
     (vam_stack/realtime.py)."""
     realtime.background(nice)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the parent's `close` terminates a busy child: SIGTERM unwinds it (SystemExit, no traceback), so
+    # what it was doing cleans up (an ONNX export in progress: its exporter process and partial files)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
@@ -135,7 +142,11 @@ class ProcessPolicy:
         self._lock = threading.Lock()  # one request/answer pair on the pipe at a time
         self._pending: dict = {}       # `configure` changes not yet sent
         self._pending_lock = threading.Lock()
-        kind, payload = self._recv(start_timeout_s, "start-up")
+        try:
+            kind, payload = self._recv(start_timeout_s, "start-up")
+        except BaseException:        # a stop during the start-up (Ctrl-C in the parent): the child goes with it,
+            self.close()             # never left behind (a node process exits without finalising the interpreter)
+            raise
         if kind != "ready":
             self.close()
             raise PolicyProcessError(f"policy process failed to start:\n{payload}")

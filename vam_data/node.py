@@ -121,7 +121,7 @@ def trigger(node: Node, service: str, timeout_s: float = 10.0) -> tuple[bool, st
 
 
 def main(args=None) -> None:
-    ros.spin_node(DemoRecorderNode, args)
+    ros.spin_node(DemoRecorderNode, args, exit_process=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ import contextlib
 import signal
 import threading
 
+# set by a SIGINT/SIGTERM during the start-up: what the signal interrupted (an import, an export, a
+# load) may end in another error, which is then reported as the stop it was
+stop_requested = threading.Event()
+
 
 @contextlib.contextmanager
 def interruptible():
@@ -19,6 +23,7 @@ def interruptible():
     previous = {}
 
     def interrupt(signum, frame):
+        stop_requested.set()
         handler = previous.get(signum)
         if callable(handler):
             handler(signum, frame)       # spin_nodes' own: it notes the stop too

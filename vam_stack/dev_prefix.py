@@ -58,7 +58,9 @@ def make_prefix(out: str | Path, root: Path = CHECKOUT, python: str = sys.execut
         script = lib / exe
         script.write_text(f"#!{python}\n# {PACKAGE} development prefix: runs {target} from {root}\n"
                           f"import sys\nsys.path.insert(0, {str(root)!r})\n"
-                          f"from {module} import {func}\nsys.exit({func}())\n")
+                          f"from {module} import {func}\n"
+                          f"if __name__ == '__main__':   # a spawned child (multiprocessing) re-reads this file\n"
+                          f"    sys.exit({func}())\n")
         script.chmod(0o755)
     return out
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import array
 import importlib
+import os
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -82,6 +83,20 @@ def subscription(node: Any, key: str, callback: Any, callback_group: Any = None,
         callback = guarded(node, f"message on {t.name}", callback)
     return node.create_subscription(ros_class(t.msgtype), t.name, callback, qos(t, reader=True),
                                     callback_group=callback_group)
+
+
+def latched_subscription(node: Any, key: str, callback: Any, callback_group: Any = None) -> Any:
+    """A transient-local reader of a latched row whose writers are all latched (the e-stop service's
+    state, vam_stack/estop.py): it gets their kept message when it joins. (`subscription` reads latched
+    rows volatile, which a person's volatile `ros2 topic pub` needs.)"""
+    from rclpy.qos import DurabilityPolicy
+
+    t = resolve(key)
+    profile = qos(t)
+    if profile.durability != DurabilityPolicy.TRANSIENT_LOCAL:
+        raise ValueError(f"{t.name} is not a latched topic ({t.qos})")
+    return node.create_subscription(ros_class(t.msgtype), t.name, guarded(node, f"message on {t.name}", callback),
+                                    profile, callback_group=callback_group)
 
 
 # --- conversion ---------------------------------------------------------------------------
@@ -343,7 +358,7 @@ PROCESS_RT_PRIORITY = Param("process_rt_priority", 0, "SCHED_FIFO priority of ev
 # --- process entry point ------------------------------------------------------------------
 
 def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_threads: int = 1,
-               callback_timeout_s: float = 3.0) -> None:
+               callback_timeout_s: float = 3.0, exit_process: bool = False) -> None:
     """Every node process's `main()`: init, build, spin until SIGINT/SIGTERM or an external
     shutdown, then stop safely. SIGINT/SIGTERM are an operator's stop (Ctrl-C, launch's stop):
     each node releases its hardware as configured (the driver: torque off when
@@ -357,7 +372,14 @@ def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_thread
     the context is valid), and only then shut rclpy down. rclpy's own signal handlers are not
     installed: they shut the context down the moment the signal arrives, before a node can hold
     the arm (and a worker thread's last publish fails on the dead context). SIGINT and SIGTERM
-    (what launch sends) both end the spin here; the spin wakes every 0.1 s to see them."""
+    (what launch sends) both end the spin here; the spin wakes every 0.1 s to see them.
+
+    `exit_process` (a node process's `main()`): after an operator's stop has run to the end (nodes
+    destroyed, rclpy shut down, its log files closed), the process ends at once with exit code 0
+    (`exit_now`) instead of finalising the interpreter: torch's and onnxruntime's teardown took the
+    policy process about 2 CPU-seconds, 8-15 s of wall time on a loaded 2-core machine, past launch's
+    SIGTERM at 5 s, and a C++ thread destroyed at exit once aborted it (`terminate called without an
+    active exception`, exit -6). An exception still ends the process with its traceback."""
     import signal
     import threading
 
@@ -365,8 +387,10 @@ def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_thread
     from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
     from rclpy.signals import SignalHandlerOptions
 
+    from vam_stack.refusals import describe
+
     stop = threading.Event()
-    previous = {}
+    previous, stopped, failure, spinning = {}, False, None, False
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
@@ -383,23 +407,36 @@ def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_thread
         for node in nodes:
             executor.add_node(node)
         _raise_process_priority(nodes)
+        spinning = True
         while not stop.is_set() and executor.context.ok():
             executor.spin_once(timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    except (KeyboardInterrupt, ExternalShutdownException) as e:
+        stopped = True
+        if not spinning and isinstance(e, KeyboardInterrupt):
+            print(f"{_process_name(nodes)}: stopped during start-up by {e or 'a signal'}: exiting cleanly",
+                  file=sys.stderr, flush=True)
     except BaseException as e:
+        if stop.is_set() and isinstance(e, Exception):
+            # the operator's stop came first and interrupted the start-up (an import, an export, a load)
+            # into another error: it was a stop, and says so (it exited 1 with the interrupted step's error)
+            print(f"{_process_name(nodes)}: stopped during start-up by a signal (it interrupted: {describe(e)})",
+                  file=sys.stderr, flush=True)
+            stopped = True
+            failure = None
+        else:
+            failure = e
         # not the operator: an exception ended the spin (or a node's start-up). A node with hardware
         # holds it powered (a YAM has no brakes) instead of releasing it as an operator's stop would.
-        from vam_stack.refusals import describe
-
-        for node in nodes:
+        for node in nodes if failure is not None else ():
             hold = getattr(node, "hold_on_exit", None)
             if hold is not None:
                 try:
                     hold(describe(e))
                 except Exception:            # best effort: the destroy below still runs
                     pass
-        raise
+        if failure is not None and not (exit_process and isinstance(failure, Exception) and not nodes
+                                        and not os.environ.get("VAM_DEBUG")):
+            raise
     finally:
         try:
             if executor is not None:
@@ -413,6 +450,34 @@ def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_thread
                 rclpy.try_shutdown()
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
+    if exit_process and (stopped or stop.is_set()):
+        exit_now(0)
+    if exit_process and failure is not None:
+        # a node process whose start-up failed: the reason in one line (each node also logged it), exit 1;
+        # VAM_DEBUG=1 shows the traceback instead
+        print(f"{_process_name(nodes)}: start-up failed: {describe(failure)} (VAM_DEBUG=1 shows the traceback)",
+              file=sys.stderr, flush=True)
+        exit_now(1)
+
+
+def _process_name(nodes: list) -> str:
+    import os.path
+
+    return nodes[0].get_name() if nodes else os.path.basename(sys.argv[0] or "node")
+
+
+def exit_now(code: int = 0) -> None:
+    """End this node process now: Python's logging and stdio flushed, then `os._exit` (no interpreter
+    finalisation: see `spin_nodes`). Only after the nodes' own stop has run."""
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _raise_process_priority(nodes: list) -> None:
@@ -446,6 +511,7 @@ def _wait_for_callbacks(executor: Any, timeout_s: float) -> None:
     waiter.join(timeout_s)
 
 
-def spin_node(node_factory: Any, args: Sequence[str] | None = None, num_threads: int = 1) -> None:
+def spin_node(node_factory: Any, args: Sequence[str] | None = None, num_threads: int = 1,
+              exit_process: bool = False) -> None:
     """`spin_nodes` for a process of one node."""
-    spin_nodes(lambda nodes: nodes.append(node_factory()), args, num_threads)
+    spin_nodes(lambda nodes: nodes.append(node_factory()), args, num_threads, exit_process=exit_process)

@@ -117,7 +117,11 @@ TOPICS: dict[str, Topic] = {
     "instruction": Topic("/vam/instruction", "std_msgs/msg/String", "latched", "",
                       "operator, libero_bridge", "language instruction; a new one starts an episode"),
     "estop": Topic("/vam/estop", "std_msgs/msg/Bool", "latched", "",
-                "operator", "true holds the arm and stops the policy until cleared"),
+                "operator", "true holds the arm and stops the policy until cleared (the operator's form that "
+                            "always lands is the /vam/estop service, std_srvs/SetBool)"),
+    "estop_state": Topic("/vam/estop_state", "std_msgs/msg/Bool", "latched", "",
+                      "yam_driver, libero_bridge", "the e-stop as the node that moves the arm latched it "
+                                                   "(set by the /vam/estop service); the policy node stops on true"),
     "trace_image": Topic(
         "/tr_monitor/trace_image", "sensor_msgs/msg/Image", "reliable", "tr_monitor",
         "tr_monitor_node", "rendered TR trace (TR, TR_0, s_i, weights, phase), rgb8"),

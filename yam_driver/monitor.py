@@ -299,6 +299,16 @@ class DriverMonitor:
                 self.driver.hold()
         self.log.warning("e-stop: holding, targets ignored" if on else "e-stop released")
 
+    def estop_answer(self, on: bool) -> str:
+        """The /vam/estop service (vam_stack/estop.py): latch or release, and what the arm now does."""
+        self.latch_estop(on)
+        with self.lock:
+            if not on:
+                return "e-stop released: yam_driver follows joint targets again"
+            if self.driver is not None and self.active:
+                return "e-stop latched: yam_driver holds the arm where it is (torque on), targets ignored"
+            return "e-stop latched: yam_driver ignores targets (not active: nothing is driven)"
+
     def home(self) -> tuple[bool, str]:
         """~/home: (accepted, what the operator is told), logged."""
         with self.lock:

@@ -21,6 +21,7 @@ from std_srvs.srv import Trigger
 
 from vam_control.safety import load_safety_config
 from vam_stack import msgs, ros
+from vam_stack.estop import EstopService
 from vam_stack.refusals import describe
 from vam_stack.robot import check_layers
 from yam_driver.config import default_config_path, load_config
@@ -68,7 +69,10 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         self._tick_guard = ros.guarded(self, "driver tick", self._tick, lambda e: self.monitor.tick_failed(describe(e)),
                                        verb="failed")
         self._targets_topic = ros.subscription(self, "joint_targets", self._on_targets).topic_name
-        ros.subscription(self, "estop", self._on_estop, MutuallyExclusiveCallbackGroup())
+        group = MutuallyExclusiveCallbackGroup()
+        ros.subscription(self, "estop", self._on_estop, group)
+        # the operator's e-stop that always lands (vam_stack/estop.py): answered once the hold is latched
+        self.estop_service = EstopService(self, self.monitor.estop_answer)
         ros.service(self, Trigger, "~/home", self._on_home)
         ros.service(self, Trigger, "~/reset_faults", self._on_reset_faults)
         ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
@@ -155,4 +159,4 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
 
 
 def main(args=None) -> None:
-    ros.spin_node(YamDriverNode, args)
+    ros.spin_node(YamDriverNode, args, exit_process=True)

@@ -186,7 +186,7 @@ class YamLeaderNode(Node):
 
 
 def main(args=None) -> None:
-    ros.spin_node(YamLeaderNode, args)
+    ros.spin_node(YamLeaderNode, args, exit_process=True)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ def test_the_prefix_holds_the_index_marker_the_share_files_and_every_executable(
     assert {"vam_policy_node", "yam_driver", "camera_bridge", "tr_monitor_node"} <= set(scripts)
     for exe in scripts:
         assert os.access(out / "lib/vam_stack" / exe, os.X_OK), exe
+        # the policy node's child process (multiprocessing spawn) runs the main file again: guarded
+        assert "if __name__ == '__main__':" in (out / "lib/vam_stack" / exe).read_text()
     make_prefix(out)                                          # refreshed in place
     env = {**os.environ, "PYTHONPATH": ""}
     r = subprocess.run([str(out / "lib/vam_stack/vam-stack"), "--help"], capture_output=True, text=True, env=env,

@@ -21,6 +21,7 @@ from vam_sim.libero_mock.config import LiberoMockConfig
 from vam_sim.libero_mock.env import make_env, validate_action
 from vam_sim.libero_mock.tasks import SUITES
 from vam_stack import msgs, ros
+from vam_stack.estop import EstopService
 from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES, camera_topic
 
 P = ros.Param
@@ -53,6 +54,10 @@ class LiberoBridgeNode(Node):
             ("stacked", "stacked_image_compressed"), ("agentview", camera_topic("agentview", compressed=True).name),
             ("wrist", camera_topic("wrist", compressed=True).name))} if jpeg else {}
         ros.subscription(self, "joint_targets", self._on_action)
+        # the arm's e-stop here, as yam_driver's on the robot (vam_stack/estop.py): actions ignored, a hold
+        self.estopped = False
+        ros.subscription(self, "estop", lambda m: self._estop(bool(m.data)))
+        self.estop_service = EstopService(self, self._estop)
         self.index, self.results = 0, []
         self._action, self._action_t, self._acting = None, -1e9, False
         self._begin()
@@ -86,6 +91,13 @@ class LiberoBridgeNode(Node):
         self.pub["instruction"].publish(ros.to_ros(msgs.string_msg(self.env.instruction)))
         self._heard_by |= listeners
 
+    def _estop(self, on: bool) -> str:
+        if on != self.estopped:
+            self.estopped = on
+            self.get_logger().warning("e-stop: holding, actions ignored" if on else "e-stop released")
+        return ("e-stop latched: libero_bridge holds the arm (no motion, gripper kept), actions ignored" if on
+                else "e-stop released: libero_bridge steps the policy's actions again")
+
     def _on_action(self, msg) -> None:
         try:
             js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
@@ -104,7 +116,8 @@ class LiberoBridgeNode(Node):
             self.index += 1
             self._begin()
         elif self._acting:
-            fresh = self._action is not None and time.monotonic() - self._action_t <= self.p["action_timeout_s"]
+            fresh = (self._action is not None and not self.estopped
+                     and time.monotonic() - self._action_t <= self.p["action_timeout_s"])
             action = self._action if fresh else np.zeros(7)
             if not fresh and self._action is not None:
                 action[6] = self._action[6]  # hold: no motion, gripper command kept
@@ -135,7 +148,7 @@ class LiberoBridgeNode(Node):
 
 
 def main(args=None) -> None:
-    ros.spin_node(LiberoBridgeNode, args)
+    ros.spin_node(LiberoBridgeNode, args, exit_process=True)
 
 
 if __name__ == "__main__":

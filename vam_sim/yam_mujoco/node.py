@@ -214,7 +214,7 @@ def build_nodes(nodes: list, **node_kwargs) -> list:
 
 
 def main(args=None) -> None:
-    ros.spin_nodes(build_nodes, args)
+    ros.spin_nodes(build_nodes, args, exit_process=True)
 
 
 if __name__ == "__main__":
