@@ -26,6 +26,7 @@ def _checkout_on_the_ament_index() -> None:
     import importlib.util
     import shutil
     import tempfile
+    from pathlib import Path
 
     if importlib.util.find_spec("launch") is None or os.environ.get("VAM_TEST_KEEP_AMENT_PREFIX"):
         return
@@ -35,6 +36,11 @@ def _checkout_on_the_ament_index() -> None:
     atexit.register(shutil.rmtree, out, True)
     rest = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
     os.environ["AMENT_PREFIX_PATH"] = os.pathsep.join([str(make_prefix(out)), *rest])
+    # `ros2 launch` (a console script of whichever interpreter built ros2cli) imports the launch files'
+    # `vam_stack.launch_args`: from this checkout too
+    root = str(Path(__file__).resolve().parents[1])
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
+    os.environ["PYTHONPATH"] = os.pathsep.join([root, *rest])
 
 
 _checkout_on_the_ament_index()

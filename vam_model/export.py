@@ -209,17 +209,29 @@ def export_onnx(model: VideoActionModel, out_dir: str | Path, dtype: str = "fp32
     `with_weights=False` writes the graph structure only (the model may then live on the meta
     device): enough to check that a 2 B preset exports, without 8 GB of weights.
     """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = manifest_header(model, dtype, with_weights, checkpoint, head)
+    for name, job in graph_jobs(model, dtype, dit=dit, head=head).items():
+        progress(f"[export] {model.cfg.name}: {name} ...")
+        entry = export_graph(job, out / f"{name}.onnx", with_weights)
+        manifest["graphs"][name] = entry
+        progress(f"[export] {model.cfg.name}: {name} done in {entry['export_s']:.1f} s ({entry['bytes'] / 1e6:.1f} MB)")
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def manifest_header(model: VideoActionModel, dtype: str, with_weights: bool = True, checkpoint: str | None = None,
+                    head: bool = True) -> dict:
+    """What a manifest says about the graphs' source (preset, weights and config hashes, dtype); its
+    `graphs` ({} here) gets one entry per exported graph (`export_graph`)."""
     if dtype not in DTYPES:
         raise ExportError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     cfg = model.cfg
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    dev = next(model.parameters()).device
-    on_meta = dev.type == "meta"
+    on_meta = next(model.parameters()).device.type == "meta"
     if on_meta and with_weights:
         raise ExportError("a model on the meta device has no weights: export it with with_weights=False")
-    suffix = "" if dtype == "fp32" else f"_{dtype}"
-    manifest = {
+    return {
         "preset": cfg.name, "opset": OPSET, "dtype": dtype, "torch": torch.__version__,
         "weights": "none (graph only)" if not with_weights else (checkpoint or "random"),
         "weights_hash": None if on_meta else weights_hash(model.dit),
@@ -227,6 +239,15 @@ def export_onnx(model: VideoActionModel, out_dir: str | Path, dtype: str = "fp32
         "config_hash": config_hash(cfg), "feature_block": cfg.dit.feature_block, "max_batch": MAX_BATCH,
         "max_frames": cfg.solver.plan_latent_frames, "graphs": {},
     }
+
+
+def graph_jobs(model: VideoActionModel, dtype: str = "fp32", dit: bool = True, head: bool = True) -> dict:
+    """name -> (module, example args, dynamic shapes, input names, output names) of each graph."""
+    if dtype not in DTYPES:
+        raise ExportError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    cfg = model.cfg
+    dev = next(model.parameters()).device
+    suffix = "" if dtype == "fp32" else f"_{dtype}"
     batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
     frames = torch.export.Dim("frames", min=2, max=cfg.solver.plan_latent_frames)
     ex = {k: v.to(dev) for k, v in example_inputs(cfg).items()}
@@ -241,18 +262,22 @@ def export_onnx(model: VideoActionModel, out_dir: str | Path, dtype: str = "fp32
                   list(DIT_INPUTS), ["features"])]
     if head:
         jobs += _head_jobs(model, batch, dev)
-    for name, module, args, dyn, ins, outs in jobs:
-        path = out / f"{name}.onnx"
-        progress(f"[export] {cfg.name}: {name} ...")
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            _export(module.eval(), args, dyn, path, ins, outs, with_weights)
-        dt = time.perf_counter() - t0
-        manifest["graphs"][name] = {"file": path.name, "inputs": ins, "outputs": outs, "export_s": round(dt, 2),
-                                    "bytes": path.stat().st_size, "sha256": file_sha256(path)[:16]}
-        progress(f"[export] {cfg.name}: {name} done in {dt:.1f} s ({path.stat().st_size / 1e6:.1f} MB)")
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    return manifest
+    return {name: rest for name, *rest in jobs}
+
+
+def export_graph(job: tuple, path: Path, with_weights: bool = True) -> dict:
+    """Export one `graph_jobs` entry to `path`; returns its manifest entry (file, inputs, outputs,
+    export_s, bytes, sha256 prefix; data_bytes where the weights went to external data)."""
+    module, args, dyn, ins, outs = job
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        _export(module.eval(), args, dyn, path, ins, outs, with_weights)
+    entry = {"file": path.name, "inputs": ins, "outputs": outs, "export_s": round(time.perf_counter() - t0, 2),
+             "bytes": path.stat().st_size, "sha256": file_sha256(path)[:16]}
+    data = path.with_name(path.name + ".data")
+    if data.is_file():
+        entry["data_bytes"] = data.stat().st_size
+    return entry
 
 
 def _head_jobs(model: VideoActionModel, batch, dev) -> list:

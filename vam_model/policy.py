@@ -138,7 +138,8 @@ class VamPolicy:
         self._pending_lock = threading.Lock()
         self.device = devices.resolve_device(cfg.device)
         self.model.to(self.device)
-        self.backend = backend if backend is not None else make_backend(cfg.backend, model)
+        self.backend = backend if backend is not None else make_backend(
+            cfg.backend, model, checkpoint=None if checkpoint == "random" else str(checkpoint))
         self.instruction: str | None = None
         self._text: torch.Tensor | None = None
         with torch.no_grad():

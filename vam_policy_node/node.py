@@ -27,7 +27,7 @@ from vam_policy_node.instructions import InstructionMailbox
 from vam_policy_node.params import (OUTPUTS, PARAMS, TUNABLE, WEIGHT_RANGE, control_from_params,  # noqa: F401
                                     guidance_from, policy_from_params, resolve_backend, tune_live)  # (re-exported)
 from vam_policy_node.services import episode_services
-from vam_policy_node.startup import run_autostart
+from vam_policy_node.startup import run_autostart, stop_requested
 from vam_stack import msgs, ros
 from vam_stack.arrivals import ArrivalStats
 from vam_stack.instruction import check_instruction
@@ -59,7 +59,10 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
         ros.subscription(self, "stacked_image_compressed" if self._compressed else "stacked_image", self._on_image)
         ros.subscription(self, "joint_states", self._on_state)
         ros.subscription(self, "instruction", self._on_instruction)   # the e-stop in its own group: never behind
-        ros.subscription(self, "estop", self._on_estop, MutuallyExclusiveCallbackGroup())   # another's callback
+        estop_group = MutuallyExclusiveCallbackGroup()                                # another's callback
+        ros.subscription(self, "estop", self._on_estop, estop_group)
+        # and the e-stop service's latched state (vam_stack/estop.py), replayed to this node when it joins late
+        ros.latched_subscription(self, "estop_state", self._on_estop, estop_group)
         for name, handler in episode_services(lambda: self.runtime if self.active else None,
                                               RuntimeConfig().command_timeout_s, Future,
                                               lambda: (e := self.executor) is not None and e.wake()).items():
@@ -75,12 +78,15 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
     def on_configure(self, state) -> TransitionCallbackReturn:
         p = self._params
         try:
-            self.policy = self._injected if self._injected is not None else policy_from_params(p)
+            self.policy = self._injected if self._injected is not None else policy_from_params(p, self.get_logger())
             self.control, self.warm_up_times = control_from_params(self.policy, p, self._publish_target,
                                                                    self._publish_telemetry, self.get_logger())
         except Exception as e:
             self._error = e
-            self.get_logger().error(f"configure failed: {type(e).__name__}: {e}")
+            if stop_requested.is_set():
+                self.get_logger().info(f"configure interrupted by the operator's stop ({type(e).__name__}: {e})")
+            else:
+                self.get_logger().error(f"configure failed: {type(e).__name__}: {e}")
             self._release()
             return TransitionCallbackReturn.FAILURE
         self.pub.update({k: ros.publisher(self, k) for k in OUTPUTS[p["command_outputs"]] if k not in self.pub})
@@ -196,7 +202,7 @@ class VamPolicyNode(ros.SafeLifecycle, LifecycleNode):
 
 
 def main(args=None) -> None:
-    ros.spin_node(VamPolicyNode, args)
+    ros.spin_node(VamPolicyNode, args, exit_process=True)
 
 
 if __name__ == "__main__":

@@ -34,13 +34,15 @@ def _auto_backend(params) -> tuple:
                  if q.name == "backend" else q for q in params)
 
 
-def resolve_backend(backend: str, device: str) -> str:
-    """The backend `auto` stands for on `device`; any other name as given."""
+def resolve_backend(backend: str, device: str, say=None) -> str:
+    """The backend `auto` stands for on `device` (`vam_model.backends.auto_backend`: torch, said in one
+    line to `say`, where onnxruntime is not installed); any other name as given."""
     if backend != "auto":
         return backend
+    from vam_model.backends import auto_backend
     from vam_model.device import resolve_device
 
-    return "onnxruntime" if resolve_device(device).type == "cpu" else "torch"
+    return auto_backend(resolve_device(device).type, say)
 
 
 PARAMS = (
@@ -96,7 +98,7 @@ def guidance_from(p: dict) -> GuidanceConfig:
                           w_lang_base=p["w_lang_base"], w_plan_base=p["w_plan_base"], s_max=p["s_max"])
 
 
-def policy_from_params(p: dict):
+def policy_from_params(p: dict, log=None):
     """The policy the parameters name (`policy_process`: a ProcessPolicy proxy, the model in a child)."""
     from vam_model.networks.checkpoint import resolve_checkpoint
     from vam_model.policy import build_policy as build
@@ -109,7 +111,8 @@ def policy_from_params(p: dict):
     guidance = guidance_from(p)
     cfg = PolicyConfig(seed=p["seed"], threads=p["threads"], action_temperature=p["action_temperature"],
                        device=p["device"], autocast=p["autocast"], guidance=guidance,
-                       backend=BackendConfig(name=resolve_backend(p["backend"], p["device"]),
+                       backend=BackendConfig(name=resolve_backend(p["backend"], p["device"],
+                                                                  None if log is None else log.warning),
                                              precision=p["backend_precision"]))
     factory = functools.partial(build, p["preset"], checkpoint=ckpt, guidance=guidance_label(guidance), config=cfg)
     if p["policy_process"]:

@@ -305,9 +305,10 @@ def _default_backend(policy: str, device: str) -> str:
     """sim's and eval's backend when none is given: onnxruntime for the vam policy on a CPU, else torch."""
     if policy != "vam":
         return "torch"
-    from vam_model.device import resolve_device   # lazy: torch, which a run of a scripted policy never needs
+    from vam_model.backends import auto_backend   # lazy: torch, which a run of a scripted policy never needs
+    from vam_model.device import resolve_device
 
-    return "onnxruntime" if resolve_device(device).type == "cpu" else "torch"
+    return auto_backend(resolve_device(device).type, lambda line: print(line, file=sys.stderr))
 
 
 def _eval_parallel(cfgs: dict, out: Path, workers: int, threads: int, by_schedule: dict, write) -> None:

@@ -14,7 +14,6 @@ ROS 2's launch is importable (tests/conftest.py), so the launch tests start the 
 from __future__ import annotations
 
 import ast
-import os
 import sys
 from pathlib import Path
 

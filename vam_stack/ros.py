@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import array
 import importlib
-import os
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,6 +24,7 @@ import numpy as np
 from rosbags.typesys.base import Nodetype
 
 from vam_stack import msgs
+from vam_stack.process_exit import exit_now, process_name
 from vam_stack.refusals import flush_refusals, guarded, refusal_log, service, timer  # noqa: F401 (ros.timer, ...)
 from vam_stack.topics import Topic, resolve
 
@@ -357,6 +357,7 @@ PROCESS_RT_PRIORITY = Param("process_rt_priority", 0, "SCHED_FIFO priority of ev
 
 # --- process entry point ------------------------------------------------------------------
 
+
 def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_threads: int = 1,
                callback_timeout_s: float = 3.0, exit_process: bool = False) -> None:
     """Every node process's `main()`: init, build, spin until SIGINT/SIGTERM or an external
@@ -374,12 +375,9 @@ def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_thread
     the arm (and a worker thread's last publish fails on the dead context). SIGINT and SIGTERM
     (what launch sends) both end the spin here; the spin wakes every 0.1 s to see them.
 
-    `exit_process` (a node process's `main()`): after an operator's stop has run to the end (nodes
-    destroyed, rclpy shut down, its log files closed), the process ends at once with exit code 0
-    (`exit_now`) instead of finalising the interpreter: torch's and onnxruntime's teardown took the
-    policy process about 2 CPU-seconds, 8-15 s of wall time on a loaded 2-core machine, past launch's
-    SIGTERM at 5 s, and a C++ thread destroyed at exit once aborted it (`terminate called without an
-    active exception`, exit -6). An exception still ends the process with its traceback."""
+    `exit_process` (a node process's `main()`): after an operator's stop has run to the end, exit 0
+    at once (`process_exit.exit_now`, why there); a failed start-up: one line, exit 1."""
+    import os
     import signal
     import threading
 
@@ -413,18 +411,14 @@ def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_thread
     except (KeyboardInterrupt, ExternalShutdownException) as e:
         stopped = True
         if not spinning and isinstance(e, KeyboardInterrupt):
-            print(f"{_process_name(nodes)}: stopped during start-up by {e or 'a signal'}: exiting cleanly",
+            print(f"{process_name(nodes)}: stopped during start-up by {e or 'a signal'}: exiting cleanly",
                   file=sys.stderr, flush=True)
     except BaseException as e:
-        if stop.is_set() and isinstance(e, Exception):
-            # the operator's stop came first and interrupted the start-up (an import, an export, a load)
-            # into another error: it was a stop, and says so (it exited 1 with the interrupted step's error)
-            print(f"{_process_name(nodes)}: stopped during start-up by a signal (it interrupted: {describe(e)})",
+        failure = None if stop.is_set() and isinstance(e, Exception) else e   # a stop first: it interrupted
+        if failure is None:                     # the start-up (an import, an export) into this error
+            print(f"{process_name(nodes)}: stopped during start-up by a signal (it interrupted: {describe(e)})",
                   file=sys.stderr, flush=True)
             stopped = True
-            failure = None
-        else:
-            failure = e
         # not the operator: an exception ended the spin (or a node's start-up). A node with hardware
         # holds it powered (a YAM has no brakes) instead of releasing it as an operator's stop would.
         for node in nodes if failure is not None else ():
@@ -453,31 +447,9 @@ def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_thread
     if exit_process and (stopped or stop.is_set()):
         exit_now(0)
     if exit_process and failure is not None:
-        # a node process whose start-up failed: the reason in one line (each node also logged it), exit 1;
-        # VAM_DEBUG=1 shows the traceback instead
-        print(f"{_process_name(nodes)}: start-up failed: {describe(failure)} (VAM_DEBUG=1 shows the traceback)",
+        print(f"{process_name(nodes)}: start-up failed: {describe(failure)} (VAM_DEBUG=1 shows the traceback)",
               file=sys.stderr, flush=True)
         exit_now(1)
-
-
-def _process_name(nodes: list) -> str:
-    import os.path
-
-    return nodes[0].get_name() if nodes else os.path.basename(sys.argv[0] or "node")
-
-
-def exit_now(code: int = 0) -> None:
-    """End this node process now: Python's logging and stdio flushed, then `os._exit` (no interpreter
-    finalisation: see `spin_nodes`). Only after the nodes' own stop has run."""
-    import logging
-
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
 
 
 def _raise_process_priority(nodes: list) -> None:

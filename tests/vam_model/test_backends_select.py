@@ -122,31 +122,22 @@ def test_ensure_onnx_refuses_foreign_manifest(micro_model, tmp_path):
         ensure_onnx(micro_model, BackendConfig(name="onnxruntime", onnx_dir=str(tmp_path / "none")))
 
 
-def test_concurrent_exports_never_expose_a_half_written_cache(tmp_path):
-    """Two eval workers on an empty cache both export: each writes a private copy and renames it in;
-    the second finds the first's complete copy and keeps it."""
-    from vam_model.backends.ort_backend import _export_into
+def test_concurrent_exports_never_expose_a_half_written_graph(tmp_path):
+    """Two eval workers on an empty cache both export: each writes its graph in a private partial folder
+    and moves it in; the manifest lists a graph only once its file is complete, and keeps both graphs."""
+    from vam_model.onnx_cache import commit_graph, read_manifest
 
     d = tmp_path / "onnx" / "micro-abc-def-fp32"
-
-    def export(tmp, tag):
+    header = {"preset": "micro", "weights_hash": "abc", "config_hash": "def", "dtype": "fp32"}
+    for tag, graph in (("first", "dit_features"), ("second", "dit_velocity"), ("third", "dit_features")):
+        tmp = d / f"{graph}.partial-{tag}"
         tmp.mkdir(parents=True)
-        assert not d.exists() or (d / "manifest.json").is_file()      # never a partial d
-        (tmp / "graph.onnx").write_text(tag)
-        (tmp / "manifest.json").write_text(json.dumps({"by": tag}))
-
-    _export_into(d, lambda tmp: export(tmp, "first"))
-    _export_into(d, lambda tmp: export(tmp, "second"))
-    assert json.loads((d / "manifest.json").read_text()) == {"by": "first"}
-    assert sorted(p.name for p in d.parent.iterdir()) == [d.name]      # no partial copy left behind
-
-    def broken(tmp):
-        tmp.mkdir(parents=True)
-        raise RuntimeError("export failed")
-
-    with pytest.raises(RuntimeError, match="export failed"):
-        _export_into(tmp_path / "other", broken)
-    assert not (tmp_path / "other").exists() and not list(tmp_path.glob("other.partial-*"))
+        (tmp / f"{graph}.onnx").write_text(tag)
+        commit_graph(d, graph, tmp, {"file": f"{graph}.onnx", "by": tag}, header)
+    m = read_manifest(d)
+    assert {k: v["by"] for k, v in m["graphs"].items()} == {"dit_features": "third", "dit_velocity": "second"}
+    assert (d / "dit_features.onnx").read_text() == "third"
+    assert sorted(p.name for p in d.iterdir()) == [".lock", "dit_features.onnx", "dit_velocity.onnx", "manifest.json"]
 
 
 def test_graph_cache_is_keyed_by_config_not_only_weights(micro_model):

@@ -14,9 +14,6 @@ way per call (the GPU path is the `tensorrt` backend, which binds device memory 
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,95 +21,23 @@ import torch
 
 from .base import BackendConfig, BackendUnavailable, DiTBackend
 from .torch_backend import TorchBackend
-from ..export import config_hash, export_onnx, weights_hash
 from ..networks.head_io import HeadCache, HeadOutput
+from ..onnx_cache import (DIT_GRAPHS, HEAD_GRAPHS, CacheError, ensure_graphs, ensure_sets, needed_dit_graphs,
+                          remove_graph)
 
-GRAPHS = ("dit_velocity", "dit_features")
-HEAD_GRAPHS = ("head_prefix", "head_step")
-
-
-def _manifest(onnx_dir: Path) -> dict:
-    path = onnx_dir / "manifest.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no manifest.json in {str(onnx_dir)!r}: run `vam-stack export onnx --out {onnx_dir}`")
-    return json.loads(path.read_text())
+GRAPHS = DIT_GRAPHS
 
 
-def ensure_onnx(model, cfg: BackendConfig, dtype: str = "fp32", progress=print) -> Path:
-    """Directory holding the model's DiT graphs of `dtype`, exporting them if needed; checks the manifest."""
-    whash, chash = weights_hash(model.dit), config_hash(model.cfg)
-    if cfg.onnx_dir is not None:
-        d = Path(cfg.onnx_dir).expanduser()
-    else:
-        d = Path(cfg.cache_dir).expanduser() / "onnx" / f"{model.cfg.name}-{whash}-{chash}-{dtype}"
-        if not (d / "manifest.json").is_file():
-            progress(f"[onnx] exporting {model.cfg.name} DiT ({dtype}) to {d} (once per weights)")
-            _export_into(d, lambda tmp: export_onnx(model, tmp, dtype=dtype, head=False, progress=progress))
-    m = _manifest(d)
-    _check_manifest(d, m, model.cfg.name, "weights_hash", whash)
-    _check_config(d, m, chash)
-    if m.get("dtype") != dtype:
-        raise ValueError(f"{d}: graphs are {m.get('dtype')!r}, wanted {dtype!r}")
-    missing = [g for g in GRAPHS if f"{g}{'' if dtype == 'fp32' else '_' + dtype}" not in m.get("graphs", {})]
-    if missing:
-        raise FileNotFoundError(f"{d}: no {', '.join(missing)} graph (exported with --no-dit?); export again")
-    return d
+def ensure_onnx(model, cfg: BackendConfig, dtype: str = "fp32", progress=print, checkpoint: str | None = None,
+                graphs: tuple[str, ...] | None = None) -> Path:
+    """Directory holding the model's DiT graphs of `dtype` (those it runs: `needed_dit_graphs`), exported
+    if missing or damaged (vam_model/onnx_cache.py); checks the manifest against the model."""
+    return ensure_graphs(model, cfg, "dit", graphs or needed_dit_graphs(model.cfg), dtype, progress, checkpoint)
 
 
-def ensure_head_onnx(model, cfg: BackendConfig, progress=print) -> Path:
-    """Directory holding the model's fp32 head graphs (`head_prefix`, `head_step`), exporting them if needed."""
-    hhash, chash = weights_hash(model.head), config_hash(model.cfg)
-    if cfg.onnx_dir is not None:
-        d = Path(cfg.onnx_dir).expanduser()
-    else:
-        d = Path(cfg.cache_dir).expanduser() / "onnx" / f"{model.cfg.name}-head-{hhash}-{chash}"
-        if not (d / "manifest.json").is_file():
-            progress(f"[onnx] exporting {model.cfg.name} head to {d} (once per weights)")
-            _export_into(d, lambda tmp: export_onnx(model, tmp, dit=False, progress=progress))
-    m = _manifest(d)
-    missing = [g for g in HEAD_GRAPHS if g not in m.get("graphs", {})]
-    if missing:
-        raise FileNotFoundError(f"{d}: no {', '.join(missing)} graph (exported with --no-head?); "
-                                f"export again without --no-head, or set backend.head_graphs false")
-    _check_manifest(d, m, model.cfg.name, "head_weights_hash", hhash)
-    _check_config(d, m, chash)
-    return d
-
-
-def _check_manifest(d: Path, m: dict, preset: str, key: str, want: str) -> None:
-    if m.get("preset") != preset:
-        raise ValueError(f"{d}: graphs are for preset {m.get('preset')!r}, the model is {preset!r}")
-    if m.get(key) != want:
-        what = "head weights" if key.startswith("head") else "weights"
-        raise ValueError(f"{d}: graphs were exported from {what} {m.get(key)!r}, the model's are {want!r}; export again")
-
-
-def _export_into(d: Path, export) -> None:
-    """`export(tmp)` into a private directory beside `d`, then rename it to `d`. Processes exporting
-    the same graphs at once (eval workers on an empty cache) never read each other's half-written
-    files: the first rename wins, a later one finds `d` complete and drops its own copy."""
-    tmp = d.with_name(f"{d.name}.partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    d.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        export(tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    try:
-        tmp.rename(d)                                  # atomic; fails when another process's copy is there
-    except OSError:
-        if not (d / "manifest.json").is_file():
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _check_config(d: Path, m: dict, want: str) -> None:
-    """The graphs bake in config beyond the weights (block k, TR layer): a manifest without the
-    config hash (an export older than it) or with another one is refused."""
-    if m.get("config_hash") != want:
-        raise ValueError(f"{d}: graphs were exported for model config {m.get('config_hash')!r} (feature block "
-                         f"{m.get('feature_block')!r}), the model's config is {want!r}; export again")
+def ensure_head_onnx(model, cfg: BackendConfig, progress=print, checkpoint: str | None = None) -> Path:
+    """Directory holding the model's fp32 head graphs (`head_prefix`, `head_step`), exported if needed."""
+    return ensure_graphs(model, cfg, "head", HEAD_GRAPHS, "fp32", progress, checkpoint)
 
 
 def graph_path(onnx_dir: Path, graph: str, dtype: str) -> Path:
@@ -125,12 +50,13 @@ def graph_path(onnx_dir: Path, graph: str, dtype: str) -> Path:
 class OrtBackend(DiTBackend):
     name = "onnxruntime"
 
-    def __init__(self, model, cfg: BackendConfig, progress=print):
+    def __init__(self, model, cfg: BackendConfig, progress=print, checkpoint: str | None = None):
         try:
             import onnxruntime as ort
         except ImportError:
-            raise BackendUnavailable("backend 'onnxruntime' needs the onnxruntime package "
-                                     "(onnxruntime-gpu for CUDA)") from None
+            raise BackendUnavailable("backend 'onnxruntime' needs the onnxruntime package: pip install onnxruntime "
+                                     "onnx onnxscript (the 'export' extra; onnxruntime-gpu for CUDA), or choose "
+                                     "backend:=torch") from None
         available = ort.get_available_providers()
         if cfg.device == "cuda" and "CUDAExecutionProvider" not in available:
             raise BackendUnavailable(f"backend 'onnxruntime' with device 'cuda': this onnxruntime has no "
@@ -139,7 +65,10 @@ class OrtBackend(DiTBackend):
         self.providers = (["CUDAExecutionProvider"] if use_cuda else []) + ["CPUExecutionProvider"]
         if next(model.parameters()).device.type == "meta":
             raise BackendUnavailable("backend 'onnxruntime' needs the model's weights: it cannot run on the meta device")
-        self.onnx_dir = ensure_onnx(model, cfg, progress=progress)
+        # every graph this model runs, announced and exported together (once per checkpoint)
+        sets = [("dit", needed_dit_graphs(model.cfg), "fp32")] + ([("head", HEAD_GRAPHS, "fp32")] if cfg.head_graphs
+                                                                  else [])
+        self.onnx_dir, *head = ensure_sets(model, cfg, sets, progress, checkpoint)
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if cfg.threads:
@@ -148,13 +77,34 @@ class OrtBackend(DiTBackend):
         # executor's tick thread and from torch (measured: the torch replan after an ORT one took 1.9x as long)
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
 
-        def session(d: Path, g: str):
-            return ort.InferenceSession(str(graph_path(d, g, "fp32")), opts, providers=self.providers)
+        def sessions(d: Path, graphs: tuple[str, ...], ensure) -> dict:
+            """The graphs' sessions; a graph onnxruntime cannot load (damaged past the manifest's size and
+            hash, e.g. written by another tool) is exported again once where the cache owns it."""
+            for attempt in (0, 1):
+                out = {}
+                for g in graphs:
+                    path = graph_path(d, g, "fp32")
+                    try:
+                        out[g] = ort.InferenceSession(str(path), opts, providers=self.providers)
+                    except Exception as e:      # onnxruntime's InvalidProtobuf, Fail, ... (no common base class)
+                        why = f"{path}: onnxruntime cannot load it ({type(e).__name__}: {str(e).splitlines()[0]})"
+                        if cfg.onnx_dir is not None or attempt:
+                            raise CacheError(f"{why}; export it again (vam-stack export onnx --out DIR, or delete "
+                                             f"{d} to let the cache export it)") from None
+                        progress(f"[onnx] {why}: exported again")
+                        remove_graph(d, path.stem, {"file": path.name})
+                        d = ensure()
+                        break
+                else:
+                    return out
+            raise AssertionError("unreachable")
 
-        self.sessions = {g: session(self.onnx_dir, g) for g in GRAPHS}
+        self.sessions = sessions(self.onnx_dir, needed_dit_graphs(model.cfg),
+                                 lambda: ensure_onnx(model, cfg, progress=progress, checkpoint=checkpoint))
         if cfg.head_graphs:
-            self.head_dir = ensure_head_onnx(model, cfg, progress=progress)
-            self.sessions.update({g: session(self.head_dir, g) for g in HEAD_GRAPHS})
+            self.head_dir = head[0]
+            self.sessions.update(sessions(self.head_dir, HEAD_GRAPHS, lambda: ensure_head_onnx(
+                model, cfg, progress=progress, checkpoint=checkpoint)))
             self.head_runtime, self._torch_head = "onnxruntime", None
         else:
             self.head_dir, self.head_runtime, self._torch_head = None, "torch", TorchBackend(model)

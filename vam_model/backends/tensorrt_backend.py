@@ -174,13 +174,15 @@ class TensorRTBackend(DiTBackend):
 
     name = "tensorrt"
 
-    def __init__(self, model, cfg: BackendConfig, progress: Callable[[str], None] = print):
+    def __init__(self, model, cfg: BackendConfig, progress: Callable[[str], None] = print,
+                 checkpoint: str | None = None):
         trt = require_tensorrt()
 
         self.trt = trt
         self.cfg, self.mcfg = cfg, model.cfg
         graph_dtype = cfg.precision if cfg.precision in ("fp16", "bf16") else "fp32"
-        onnx_dir = ensure_onnx(model, cfg, dtype=graph_dtype, progress=progress)
+        onnx_dir = ensure_onnx(model, cfg, dtype=graph_dtype, progress=progress, checkpoint=checkpoint,
+                               graphs=GRAPHS)
         manifest = json.loads((onnx_dir / "manifest.json").read_text())
         self.cache = Path(cfg.cache_dir).expanduser() / "engines"
         self.keys, self.engines, self.contexts = {}, {}, {}
@@ -198,7 +200,7 @@ class TensorRTBackend(DiTBackend):
             self._load(g, key, src, shapes, progress)
         self.head_runtime, self._torch_head = "tensorrt", None
         if cfg.head_graphs:
-            head_dir = ensure_head_onnx(model, cfg, progress=progress)
+            head_dir = ensure_head_onnx(model, cfg, progress=progress, checkpoint=checkpoint)
             hm = json.loads((head_dir / "manifest.json").read_text())
             for g, hshapes in head_profile_shapes(self.mcfg, cfg.max_batch).items():
                 key = EngineKey(torch.cuda.get_device_name(), trt.__version__, self.mcfg.name, hm["head_weights_hash"],
