@@ -7,6 +7,9 @@ targets (/diagnostics refused_*) and the TR values the monitor published per sec
 
     python scripts/graph_stop_times.py --stops 10            # robot (sim:=mujoco preset:=yam64), sim, record
     python scripts/graph_stop_times.py --graphs sim --stops 3
+    python scripts/graph_stop_times.py --stops 5 --load 2     # two busy processes beside the graph
+
+Each stop line and the summary carry the 1-minute load average at the stop.
 
 The graphs run on a ROS domain of their own (random, localhost discovery).
 """
@@ -35,8 +38,14 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds a graph may take to get busy")
     ap.add_argument("--run-s", type=float, default=0.0,
                     help="let each graph run this long after its first TR values before the stop (the TR rate)")
+    ap.add_argument("--load", type=int, default=0, help="CPU-bound processes to run beside the graphs (other work)")
     a = ap.parse_args()
     isolate_ros()
+    import os
+    import subprocess
+    import sys
+
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(a.load)]
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import SingleThreadedExecutor
@@ -63,7 +72,7 @@ def main() -> int:
     summary = {}
     for name in a.graphs:
         launch, args = GRAPHS[name]
-        times, worst, refused_total, tr_rates, bad = [], [], {}, [], []
+        times, worst, refused_total, tr_rates, bad, loads = [], [], {}, [], [], []
         for i in range(a.stops):
             seen["tr"], seen["diag"] = 0, []
             graph = ProcessGraph(launch, args, log_dir=tempfile.mkdtemp(prefix=f"stop_{name}_{i}_"))
@@ -98,6 +107,7 @@ def main() -> int:
                         tr_rates.append((seen["tr"] - n_first) / ran)
             finally:
                 refused = driver_refusals(seen["diag"])
+                loads.append(os.getloadavg()[0])
                 codes = graph.stop()
             stop = dict(graph.stop_times)
             times += list(stop.values())
@@ -108,14 +118,18 @@ def main() -> int:
                 bad.append((i, busy, codes))
             print(f"{name} #{i}: {'mid-inference' if busy else 'NOT BUSY'} after {time.monotonic() - t_start:.0f} s; "
                   f"exit codes {codes}; exit after SIGINT {({k: round(v, 2) for k, v in stop.items()})}; "
-                  f"refused {refused or 'n/a'}", flush=True)
-        summary[name] = (statistics.median(worst), max(worst), statistics.median(times), refused_total, tr_rates, bad)
-    print("\ngraph   stops  p50 (slowest process)  max   p50 (every process)  refused targets   TR/s while running")
-    for name, (p50, mx, p50_all, refused, rates, bad) in summary.items():
+                  f"refused {refused or 'n/a'}; load {loads[-1]:.1f}", flush=True)
+        summary[name] = (statistics.median(worst), max(worst), statistics.median(times), refused_total, tr_rates, bad,
+                         (min(loads), max(loads)))
+    print("\ngraph   stops  p50 (slowest process)  max   p50 (every process)  refused targets   TR/s while running  load")
+    for name, (p50, mx, p50_all, refused, rates, bad, (lo, hi)) in summary.items():
         rate = f"{statistics.median(rates):.2f}" if rates else "n/a"
         print(f"{name:7s} {a.stops:5d}  {p50:8.2f} s            {mx:5.2f} s {p50_all:8.2f} s        "
-              f"{sum(refused.values()) if refused else 'n/a'!s:16s} {rate}"
+              f"{sum(refused.values()) if refused else 'n/a'!s:16s} {rate:18s} {lo:.1f}-{hi:.1f}"
               + (f"   PROBLEMS: {bad}" if bad else ""))
+    for h in hogs:
+        h.kill()
+        h.wait()
     done.set()
     spinner.join(2.0)
     executor.shutdown()

@@ -51,9 +51,10 @@ HEAD_GRAPHS = ("head_prefix", "head_step")
 PARTIAL = re.compile(r"\.partial-(\d+)$")
 TIMES_FILE = "export_times.json"
 OTHER_MODEL_EXIT = 3          # the exporter child's exit code when the checkpoint is not the caller's model
-# seconds per graph on a 2-core CPU for yam64 (4 DiT blocks, 6 head layers), measured; other
-# presets scale by their block / layer counts until this machine has timed its own export
-GUESS_S = {"dit_velocity": 40.0, "dit_features": 40.0, "head_prefix": 20.0, "head_step": 30.0}
+# seconds per graph for yam64 (4 DiT blocks, 6 head layers) inside the policy node of the MuJoCo robot
+# graph on a 2-core CPU at load ~7 (223 s for the four; `vam-stack export cache` alone: 37, 22, 12, 18 s);
+# other presets scale by their block / layer counts until this machine has timed its own export
+GUESS_S = {"dit_velocity": 90.0, "dit_features": 55.0, "head_prefix": 30.0, "head_step": 45.0}
 GUESS_DEPTH = {"dit": 4, "head": 6}
 
 
@@ -325,7 +326,7 @@ def _export_missing(model, plans: list[tuple[str, str, Path, str]], progress, ch
     est = {(d, n): estimate_s(d, model.cfg, n) for _, _, d, n in plans}
     total = sum(s for s, _ in est.values())
     how = "measured on this machine" if all(seen for _, seen in est.values()) else \
-        "a guess from yam64 on a 2-core CPU"
+        "a guess from yam64 in a loaded 2-core graph"
     progress(f"[onnx] {model.cfg.name}: exporting {len(plans)} ONNX graph(s) ({', '.join(n for *_, n in plans)}) "
              f"into {plans[0][2].parent} before the first replan: about {_minutes(total)} ({how}); once per "
              f"checkpoint; `vam-stack export cache` does it beforehand")

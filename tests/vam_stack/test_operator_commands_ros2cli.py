@@ -44,7 +44,14 @@ def doc_commands() -> list[str]:
             else:
                 cmds = [span]
             out += [c for c in cmds if c not in out]
-    return out
+    # transitions run in the order a running graph takes them (deactivate before activate), wherever the
+    # docs show each one (the fault reset shows `activate` alone, before the lifecycle list)
+    lifecycle = [c for c in out if c.startswith("ros2 lifecycle set")]
+    order = sorted(lifecycle, key=lambda c: (c.split()[3], LIFECYCLE_SAFE.index(c.split()[4])
+                                             if c.split()[4] in LIFECYCLE_SAFE else len(LIFECYCLE_SAFE)))
+    # the e-stop last, latched then released (home is refused while it is latched, as it must be)
+    estop = sorted((c for c in out if "/vam/estop" in c), key=lambda c: "false" in c)
+    return [c for c in out if c not in lifecycle and c not in estop] + order + estop
 
 
 def test_the_docs_show_the_operator_commands():
