@@ -196,16 +196,19 @@ def _aside_advice(tries: list[dict], out: Path, args) -> str | None:
     if not aside:
         return None
     need: dict[str, float] = {}
+    untakeable = 0
     for t in aside:
-        for flag_value in _flags_in(t["import_refusal"]):
-            flag, value = flag_value
+        pairs = _flags_in(t["import_refusal"])
+        untakeable += not pairs
+        for flag, value in pairs:
             need[flag] = max(need.get(flag, 0.0), value)
     if not need:
         return (f"the recordings in {out / 'refused'} fail a check no tolerance loosens (each try's reason is in "
                 f"{out / 'episodes.json'})")
     flags = " ".join(f"{f} {v:g}" for f, v in need.items() if f in TOLERANCE_FLAGS.values())
+    skip = " --skip-bad" if untakeable else ""      # (those no tolerance takes are left out, named)
     return (f"to train on them too: vam-stack import --format mcap {out / 'refused'} --preset yam64 --task "
-            f"{args.task} {flags} --out {out}_refused_demos")
+            f"{args.task} {flags}{skip} --out {out}_refused_demos")
 
 
 def _flags_in(text: str) -> list[tuple[str, float]]:

@@ -332,8 +332,12 @@ def _check_timing(path: Path, c: DataContract, m: McapMapping, tt: np.ndarray, t
     where = f" at {at:.2f} s into the recording" if f != "rate_tolerance" else ""
     why = {"max_gap_ticks": ": dropped messages or a stalled host", "max_age_s": "", "rate_tolerance": ""}[f]
     flags = tolerance_flags(m, needs)
-    take = (f"; the import takes it with {flags}" if flags else
-            f"; beyond what {TOLERANCE_FLAGS[f]} allows ({TOLERANCE_LIMITS[f]:g})")
+    if flags:
+        take = f"; the import takes it with {flags}"
+    else:                                     # one measure is beyond its flag's bound: name that one
+        acc = accepting(needs)
+        b = next(x for x in ("max_gap_ticks", "rate_tolerance", "max_age_s") if acc[x] is None and needs[x][0] > getattr(m, x))
+        take = f"; no tolerance takes it: {needs[b][2]}, beyond what {TOLERANCE_FLAGS[b]} allows ({TOLERANCE_LIMITS[b]:g})"
     raise ContractError(f"{path}: {what}{where} ({limit}){why}{take}")
 
 

@@ -96,3 +96,13 @@ def test_skip_bad_leaves_out_a_failing_recording_and_names_it(tmp_path):
     write_recording(tmp_path / "only_bad" / "b.mcap", frame_every=10)
     with pytest.raises(RecordingFormatError, match="every one of the 1 recordings failed a check; the first: b.mcap"):
         import_mcap(tmp_path / "only_bad", C, tmp_path / "out2", skip_bad=True)
+
+
+def test_a_timing_refusal_names_the_measure_no_tolerance_takes(tmp_path):
+    # a loaded machine's recording: a pause the flags can take, but the targets at 20 Hz (52 % off): the refusal
+    # said "beyond what --max-gap-ticks allows (30)" for a 7.8-period pause
+    with pytest.raises(ContractError) as e:
+        read_episode(write_recording(tmp_path / "a.mcap", rate=19.77, gap_at=20), C, McapMapping())
+    text = str(e.value)
+    assert "no tolerance takes it: /teleop/joint_command runs at " in text and "--rate-tolerance allows (0.5)" in text
+    assert "--max-gap-ticks allows" not in text, text
