@@ -98,6 +98,7 @@ class DriverMonitor:
         `refused`: its rate-limited log of refused targets (`vam_stack.refusals.RefusalLog`)."""
         self.cfg, self.names, self.log, self.refused = config, config.joint_names, log, refused
         self.last_error = ""                        # the newest failed transition's reason (autostart quotes it)
+        self.reset_service = "/yam_driver/reset_faults"   # the node sets its resolved name
         self.hw_id = f"{config.bus}: " + ", ".join(dict.fromkeys(a.port for a in config.arms))  # "damiao: can_left, .."
         self.lock = threading.Lock()                # targets, e-stop, home and lifecycle run in different callbacks
         self.driver: YamDriver | None = None
@@ -326,7 +327,7 @@ class DriverMonitor:
             return False, "e-stop latched: release it first"
         if self.driver.mode == Mode.FAULT:
             return False, (f"a fault is latched ({'; '.join(map(str, self.driver.faults))}): reset it first "
-                           f"(ros2 service call /yam_driver/reset_faults std_srvs/srv/Trigger)")
+                           f"(ros2 service call {self.reset_service} std_srvs/srv/Trigger)")
         if pose is None:
             return False, "no home_pose in the driver config"
         try:
@@ -347,6 +348,11 @@ class DriverMonitor:
         level = {Mode.FAULT: "error", Mode.STOPPED: "stale", Mode.HOLDING: "warn"}.get(d.mode, "ok")
         level = "warn" if self.estopped and level == "ok" else level
         message = "; ".join(map(str, d.faults)) or d.mode.value
+        if d.mode == Mode.FAULT:   # what the arm does, and the way back
+            held = ("torque off (on_fault: torque_off)" if not d.bus.torque_enabled else
+                    "torque on, every motor held at its last command")
+            message = f"fault, {held}; once the cause is gone: ros2 service call {self.reset_service} " \
+                      f"std_srvs/srv/Trigger: {message}"
         if self.refusal is not None:  # the target stream is not being followed
             level = "error" if self.gate.last_reason == "publishers" else ("warn" if level == "ok" else level)
             message = f"targets refused: {self.refusal}"

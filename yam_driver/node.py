@@ -75,6 +75,7 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         self.estop_service = EstopService(self, self.monitor.estop_answer)
         ros.service(self, Trigger, "~/home", self._on_home)
         ros.service(self, Trigger, "~/reset_faults", self._on_reset_faults)
+        self.monitor.reset_service = self.resolve_service_name("~/reset_faults")   # as an operator types it
         ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
         if p["autostart"]:     # `ros2 launch` without a lifecycle manager: configure and activate now
             self.autostart(lambda step: RuntimeError(f"yam_driver: autostart could not {step} the driver: "

@@ -106,6 +106,9 @@ def test_a_fault_on_the_running_driver_process_recovers_with_torque_on_and_unrea
         mark = len(states)
         rig.silence("left_joint2")
         assert faults_now(1), status()
+        said = next(msgs.diagnostics_to_dict(m)["yam_driver: driver"]["message"] for m in reversed(diags)
+                    if "yam_driver: driver" in msgs.diagnostics_to_dict(m))
+        assert "torque on, every motor held" in said and "/yam_driver/reset_faults" in said, said
         h.spin_for(0.5)
         during = [msgs.joint_state_to_numpy(m).position for m in states[mark:]]
         unread = [p for p in during if np.isnan(p[1])]
