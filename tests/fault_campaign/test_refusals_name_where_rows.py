@@ -33,7 +33,7 @@ def _one_line_error(proc: subprocess.CompletedProcess) -> str:
 
 
 def _datasets(root):
-    from tests.vam_data.conftest import synthetic_yam_demos
+    from yam_data import synthetic_yam_demos  # tests/support
     from vam_data.contract import contract_for
     from vam_data.writing import write_imported
 
