@@ -48,6 +48,9 @@ _checkout_on_the_ament_index()
 
 # --- a harness for node tests ------------------------------------------------------------------
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT_DIR = Path(__file__).resolve().parents[1]
 
 import pytest  # noqa: E402
 
@@ -174,6 +177,25 @@ class RosHarness:
         import gc
 
         gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def _our_loggers_propagate():
+    """Where ROS 2's launch is importable, launch_testing's pytest plugin imports it, and `launch.logging`
+    makes every logger created after it a LaunchLogger that does not propagate (and a launch test's
+    LaunchService does so again): caplog, a handler on the root logger, would then see none of our
+    modules' lines. Before each test our loggers propagate again and new loggers are plain ones."""
+    import sys
+
+    if "launch.logging" in sys.modules:
+        import logging
+
+        ours = {p.parent.name for p in ROOT_DIR.glob("*/__init__.py")}
+        logging.setLoggerClass(logging.Logger)
+        for name, logger in list(logging.Logger.manager.loggerDict.items()):
+            if isinstance(logger, logging.Logger) and name.split(".")[0] in ours:
+                logger.propagate = True
+    yield
 
 
 @pytest.fixture(autouse=True)
