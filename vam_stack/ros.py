@@ -389,6 +389,7 @@ def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_thread
 
     stop = threading.Event()
     previous, stopped, failure, spinning = {}, False, None, False
+    exit_process = exit_process and threading.current_thread() is threading.main_thread()  # a process's own main
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
