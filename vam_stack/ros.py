@@ -376,10 +376,15 @@ def spin_nodes(nodes_factory: Any, args: Sequence[str] | None = None, num_thread
     (what launch sends) both end the spin here; the spin wakes every 0.1 s to see them.
 
     `exit_process` (a node process's `main()`): after an operator's stop has run to the end, exit 0
-    at once (`process_exit.exit_now`, why there); a failed start-up: one line, exit 1."""
+    at once (`process_exit.exit_now`, why there); a failed start-up: one line, exit 1. Only from the
+    main thread, where a process's `main()` runs: a `main()` run in another thread (a test running a
+    node in its own interpreter) returns, or `os._exit(0)` would end the caller too (it ended the
+    test suite at 34 % with exit code 0)."""
     import os
     import signal
     import threading
+
+    exit_process = exit_process and threading.current_thread() is threading.main_thread()
 
     import rclpy
     from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
