@@ -16,6 +16,7 @@ does not exist) and by the process-level tests. It imports no rclpy: the process
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -203,13 +204,39 @@ def _check_files(procs: list[Process]) -> None:
         if not path.is_file():
             raise FileNotFoundError(f"checkpoint:={ckpt!r} is not a file ({who} would fail at configure); leave "
                                     f"it out for models/<preset>.safetensors")
-        from vam_model.networks.checkpoint import read_metadata   # lazy: torch, only when a checkpoint is given
-
-        try:
-            read_metadata(path)
-        except (ValueError, OSError) as e:            # CheckpointError is a ValueError
+        problem = checkpoint_problem(path)
+        if problem:
             raise ValueError(f"checkpoint:={ckpt!r} is not a readable checkpoint ({who} would fail at "
-                             f"configure): {' '.join(str(e).split())}") from None
+                             f"configure): {problem}")
+
+
+def checkpoint_problem(path: Path) -> str | None:
+    """Why `path` is not a checkpoint the policy node can read, or None: a safetensors file (an 8-byte
+    little-endian header length, then that much JSON) whose `__metadata__` carries the stored model
+    `config` as JSON, as vam_model's save_checkpoint writes it. Read without torch or the tensors
+    (the node checks the rest, the tensors' hash included, when it loads it)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            size = os.fstat(f.fileno()).st_size
+            if len(head) < 8:
+                return f"{size} bytes: too short for a safetensors header"
+            n = int.from_bytes(head, "little")
+            if not 2 <= n <= size - 8:
+                return f"not a safetensors file (header length {n} in a file of {size} bytes)"
+            header = json.loads(f.read(n).decode("utf-8"))
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return f"not a safetensors file (its header is not JSON: {e})"
+    meta = header.get("__metadata__") if isinstance(header, dict) else None
+    if not isinstance(meta, dict) or "config" not in meta:
+        return "a safetensors file without this project's stored model config (__metadata__.config)"
+    try:
+        json.loads(meta["config"])
+    except (TypeError, json.JSONDecodeError) as e:
+        return f"its stored model config is not JSON ({e})"
+    return None
 
 
 class ProcessGraph:

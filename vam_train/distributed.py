@@ -26,7 +26,7 @@ import torch.multiprocessing as mp
 
 from vam_stack.config import ConfigError
 from vam_data.dataset import Dataset
-from .stopping import StopRequest, die_with_parent
+from .stopping import StopRequest, die_with_parent, interrupted_message
 from .train_config import TrainConfig
 from .trainer import Trainer, describe_result, resolve_device
 
@@ -154,5 +154,4 @@ def _spawned_rank(rank: int, cfg: TrainConfig, out: str, resume: bool, ship: str
     with stop.installed():
         result = run_rank(cfg, out, resume, ship, data, model_cfg, stop=stop)
     if result is not None and result.get("interrupted"):
-        from .train import interrupted_message     # (train imports this module)
         print("\n" + interrupted_message(result, Path(out)), file=sys.stderr, flush=True)

@@ -16,8 +16,12 @@ service manager, torchrun passing its own on) end it at the next step boundary w
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import signal
+import sys
 import threading
+from pathlib import Path
 from typing import Iterator
 
 from vam_stack.recording import Interrupted
@@ -57,15 +61,20 @@ class StopRequest:
                 signal.signal(s, h)
 
 
+def interrupted_message(result: dict, out: Path) -> str:
+    """What an interrupted run kept, in one line (`Trainer.fit`'s result with `interrupted`)."""
+    sig = result["interrupted"]
+    if result.get("kept") is None:
+        return (f"interrupted ({sig}) before the first step finished: nothing kept (no checkpoint in {out}); "
+                f"the same command starts afresh")
+    return (f"interrupted ({sig}): stopped at step {result['kept']}, kept {out / 'train_state.pt'} and "
+            f"{out / 'model.safetensors'}; continue with the same command and --resume")
+
+
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """This process gets `sig` when its parent dies (Linux prctl PR_SET_PDEATHSIG; elsewhere nothing)."""
-    import os
-    import sys
-
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
-
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(sig))     # PR_SET_PDEATHSIG
     except (OSError, AttributeError):

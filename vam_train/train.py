@@ -65,7 +65,7 @@ from .batches import Batches, check_dataset_fits, load_train_data
 from .distributed import fit_data_parallel, run_rank, torchrun_env
 from .lora import apply_lora, merge_lora
 from .recovery import Rollouts
-from .stopping import StopRequest
+from .stopping import StopRequest, interrupted_message
 from .trainer import Trainer, describe_result, resolve_device
 from .train_config import TrainConfig, load_train_config, parse_sets
 
@@ -110,16 +110,6 @@ def claim_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
                               f"continue it, --overwrite to replace it, or choose another directory")
     if overwrite and log.is_file():
         log.unlink()
-
-
-def interrupted_message(result: dict, out: Path) -> str:
-    """What an interrupted run kept, in one line (`Trainer.fit`'s result with `interrupted`)."""
-    sig = result["interrupted"]
-    if result.get("kept") is None:
-        return (f"interrupted ({sig}) before the first step finished: nothing kept (no checkpoint in {out}); "
-                f"the same command starts afresh")
-    return (f"interrupted ({sig}): stopped at step {result['kept']}, kept {out / 'train_state.pt'} and "
-            f"{out / 'model.safetensors'}; continue with the same command and --resume")
 
 
 def _forget_fresh_dir(out: Path, created: bool) -> None:

@@ -155,7 +155,7 @@ def test_an_out_holding_only_a_log_is_refused_without_overwrite(tmp_path, capsys
 
 def test_ctrl_c_before_training_starts_says_nothing_kept_and_leaves_no_run_behind(tmp_path, dataset):
     from vam_train.stopping import StopRequest
-    from vam_train.train import interrupted_message
+    from vam_train.stopping import interrupted_message
 
     assert interrupted_message({"interrupted": "SIGINT", "kept": None}, tmp_path).startswith(
         "interrupted (SIGINT) before the first step finished: nothing kept")
