@@ -401,8 +401,11 @@ def check_action(launch: str) -> list:
     from launch.actions import OpaqueFunction
 
     def check(context):
-        given = {name: context.launch_configurations[name] for name in arguments(launch)
-                 if name in context.launch_configurations}
+        # launch's configurations hold every declared argument, the defaults too: only the ones the launch
+        # line set are `given` (a default bus:=damiao is not an argument "for the hardware" under sim:=mujoco)
+        declared = arguments(launch)
+        given = {name: value for name, (default, _) in declared.items()
+                 if (value := context.launch_configurations.get(name, default)) != default}
         resolve(launch, given)
         return []
 
