@@ -20,6 +20,10 @@ than a frame period is refused by itself (`sources.base`), the window staying av
 """
 from __future__ import annotations
 
+from vam_stack.process_exit import quiet_stop_while_importing
+
+quiet_stop_while_importing("camera_bridge")   # before the heavy imports below
+
 import dataclasses
 
 from rclpy.node import Node

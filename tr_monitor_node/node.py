@@ -19,6 +19,10 @@ character (what the policy refuses too) does not reset the trace.
 """
 from __future__ import annotations
 
+from vam_stack.process_exit import quiet_stop_while_importing
+
+quiet_stop_while_importing("tr_monitor_node")   # before the heavy imports below
+
 import dataclasses
 import os
 import time

@@ -13,6 +13,10 @@ Parameters come from `recorder.RecorderConfig`. Core: `vam_data.recorder.Episode
 """
 from __future__ import annotations
 
+from vam_stack.process_exit import quiet_stop_while_importing
+
+quiet_stop_while_importing("demo_recorder")   # before the heavy imports below
+
 import time
 
 from rclpy.node import Node

@@ -12,6 +12,10 @@ stops the policy, and the driver holds the arm (its watchdog), torque on.
 """
 from __future__ import annotations
 
+from vam_stack.process_exit import quiet_stop_while_importing
+
+quiet_stop_while_importing("vam_policy_node")   # before the heavy imports below
+
 import threading
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup

@@ -24,3 +24,23 @@ def exit_now(code: int = 0) -> None:
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+def quiet_stop_while_importing(executable: str) -> None:
+    """First thing a node module does when it is a process's entry point (its console script
+    `executable` is running): a SIGINT/SIGTERM before `spin_nodes` takes them over (seconds of imports
+    on a loaded machine) ends the process with 0 and one line, not a KeyboardInterrupt traceback and
+    exit -2: nothing has started that a stop must undo. A module imported by anything else (a test,
+    another program) changes no signal handler."""
+    import signal
+    import threading
+
+    if os.path.basename(sys.argv[0] or "") != executable or threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop(signum, frame):
+        print(f"{executable}: stopped during start-up by {signal.Signals(signum).name} (while importing): "
+              f"exiting cleanly", file=sys.stderr, flush=True)
+        exit_now(0)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)

@@ -12,6 +12,10 @@ torque goes off only on an operator's cleanup/shutdown/SIGINT (`torque_off_on_ex
 fault with `on_fault: torque_off`; an internal error holds with torque ON."""
 from __future__ import annotations
 
+from vam_stack.process_exit import quiet_stop_while_importing
+
+quiet_stop_while_importing("yam_driver")   # before the heavy imports below
+
 import dataclasses
 
 import numpy as np

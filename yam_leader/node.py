@@ -20,6 +20,10 @@ Core: `yam_leader.leader.LeaderTeleop`; calibration: `vam-stack leader calibrate
 """
 from __future__ import annotations
 
+from vam_stack.process_exit import quiet_stop_while_importing
+
+quiet_stop_while_importing("yam_leader")   # before the heavy imports below
+
 import time
 
 import numpy as np

@@ -12,6 +12,10 @@ closed-loop runner) until `episodes` have run.
 """
 from __future__ import annotations
 
+from vam_stack.process_exit import quiet_stop_while_importing
+
+quiet_stop_while_importing("libero_bridge")   # before the heavy imports below
+
 import time
 
 import numpy as np

@@ -28,6 +28,10 @@ with the `demo_recorder` node (record.launch.py).
 """
 from __future__ import annotations
 
+from vam_stack.process_exit import quiet_stop_while_importing
+
+quiet_stop_while_importing("yam_mujoco_sim")   # before the heavy imports below
+
 import time
 
 from rclpy.clock import Clock, ClockType
