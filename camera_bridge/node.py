@@ -13,7 +13,7 @@ stacked, published) go to `vam_stack.latency`'s debug topic for `vam-stack bench
 With `publish_compressed`, every image also goes out as a JPEG sensor_msgs/CompressedImage on
 <topic>/compressed, as image_transport's compressed transport names and formats it (for links
 where raw rgb8 is too much: 10 MB/s for the stacked 672x168 frame at 30 Hz, twice that with its views).
-The node takes no messages; its timers are guarded (`ros.timer`): one that raises is logged,
+The node takes no messages; its timers are guarded (`refusals.timer`): one that raises is logged,
 rate-limited, and the next tick runs; a publish that raises is counted (`publish_errors`) and
 logged by the bridge, which goes on. A camera frame stamped ahead of the host clock by more
 than a frame period is refused by itself (`sources.base`), the window staying available.
@@ -30,7 +30,7 @@ from rclpy.node import Node
 
 from camera_bridge.bridge import CameraBridge, Stacked
 from camera_bridge.config import load_bridge_config
-from vam_stack import msgs, ros
+from vam_stack import image_msgs, msgs, refusals, ros
 from vam_stack.latency import FLUSH_PERIOD_S, LatencyTrace
 from vam_control.pacing import IncreasingStamps
 from vam_stack.topics import camera_topic
@@ -41,7 +41,7 @@ PARAMS = (
     P("publish_views", True, "also publish each view on /camera/<view>/image_raw"),
     P("publish_compressed", False, "also publish each image as JPEG (sensor_msgs/CompressedImage) on "
                                    "<topic>/compressed, image_transport's compressed transport"),
-    P("jpeg_quality", msgs.JPEG_QUALITY_DEFAULT, "JPEG quality of the compressed images (image_transport's "
+    P("jpeg_quality", image_msgs.JPEG_QUALITY_DEFAULT, "JPEG quality of the compressed images (image_transport's "
                                                  "jpeg_quality)", range=(1, 100)),
     P("rt_priority", 40, "SCHED_FIFO priority of the capture thread, which reads, stacks and publishes each frame "
                          "(below the policy's tick thread, 50); 0 = normal scheduling", range=(0, 99)),
@@ -78,8 +78,8 @@ class CameraBridgeNode(Node):
             self.get_logger().error(f"camera {name!r} did not open ({problem}); retrying")
         self.bridge.on_stacked = self._publish_frame    # published by the bridge's thread as each frame completes
         self.bridge.start(p["rt_priority"])
-        ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
-        ros.timer(self, FLUSH_PERIOD_S, lambda: self.latency.flush(self._latency_pub), "latency trace")
+        refusals.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
+        refusals.timer(self, FLUSH_PERIOD_S, lambda: self.latency.flush(self._latency_pub), "latency trace")
         h, w, _ = cfg.stacked_shape
         self.get_logger().info(f"{len(cfg.cameras)} cameras stacked to {w}x{h} at {cfg.source_fps} Hz")
 
@@ -118,10 +118,10 @@ class CameraBridgeNode(Node):
 
     def _jpeg(self, image, stamp, frame_id: str):
         """rclpy CompressedImage (JPEG, image_transport's format) of an RGB array."""
-        return ros.to_ros_bytes(msgs.compressed_image_msg(image, stamp, frame_id, quality=self.p["jpeg_quality"]))
+        return ros.to_ros_bytes(image_msgs.compressed_image_msg(image, stamp, frame_id, quality=self.p["jpeg_quality"]))
 
     def _publish_diagnostics(self) -> None:
-        ros.flush_refusals(self)
+        refusals.flush_refusals(self)
         now = self.bridge.clock()
         statuses = []
         for st, src in zip(self.bridge.statuses(), self.bridge.sources):

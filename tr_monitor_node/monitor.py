@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from vam_stack.tr_plot import PlotConfig, render_attention_overlay, render_trace
-from vam_stack.tr_trace import Replan, TraceConfig, TRTrace
+from vam_stack.tr_trace import ReplanRecord, TraceConfig, TRTrace
 from vam_stack.config import check
 
 SCALAR_KEYS = ("tr", "tr0", "s", "w_lang", "w_plan", "latency_ms")  # = topic table keys
@@ -50,7 +50,7 @@ class MonitorConfig:
 class MonitorOutput:
     """What one telemetry message produces (None = nothing new to publish)."""
 
-    replan: Replan
+    replan: ReplanRecord
     scalars: dict[str, float]  # SCALAR_KEYS -> value
     tr_steps: np.ndarray  # [n_euler] TR per Euler step
     phase: str

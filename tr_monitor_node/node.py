@@ -31,7 +31,7 @@ import numpy as np
 from rclpy.node import Node
 
 from tr_monitor_node.monitor import SCALAR_KEYS, MonitorConfig, TRMonitor
-from vam_stack import msgs, ros
+from vam_stack import image_msgs, msg_base, msgs, refusals, ros
 from vam_stack.config import from_yaml
 from vam_stack.instruction import check_instruction
 
@@ -66,13 +66,13 @@ class TRMonitorNode(Node):
         self.renders = {"trace_image": 0, "attention_overlay": 0}   # images drawn (diagnostics, tests)
         keys = (*SCALAR_KEYS, "tr_steps", "phase", "trace_image", "attention_overlay", "diagnostics")
         self.pub = {k: ros.publisher(self, k) for k in keys}
-        self._refused = {k: ros.refusal_log(self, k) for k in ("telemetry", "attention", "camera frame", "instruction")}
+        self._refused = {k: refusals.refusal_log(self, k) for k in ("telemetry", "attention", "camera frame", "instruction")}
         ros.subscription(self, "telemetry", self._on_telemetry)
         ros.subscription(self, "attention", self._on_attention)
         ros.subscription(self, "stacked_image", self._on_frame)
         ros.subscription(self, "instruction", self._on_instruction)
-        ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
-        ros.timer(self, self._min_interval, self._publish_trace, "trace image")
+        refusals.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
+        refusals.timer(self, self._min_interval, self._publish_trace, "trace image")
 
     def _on_instruction(self, msg) -> None:
         try:
@@ -86,7 +86,7 @@ class TRMonitorNode(Node):
         try:
             att = msgs.float32_array_to_numpy(ros.from_ros(msg, "std_msgs/msg/Float32MultiArray"))
             if att.ndim != 2 or att.size == 0 or not np.isfinite(att).all() or (att < 0).any():
-                raise msgs.MessageError("attention must be a finite, non-negative [A_H, n_video_tokens] array, "
+                raise msg_base.MessageError("attention must be a finite, non-negative [A_H, n_video_tokens] array, "
                                         f"got shape {att.shape}")
             self.monitor.trace.latest_attention = att
             self._publish_overlay()
@@ -125,7 +125,7 @@ class TRMonitorNode(Node):
 
     def _on_frame(self, msg) -> None:
         try:    # the message's own buffer (no copy): kept alive by the array, read only when an overlay is drawn
-            self.monitor.on_frame(msgs.image_to_numpy(msg, copy=False))
+            self.monitor.on_frame(image_msgs.image_to_numpy(msg, copy=False))
         except ValueError as e:
             self._refused["camera frame"].refuse(str(e))
 
@@ -133,7 +133,7 @@ class TRMonitorNode(Node):
         try:
             tel = msgs.json_from_msg(msg)
             if not isinstance(tel, dict):
-                raise msgs.MessageError(f"telemetry must be a JSON object, got {type(tel).__name__}")
+                raise msg_base.MessageError(f"telemetry must be a JSON object, got {type(tel).__name__}")
             out = self.monitor.on_telemetry(tel, render=False)     # images: _publish_trace, _publish_overlay
         except ValueError as e:
             self._refused["telemetry"].refuse(str(e))
@@ -150,7 +150,7 @@ class TRMonitorNode(Node):
             self._refused["attention"].refuse(str(e))
 
     def _publish_diagnostics(self) -> None:
-        ros.flush_refusals(self)
+        refusals.flush_refusals(self)
         status = self.monitor.diagnostics()
         status["values"] = {**status.get("values", {}),
                             **{f"refused_{k.replace(' ', '_')}": v.total for k, v in self._refused.items()},

@@ -3,8 +3,9 @@
 For each bus (Dynamixel through the real dynamixel_sdk on a pty, Damiao through python-can's
 virtual bus) the shipped config drives an emulated rig: first `--ticks` unpaced ticks with a
 new sinusoidal target each tick (p50/p99 of read, write and read + write), then a
-`--seconds` run of the deadline-paced loop at the config's rate with targets arriving from
-another thread (achieved rate, overruns). Emulator and driver share this process and its
+`--seconds` run of the loop the driver node runs (`yam_driver.bus_thread.BusThread` through
+`YamDriver.run`: its own thread, deadlines, SCHED_FIFO `--rt-priority` where the OS allows it) at
+the config's rate with targets arriving from another thread (achieved rate, overruns). Emulator and driver share this process and its
 cores, so the numbers include the emulator's own work.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 
 import numpy as np
 
+from yam_driver.bus_thread import BUS_RT_PRIORITY
 from yam_driver.config import BUSES, load_config
 from yam_driver.driver import YamDriver
 from yam_driver.emulators import EmulatedRig
@@ -27,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ticks", type=int, default=300, help="unpaced ticks for the I/O percentiles")
     parser.add_argument("--seconds", type=float, default=3.0, help="length of the paced run")
     parser.add_argument("--rate", type=float, default=None, help="loop rate in Hz (default: config)")
+    parser.add_argument("--rt-priority", type=int, default=BUS_RT_PRIORITY,
+                        help=f"SCHED_FIFO priority of the loop's thread (default {BUS_RT_PRIORITY}, the driver node's; "
+                             "0 = normal scheduling; needs root or CAP_SYS_NICE, else a warning and normal scheduling)")
     parser.add_argument("--json", default=None, help="also write the results as JSON here ('-' = stdout)")
 
 
@@ -40,8 +45,9 @@ def _percentiles(values_s: list[float]) -> dict[str, float]:
     return {"p50_ms": round(float(p50), 3), "p99_ms": round(float(p99), 3)}
 
 
-def bench_bus(bus: str, ticks: int, seconds: float, rate_hz: float | None) -> dict:
-    """Unpaced I/O percentiles, then a paced run, of the shipped `bus` config on its emulator."""
+def bench_bus(bus: str, ticks: int, seconds: float, rate_hz: float | None, rt_priority: int = 0) -> dict:
+    """Unpaced I/O percentiles, then a paced run (the node's loop at SCHED_FIFO `rt_priority`), of the
+    shipped `bus` config on its emulator."""
     cfg = load_config(bus=bus)
     if rate_hz is not None:
         import dataclasses
@@ -80,7 +86,7 @@ def bench_bus(bus: str, ticks: int, seconds: float, rate_hz: float | None) -> di
             feeder = threading.Thread(target=feed, daemon=True)
             feeder.start()
             try:
-                stats = driver.run(duration_s=seconds)
+                stats = driver.run(duration_s=seconds, rt_priority=rt_priority)
             finally:
                 stop.set()
                 feeder.join()
@@ -100,6 +106,7 @@ def bench_bus(bus: str, ticks: int, seconds: float, rate_hz: float | None) -> di
         "rate_hz_achieved": round(stats.achieved_rate_hz, 2),
         "paced_ticks": stats.ticks,
         "overruns": stats.overruns,
+        "sched_fifo": stats.sched_fifo,
         "faults": faults,                                     # every fault latched in the window, both phases
         "fault_count": {"unpaced": len(window["unpaced"]), "paced": len(window["paced"]), "total": len(faults)},
     }
@@ -115,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"--rate must be > 0, got {args.rate}")
     logging.getLogger("yam_driver").setLevel(logging.WARNING)
     buses = list(BUSES) if args.bus == "both" else [args.bus]
-    results = [bench_bus(b, args.ticks, args.seconds, args.rate) for b in buses]
+    if not 0 <= args.rt_priority <= 99:
+        raise SystemExit(f"--rt-priority must be in [0, 99], got {args.rt_priority}")
+    results = [bench_bus(b, args.ticks, args.seconds, args.rate, args.rt_priority) for b in buses]
     print(f"{'bus':10s} {'read p50/p99 ms':>16s} {'write p50/p99 ms':>17s} {'r+w p50/p99 ms':>15s} "
           f"{'rate Hz (target)':>17s} {'overruns':>8s}")
     for r in results:

@@ -1,7 +1,11 @@
-"""`vam-stack bench executor`: realtime executor jitter while a policy infers in parallel.
+"""`vam-stack bench executor`: the policy node's control loop, its tick jitter while a policy infers
+in parallel.
 
-Runs the chunk executor in realtime mode at `--rate-hz` (30 by default) for `--seconds`
-(60 by default) with the safety filter in the sink, and the `tiny` policy (or, with
+Runs the loop the policy node runs, `PolicyRuntime` (vam_control.runtime: the realtime chunk
+executor on its own tick thread, each target through the e-stop gate and the safety filter
+config/yam_safety.yaml, fed camera frames and joint states at the tick rate as the node's callbacks
+feed it), at `--rate-hz` (30 by default) for `--seconds` (60 by default), and the `tiny_real`
+policy (the robot's 14 joints; or, with
 `--fake-policy-ms`, a fake policy that holds the CPU and the GIL in pure Python for that long
 per replan) inferring in parallel: in a child process by default (`ProcessPolicy`), or in the
 executor's worker thread with `--worker thread`. The tick thread asks for SCHED_FIFO priority
@@ -9,15 +13,13 @@ executor's worker thread with `--worker thread`. The tick thread asks for SCHED_
 achieved rate, wake-up jitter p50/p99/max, missed ticks, executor + safety overhead per tick,
 replans and inference latency. Targets: p99 jitter <= 2 ms and 0 missed ticks at 30 Hz.
 
-The tiny policy keeps its own chunk (17) and execute (10) at the bench's 30 Hz. On the 2-core
-CPU machine its replan (0.6-3 s with the guidance branches) is longer than a whole chunk at
-30 Hz (0.57 s), so each chunk arrives after its last action and is dropped while the arm
-holds: with it the bench measures tick timing under a real inference load. Seams, latency
-compensation and replans at rate are exercised with `--fake-policy-ms` (e.g. 100).
+On the 2-core CPU machine a real preset's replan can be longer than a whole chunk, so its chunks
+arrive after their last action and are dropped while the arm holds: with it the bench measures tick
+timing under a real inference load. Seams, latency compensation and replans at rate are exercised
+with `--fake-policy-ms` (e.g. 100). A preset must drive the robot (14 absolute joint targets).
 
-The driver write is a no-op here: the number measured is the executor's own timing. The tiny
-policy's 7-dim actions are passed through a one-arm (6 joints + gripper) safety filter as if
-they were joint targets, so the filter's cost is included even though LIBERO actions are deltas.
+The driver write is a no-op here: the number measured is the control loop's own timing (executor,
+gate and filter per tick).
 """
 from __future__ import annotations
 
@@ -31,9 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from vam_control.executor import ChunkExecutor, ExecutorConfig
+import threading
+
+from vam_control.runtime import PolicyRuntime, RuntimeConfig
+from vam_control.schedule import ExecutorConfig
 from vam_control.executor_worker import ProcessPolicy
-from vam_control.safety import JOINTS_PER_ARM, SafetyFilter, load_safety_config
+from vam_control.safety import SafetyFilter, load_safety_config
+from vam_stack.robot import load_robot
 
 
 REQUIRED_KEYS = ("achieved_hz", "p50_jitter_ms", "p99_jitter_ms", "max_jitter_ms", "missed_ticks", "overhead_us")
@@ -44,7 +50,8 @@ class CpuBurnPolicy:
 
     def __init__(self, ms: float, chunk: int = 50, execute: int = 30, action_dim: int = 14, rate_hz: float = 30.0,
                  center: tuple[float, ...] | None = None):
-        self.spec = SimpleNamespace(chunk=chunk, execute=execute, action_dim=action_dim, rate_hz=rate_hz)
+        self.spec = SimpleNamespace(chunk=chunk, execute=execute, action_dim=action_dim, rate_hz=rate_hz,
+                                    proprio_dim=action_dim, height=8, width=16, action_type="absolute_joint")
         self.ms = ms
         self.center = np.zeros(action_dim) if center is None else np.asarray(center, dtype=np.float64)
         self.calls = 0
@@ -68,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="run time (default 60)")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON here ('-' = stdout)")
     parser.add_argument("--rate-hz", type=float, default=30.0, help="executor rate (default 30, the real robot's)")
-    parser.add_argument("--preset", default="tiny", help="policy preset for build_policy (default tiny)")
+    parser.add_argument("--preset", default="tiny_real", help="policy preset for build_policy (default tiny_real: "
+                        "the robot's 14 joints)")
     parser.add_argument("--fake-policy-ms", type=float, default=None, metavar="MS",
                         help="use a fake policy that burns MS of CPU per replan instead of the real one")
     parser.add_argument("--policy-threads", type=int, default=1,
@@ -137,22 +145,43 @@ def _measure(args: argparse.Namespace, policy: Any, obs: dict, what: str, scfg) 
     policy.infer(obs)  # warm-up outside the measured run (first call allocates and compiles)
     warm_ms = (time.perf_counter() - t0) * 1e3
 
-    dim = int(spec.action_dim)
-    if dim % (JOINTS_PER_ARM + 1):
-        raise SystemExit(f"action_dim {dim} is not arms x 7; the YAM safety filter cannot be applied")
-    scfg = dataclasses.replace(scfg, arms=dim // (JOINTS_PER_ARM + 1), rate_hz=args.rate_hz)
+    names = load_robot().published_names()
+    if getattr(spec, "action_type", "") != "absolute_joint" or int(spec.action_dim) != len(names) \
+            or int(spec.proprio_dim) != len(names):
+        raise SystemExit(f"{what}: the node's loop drives {len(names)} absolute joint targets; this policy gives "
+                         f"{spec.action_dim} {getattr(spec, 'action_type', '?')!r} actions ({spec.proprio_dim} proprio)")
+    scfg = dataclasses.replace(scfg, rate_hz=args.rate_hz)
     safety = SafetyFilter(scfg)
     home = _home(scfg, scfg.arms)
-    safety.reset(home)
     cfg = ExecutorConfig.from_spec(spec, rate_hz=args.rate_hz, mode="realtime", action_kind="absolute",
                                    blend_ticks=min(args.blend_ticks, int(spec.chunk)),
                                    latency_init_s=warm_ms / 1e3, switch_interval_s=args.switch_interval_ms / 1e3,
                                    rt_priority=args.rt_priority, spin_s=args.spin_ms / 1e3)
-    ex = ChunkExecutor(policy, cfg, obs_fn=lambda: obs, sink=safety.filter, initial_target=home)
-    print(f"executor bench: {args.seconds:g} s at {args.rate_hz:g} Hz, chunk {cfg.chunk}, execute {cfg.execute}, "
-          f"blend {cfg.blend_ticks}; {what}; warm-up replan {warm_ms:.1f} ms", flush=True)
-    with ex:
+    runtime = PolicyRuntime(policy, cfg, RuntimeConfig(), names, send=lambda sent: None, on_telemetry=lambda tel: None,
+                            safety=safety)
+    ex = runtime.executor
+    frame = obs.get("frame", np.zeros((spec.height, spec.width, 3), np.uint8))
+    feeding = threading.Event()
+
+    def feed() -> None:                          # the node's camera and joint-state callbacks, at the tick rate
+        while not feeding.wait(1.0 / args.rate_hz):
+            runtime.add_frame(frame)
+            runtime.set_state(names, home)
+    runtime.add_frame(frame)
+    runtime.set_state(names, home)
+    feeder = threading.Thread(target=feed, name="bench-inputs", daemon=True)
+    print(f"executor bench: the node's PolicyRuntime, {args.seconds:g} s at {args.rate_hz:g} Hz, chunk {cfg.chunk}, "
+          f"execute {cfg.execute}, blend {cfg.blend_ticks}; {what}; warm-up replan {warm_ms:.1f} ms", flush=True)
+    feeder.start()
+    try:
+        ok, message = runtime.request_start("pick up the black bowl and place it on the plate", wait=True)
+        if not ok:
+            raise SystemExit(f"the runtime did not start: {message}")
         time.sleep(args.seconds)
+        runtime.request_stop("bench over", wait=True)
+    finally:
+        feeding.set()
+        runtime.close(5.0)
     st = ex.stats()
     result = {k: st.get(k, float("nan")) for k in REQUIRED_KEYS}
     result.update(
@@ -167,7 +196,7 @@ def _measure(args: argparse.Namespace, policy: Any, obs: dict, what: str, scfg) 
           f"missed {result['missed_ticks']}")
     print(f"  jitter p50 {result['p50_jitter_ms']:.3f} ms  p99 {result['p99_jitter_ms']:.3f} ms  "
           f"max {result['max_jitter_ms']:.3f} ms  (target p99 <= 2 ms, 0 missed)")
-    print(f"  executor + safety per tick: mean {result['overhead_us']:.1f} us, p99 {result['p99_overhead_us']:.1f} us")
+    print(f"  executor + gate + safety per tick: mean {result['overhead_us']:.1f} us, p99 {result['p99_overhead_us']:.1f} us")
     print(f"  replans {int(result['replans'])}, inference latency est. {result['latency_estimate_ms']:.1f} ms, "
           f"errors {int(result['inference_errors'])}, dropped {int(result['dropped_chunks'])}")
     if args.json is not None:

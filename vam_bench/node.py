@@ -12,7 +12,7 @@ import numpy as np
 import rclpy
 from rclpy.node import Node
 
-from vam_stack import msgs, ros
+from vam_stack import image_msgs, msgs, ros
 from vam_stack.probe import BARE_TOPIC, BARE_TYPES
 
 from camera_bridge.sources.synthetic import PatternRenderer
@@ -27,7 +27,7 @@ def bare_publisher(kind: str, rate_hz: float = 30.0) -> None:
     node = Node("vam_bench_bare_publisher")
     pub = node.create_publisher(ros.ros_class(BARE_TYPES[kind]), BARE_TOPIC + "/" + kind, ros.qos("stacked_image"))
     frame = np.ascontiguousarray(np.concatenate([PatternRenderer(224, 168, seed=i).render(i) for i in range(3)], axis=1))
-    build = msgs.image_msg if kind == "raw" else msgs.compressed_image_msg
+    build = image_msgs.image_msg if kind == "raw" else image_msgs.compressed_image_msg
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
     signal.signal(signal.SIGINT, lambda *a: stop.set())

@@ -26,6 +26,8 @@ of the window, so the window's own numbers):
 policy image_transport:=compressed, through a params file written next to the logs); `--graph
 mujoco` runs `robot.launch.py sim:=mujoco preset:=yam64` (the MuJoCo world, its camera bridge and
 driver in one process) instead of the synthetic cameras and the emulated arm.
+Before the graph starts, this process times one joint state built and read the way the nodes
+did before and do now (`vam_bench.messages`; `--messages-only` prints just that).
 The replans during the window (count, latency p50) show the policy was inferring; the CPU
 each node process used over the window (its children included: the policy's child process)
 shows what competes for the cores. Numbers are for this machine: the graph and this process
@@ -44,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vam_bench.messages import format_costs, message_costs
 from vam_stack.latency import FLUSH_PERIOD_S
 from vam_stack.outputs import write_json_output
 from vam_stack.realtime import HostFreezeProbe
@@ -65,6 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "random one in 1-100; discovery is limited to this machine either way)")
     parser.add_argument("--log-dir", default=None, help="the processes' logs (default: a temporary folder)")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON here ('-' = stdout)")
+    parser.add_argument("--messages-only", action="store_true", help="only the per-message cost in this process "
+                        "(vam_bench.messages: a joint state built and read before and after rclpy_msgs); no graph")
 
 
 def _wait(cond, timeout: float, what: str, graph) -> None:
@@ -135,15 +140,7 @@ def measure(args: argparse.Namespace) -> dict:
                 missed_releases += 1
             time.sleep(0.2)
         codes = graph.stop()
-    if missed_holds or missed_releases:
-        problems.append(f"{missed_holds} of {args.estops} e-stops and {missed_releases} releases not seen in the "
-                        f"driver's log within 5 s")
-    for status, values in (("vam_policy_node: camera input", cam_a), ("yam_driver: driver", drv_a),
-                           ("camera_bridge: stacked", after["camera_bridge: stacked"])):
-        if not values:
-            problems.append(f"no /diagnostics status {status!r} in the window (a node too slow to report)")
-    if not tel:
-        problems.append("no replan in the window: the policy did not infer")
+    problems += window_problems(args.estops, missed_holds, missed_releases, after)
     lat_ms = np.array(latencies) * 1e3
     return {
         "preset": preset, "graph": args.graph, "transport": args.transport,
@@ -187,6 +184,21 @@ def measure(args: argparse.Namespace) -> dict:
         # a CPU stopped for >= 40 ms by the host (a virtual machine's vCPU taken away): ticks lost to it are not the graph's
         "host_freezes": {"n": len(host.freezes), "ms": [round(f[2], 1) for f in host.freezes]},
     }
+
+
+def window_problems(estops: int, missed_holds: int, missed_releases: int, statuses: dict[str, dict]) -> list[str]:
+    """What makes a window's measurement incomplete: e-stops or releases the driver's log did not show
+    within 5 s, and a node's /diagnostics status (`statuses`: name -> its last values) never seen. A window
+    without a replan is not one of them: the bench measures the graph's transport, and `replans.n` says
+    how many there were (a 3 s window at load 10 had none)."""
+    problems = []
+    if missed_holds or missed_releases:
+        problems.append(f"{missed_holds} of {estops} e-stops and {missed_releases} releases not seen in the "
+                        f"driver's log within 5 s")
+    for status, values in statuses.items():
+        if not values:
+            problems.append(f"no /diagnostics status {status!r} in the window (a node too slow to report)")
+    return problems
 
 
 def _delta(after: dict, before: dict, key: str) -> float | None:
@@ -310,8 +322,14 @@ def _check_args(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
+    costs = message_costs()                 # in this process, before the graph competes for the cores
+    if args.messages_only:
+        print("\n".join(["per-message cost in the node process (vam_bench.messages):", *format_costs(costs)]))
+        if args.json is not None:
+            write_json_output(args.json, {"benchmark": "ros", "messages": costs})
+        return 0
     try:
-        r = measure(args)
+        r = {**measure(args), "messages": costs}
     except Exception as e:         # the graph failed on this machine (too slow to start, a node died): one line
         why = " ".join(f"{type(e).__name__}: {e}".split())
         if args.json is not None:
@@ -331,7 +349,7 @@ def run(args: argparse.Namespace) -> int:
           f"latency p50/p99 {_n(d['latency_ms_p50'])}/{_n(d['latency_ms_p99'])} ms")
     print(f"  e-stop -> driver hold: p50 {_n(e['ms_p50'])} ms, max {_n(e['ms_max'])} ms (n={e['n']}"
           + (f", {e['missed']} not seen within 5 s" if e.get("missed") else "") + ")")
-    for line in format_stages(r["stages"], r["transport"]):
+    for line in format_stages(r["stages"], r["transport"]) + format_costs(costs):
         print(line)
     cpu = ", ".join(f"{k} {v:.0f} %" for k, v in r["cpu_percent"].items() if v is not None)
     print(f"  CPU (of one core, children included): {cpu}")

@@ -1,7 +1,7 @@
 """`vam-stack bench yam-mujoco`: physics and rendering time per 30 Hz tick of the simulated YAM.
 
-Runs the scripted expert of a task through the safety filter and the driver core on the
-simulated bus, for `--ticks` ticks, and times each part of a tick separately: physics (one
+Runs the scripted expert of a task through the safety filter (each target stamped with the simulated
+time, as the simulator's expert path does) and the driver core on the simulated bus, for `--ticks` ticks, and times each part of a tick separately: physics (one
 control period = 17 MuJoCo steps), the three offscreen views rendered alone, the camera
 bridge tick (render + checks + stack), the driver step (bus read + write) and the expert's
 IK. Prints p50/p99 per part and the equivalent rates; real time needs the sum under 33 ms.
@@ -56,7 +56,7 @@ def bench(task: str, ticks: int) -> dict:
             t.append(time.perf_counter())
             action = expert.act()
             t.append(time.perf_counter())
-            driver.set_targets(safety.filter(action, now=sim.time).sent, stamp=sim.time)
+            driver.set_targets(safety.filter(action, stamp=sim.time, now=sim.time).sent, stamp=sim.time)
             driver.step()
             t.append(time.perf_counter())
             sim.step_control()

@@ -72,8 +72,7 @@ from vam_stack.config import ConfigError
 from vam_control.pacing import DeadlinePacer
 from vam_stack.realtime import set_fifo_priority
 
-from .schedule import (ACTION_KINDS, MODES, ChunkSchedule, ExecutorConfig, ObservationUnavailable,  # noqa: F401
-                       SeamMeter, StepInfo, libero_config, robot_config)
+from .schedule import ChunkSchedule, ExecutorConfig, ObservationUnavailable, SeamMeter, StepInfo
 
 log = logging.getLogger(__name__)
 @dataclass
@@ -206,20 +205,24 @@ class ChunkExecutor:
         return out
 
     # ----- lockstep -----
-    def next_action(self, obs: Mapping) -> tuple[np.ndarray, StepInfo]:
-        """Lockstep: the action for this step, replanning on `obs` when the chunk is used up."""
+    def next_action(self, obs: Mapping | None = None) -> tuple[np.ndarray, StepInfo]:
+        """Lockstep: the action for this step, replanning on `obs` when the chunk is used up. `obs`
+        None: `obs_fn()` is read only when a replan needs it, and an unavailable observation holds
+        the arm as on the realtime tick (tried again next tick)."""
         if self.cfg.mode != "lockstep":
             raise RuntimeError(f"next_action() is for lockstep mode; this executor is {self.cfg.mode!r}")
+        if obs is None and self.obs_fn is None:
+            raise ValueError("next_action() needs an observation or an obs_fn to read one from")
         k, d = self.tick, self.cfg.lockstep_delay
         extra: dict = {}
         if self._pending is not None and k >= self._pending.origin + d:     # a delayed replan's chunk arrives
             res, self._pending = self._pending, None
             extra = self._apply(res, k)
         elif self._pending is None and self.schedule.needs_chunk(k):       # the first chunk, or after an error
-            extra = self._apply(self._run_policy(obs, k, self.clock()), k)
+            extra = self._apply(self._replan(obs, k), k)
         if d and self._pending is None and not self.schedule.needs_chunk(k) \
                 and k + d >= self.schedule.origin + self.cfg.execute:     # observe now; the chunk lands d ticks on
-            self._pending = self._run_policy(obs, k, self.clock(), self._committed(k, d))
+            self._pending = self._replan(obs, k, self._committed(k, d))
         target, info = self.schedule.target(k)
         info.time = self.clock()
         for key, v in extra.items():
@@ -233,6 +236,15 @@ class ChunkExecutor:
         self.tick += 1
         self.last_info = info
         return target, info
+
+    def _replan(self, obs: Mapping | None, k: int, committed: dict | None = None) -> _Result:
+        """Lockstep: the policy's answer at tick k, on `obs` or (None) on `obs_fn()` read now."""
+        t = self.clock()
+        if obs is None:
+            obs = self._observe(k, t)
+            if isinstance(obs, _Result):           # unavailable: its error holds the arm
+                return obs
+        return self._run_policy(obs, k, t, committed)
 
     # ----- realtime -----
     @property
@@ -338,8 +350,9 @@ class ChunkExecutor:
                 self._pending = res
 
     def _observe(self, origin: int, t_req: float) -> Mapping | _Result:
-        """Tick thread, at a request: the observation of tick `origin`, read before that tick's
-        target goes out, or the error result that holds the arm (retried after `retry_after_s`)."""
+        """At a request (the realtime tick thread; lockstep without an observation): the observation of
+        tick `origin`, read before that tick's target goes out, or the error result that holds the arm
+        (retried after `retry_after_s` in realtime, at the next tick in lockstep)."""
         try:
             obs = self.obs_fn()
         except ObservationUnavailable as e:

@@ -26,6 +26,11 @@ than a whole chunk, so every chunk arrives after its last action): the executor 
 overrun state, the runtime logs one error, telemetry carries `overrun`, diagnostics report
 ERROR, and `on_overrun` says whether to keep trying while the arm holds ("hold") or to end the
 episode ("stop").
+
+Stepped (`stepped=True`, the simulators): no tick thread; the caller runs each tick with `step()` on
+its own clock (`clock`, e.g. simulated time): the lockstep executor's `next_action`, or the realtime
+one's `virtual_step`, then the same hold, overrun and safety path as the tick thread's, stamped with
+that clock. Episodes start and stop as on the robot (`request_start` / `request_stop`, e-stop).
 """
 from __future__ import annotations
 
@@ -39,7 +44,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from vam_control.executor import ChunkExecutor, ExecutorConfig, ObservationUnavailable
+from vam_control.executor import ChunkExecutor
+from vam_control.schedule import ExecutorConfig, ObservationUnavailable
 from vam_stack.instruction import check_instruction, shorten
 from vam_control.safety import SafetyFilter
 from vam_stack.config import check
@@ -70,10 +76,16 @@ class PolicyRuntime:
     def __init__(self, policy: Any, executor_cfg: ExecutorConfig, cfg: RuntimeConfig, state_names: Sequence[str],
                  send: Callable[[np.ndarray], None], on_telemetry: Callable[[dict], None],
                  safety: SafetyFilter | None = None, log: Any = None, clock: Callable[[], float] = time.monotonic,
-                 fit_views: Callable[..., np.ndarray] | None = None):
+                 fit_views: Callable[..., np.ndarray] | None = None, stepped: bool = False,
+                 delta_hold: np.ndarray | None = None):
         s = self.spec = policy.spec
         self._fit_views = fit_views   # (frame, views, width, height) -> frame: the camera path's resize; None refuses
         self.policy, self.cfg, self.safety, self.clock = policy, cfg, safety, clock
+        self.stepped = stepped                   # the caller runs the ticks (`step`): no tick thread
+        self.delta_hold = delta_hold             # deltas, realtime: held before the first chunk (None: zeros)
+        self._stepping = False                   # stepped: an episode is running
+        if executor_cfg.mode == "lockstep" and not stepped:
+            raise ValueError("a lockstep executor is stepped by its caller: PolicyRuntime(..., stepped=True)")
         self.absolute = executor_cfg.action_kind == "absolute"
         if self.absolute and safety is None:
             raise ValueError("absolute joint targets need a safety filter")
@@ -135,6 +147,11 @@ class PolicyRuntime:
             self._state, self._state_t = pos, self.clock()
 
     @property
+    def running(self) -> bool:
+        """An episode runs: the executor's threads, or (stepped) `step()` sends targets."""
+        return self._stepping or self.executor.running
+
+    @property
     def estopped(self) -> bool:
         return self._estop.is_set()
 
@@ -184,7 +201,7 @@ class PolicyRuntime:
             try:
                 kind, arg, done, epoch = self._commands.get(timeout=0.5)
             except queue.Empty:
-                if self.pending and not self.executor.running and not self._estop.is_set():
+                if self.pending and not self.running and not self._estop.is_set():
                     self._start(self.pending, self._pending_epoch, quiet=True)
                 continue
             if kind == "exit":
@@ -204,8 +221,10 @@ class PolicyRuntime:
 
     def _stop(self, why: str) -> tuple[bool, str]:
         self.pending = None
-        if self.executor.running:
-            self.executor.stop()
+        if self.running:
+            self._stepping = False           # stepped: `step()` sends nothing from now on
+            if self.executor.running:
+                self.executor.stop()
             self.log.info(f"policy stopped ({why}); the arm holds")
         return True, f"stopped ({why})"
 
@@ -231,7 +250,7 @@ class PolicyRuntime:
         except ValueError as e:
             return self._refuse(f"episode not started: {e}")
         self._stop("new episode")
-        if self.executor.running:     # the last inference outlived the executor's stop (it waits 5 s)
+        if self.running:     # the last inference outlived the executor's stop (it waits 5 s)
             self.pending = None
             return self._refuse("episode not started: the previous episode's inference is still running (the arm "
                                 "holds); send the instruction again once it has finished")
@@ -245,11 +264,17 @@ class PolicyRuntime:
         try:
             if self.safety is not None:
                 self.safety.reset(state)
-            self.executor.reset(instruction=instruction, initial_target=state if self.absolute else None)
+            # lockstep (simulation) holds no initial target: its first chunk lands at tick 0, unblended, as the
+            # simulators have always run it (blending it in from the measured state would move every recorded run)
+            hold = None if self.executor.cfg.mode == "lockstep" else state if self.absolute else self.delta_hold
+            self.executor.reset(instruction=instruction, initial_target=hold)
             if self._void(epoch) is not None:    # latched (and maybe released) while the instruction was embedding
                 self.pending = None
                 return self._refuse("e-stop latched while the episode was starting: not started")
-            self.executor.start()
+            if self.stepped:
+                self._stepping = True
+            else:
+                self.executor.start()
         except Exception as e:  # a bad instruction or a policy that cannot start: say why, stay held
             self.pending = None
             return self._refuse(f"episode not started: {type(e).__name__}: {e}")
@@ -266,6 +291,28 @@ class PolicyRuntime:
         else:
             self.log.error(message)
         return False, message
+
+    def step(self, latency_s: float = 0.0) -> tuple[np.ndarray | None, Any]:
+        """Stepped: one tick on the caller's clock. While an episode runs, the executor's target (lockstep:
+        `next_action`, reading the observation only when it replans; realtime: `virtual_step(latency_s)`)
+        goes to `send` through `_send` as on the tick thread. Returns that target before the filter and its
+        StepInfo; (None, None) when no episode runs (nothing is sent: the driver holds its last target)."""
+        if not self.stepped:
+            raise RuntimeError("step() drives a stepped runtime; this one runs its own tick thread")
+        if not self._stepping:
+            return None, None
+        if self.executor.cfg.mode == "lockstep":
+            target, info = self.executor.next_action()
+        else:
+            target, info = self.executor.virtual_step(latency_s)
+        if target is not None:
+            self._send(target)
+        return target, info
+
+    def current_frame(self) -> np.ndarray:
+        """A copy of the newest stacked frame as the policy sees it (fitted to its views)."""
+        with self._lock:
+            return self._frame.copy()
 
     # ---- executor threads ----
     def observation(self) -> dict:
@@ -321,10 +368,10 @@ class PolicyRuntime:
     # ---- status and shutdown ----
     def status(self) -> dict[str, Any]:
         now = self.clock()
-        out = {**self.executor.stats(), "running": self.executor.running, "estop": self._estop.is_set(),
+        out = {**self.executor.stats(), "running": self.running, "estop": self._estop.is_set(),
                "instruction": self.instruction or "", "frame_age_s": now - self._frame_t, "state_age_s": now - self._state_t}
         if self.safety is not None:
-            if self.executor.running and self.safety.last_sent is not None:
+            if self.running and self.safety.last_sent is not None:
                 out["safety_watchdog"] = self.safety.poll(now).reason == "stale"   # tick thread stalled
             out.update({f"safety_{k}": v for k, v in self.safety.counts.items()})
         out["overrun"] = bool(self.executor.overrun)

@@ -42,11 +42,11 @@ import numpy as np
 from vam_stack.config import ConfigError, check, check_within, from_yaml
 from vam_stack.paths import config_dir
 from vam_stack.robot import check_safety, load_robot, robot_rate
+from vam_stack.stamps import FUTURE_TOLERANCE_S, STALE_AFTER_S
 
 log = logging.getLogger(__name__)
 
 JOINTS_PER_ARM = load_robot().arm_joints  # YAM: 6 revolute joints, then one gripper value per arm
-FUTURE_TOLERANCE_S = 0.05  # a command stamped further ahead than this is refused (clock mismatch)
 JITTER_SLACK = 0.5  # a command 1/1.5 of a period after the previous one still gets a whole step (tick jitter);
 #   over any span the filter never exceeds 1.5x the velocity limit, and a burst shares one step
 
@@ -69,7 +69,7 @@ class SafetyConfig:
     gripper_min: float = 0.0  # normalised gripper command range (i2rt linear grippers: 0..1)
     gripper_max: float = 1.0
     max_gripper_velocity: float = 2.0  # normalised units per second
-    stale_after_s: float = 0.2  # a command older than this, or silence this long, holds the arm
+    stale_after_s: float = STALE_AFTER_S  # a command older than this, or silence this long, holds the arm
 
     # a safety file states every limit: none falls back to a default because a line is missing
     YAML_REQUIRED = ("arms", "joint_lower", "joint_upper", "margin_rad", "max_joint_velocity",

@@ -38,7 +38,8 @@ from rosbags.rosbag2 import ReaderError
 from vam_stack.config import check, from_yaml
 from vam_stack.image_msgs import compressed_image_to_numpy, image_to_numpy
 from vam_stack.instruction import check_instruction
-from vam_stack.msgs import MessageError, deserialize
+from vam_stack.msgs import deserialize
+from vam_stack.msg_base import MessageError
 from vam_stack.recording import Reader
 from vam_stack.views import fit_views
 

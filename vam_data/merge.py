@@ -25,7 +25,7 @@ import numpy as np
 from .dataset import DatasetError, check_finite, compute_stats, episode_path, write_meta
 
 MUST_MATCH = ("format", "fps", "frame_shape", "action_type", "action_dim", "proprio_dim", "features")
-MATCH_WHERE_PRESENT = ("action_names", "state_names", "views", "mock", "mock_conventions")
+MATCH_WHERE_PRESENT = ("action_names", "state_names", "views", "mock", "mock_conventions", "libero_render")
 
 
 def _read(root: Path) -> tuple[dict, list[dict]]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from vam_stack.config import check
 
-from vam_stack.names import GUIDANCE_LABELS, TR_BASELINES, GUIDANCE_SCHEDULES as SCHEDULES  # noqa: F401 (re-exported)
+from vam_stack.names import GUIDANCE_LABELS, TR_BASELINES, GUIDANCE_SCHEDULES as SCHEDULES
 
 
 @dataclass(frozen=True)

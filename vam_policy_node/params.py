@@ -7,7 +7,8 @@ import dataclasses
 import functools
 
 from vam_model.backends.base import BACKENDS, PRECISIONS, BackendConfig
-from vam_model.guidance import SCHEDULES, TR_BASELINES, GuidanceConfig, guidance_label
+from vam_model.guidance import GuidanceConfig, guidance_label
+from vam_stack.names import GUIDANCE_SCHEDULES as SCHEDULES, TR_BASELINES
 from vam_model.policy import AUTOCAST, PolicyConfig, check_action_temperature
 from vam_stack.views import fit_views
 from vam_control.build import build_runtime, release
@@ -15,7 +16,6 @@ from vam_control.runtime import OVERRUN_ACTIONS, RuntimeConfig, warm_up
 from vam_control.schedule import RTC_MODES, ExecutorConfig
 from vam_stack import ros
 from vam_stack.refusals import describe
-from yam_driver.config import load_config
 
 P = ros.Param
 TUNABLE = ("guidance", "tr_every_step", "w_lang_base", "w_plan_base", "s_max", "action_temperature")
@@ -67,7 +67,6 @@ PARAMS = (
                      choices={"on_overrun": OVERRUN_ACTIONS}),
     P("instruction", "", "episode started as soon as frames and joint states arrive; empty = wait for /vam/instruction"),
     P("safety_config", "", "safety limits YAML (absolute joint targets); empty = config/yam_safety.yaml"),
-    P("driver_config", "", "yam_driver YAML naming the 14 joints; empty = config/yam_driver_damiao.yaml"),
     P("rt_priority", 0, "SCHED_FIFO priority of the executor tick thread, 0 = normal scheduling", range=(0, 99)),
     ros.PROCESS_RT_PRIORITY,
     P("policy_process", False, "run the policy in a child process (its Python work off the tick thread's GIL)"),
@@ -148,16 +147,14 @@ def tune_live(policy, params: dict, changes: dict, log) -> tuple[bool, str, dict
 
 def control_from_params(policy, p: dict, send, on_telemetry, log):
     """The control loop the parameters build around `policy` (`vam_control.build.build_runtime`: for
-    absolute joint targets the driver config names the joints and the safety filter bounds them),
+    absolute joint targets the robot description names the joints and the safety filter bounds them),
     warmed up (`warm_up`). Returns (Control, the warm-up's seconds per part)."""
-    s, driver, outputs = policy.spec, None, OUTPUTS[p["command_outputs"]]
-    if s.action_type != "eef_delta":
-        driver = load_config(ros.config_path(p["driver_config"], "yam_driver_damiao.yaml"))
-    elif outputs:
+    s = policy.spec
+    if s.action_type == "eef_delta" and OUTPUTS[p["command_outputs"]]:
         raise ros.ParameterError(f"command_outputs {p['command_outputs']!r} needs absolute joint targets; this "
                                  f"policy sends {s.action_type!r}")
     control = build_runtime(policy, {**p, "safety_config": ros.config_path(p["safety_config"], "yam_safety.yaml")},
-                            send, on_telemetry, driver=driver, log=log, fit_views=fit_views)
+                            send, on_telemetry, log=log, fit_views=fit_views)
     times = {}
     if p["warm_up"]:
         try:

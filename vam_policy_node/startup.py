@@ -46,3 +46,12 @@ def run_autostart(node, failed) -> None:
     except BaseException:
         node.destroy_node()
         raise
+
+
+def say_configure_failed(log, error: BaseException) -> None:
+    """Log why configure failed: an info line when the operator's stop interrupted it, else an error."""
+    what = f"{type(error).__name__}: {error}"
+    if stop_requested.is_set():
+        log.info(f"configure interrupted by the operator's stop ({what})")
+    else:
+        log.error(f"configure failed: {what}")

@@ -25,6 +25,7 @@ import os
 import threading
 import time
 import zlib
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -251,11 +252,14 @@ class RealtimeLoop:
         if over:
             self.done.set()
 
-    def run(self, executor, max_steps: int, progress: Callable[[], None] | None = None) -> tuple[dict, bool]:
-        """(timing, stalled) of the episode, once `step` said it is over (or the limit passed)."""
+    def run(self, executor, max_steps: int, progress: Callable[[], None] | None = None,
+            running: Any = None) -> tuple[dict, bool]:
+        """(timing, stalled) of the episode, once `step` said it is over (or the limit passed).
+        `running`: the context that runs the episode (a simulator's `PolicyRuntime` episode, started
+        and stopped as the node does it); None: `executor` itself (its start and stop)."""
         limit_s = 60.0 + 4.0 * max_steps / executor.cfg.rate_hz
         t0, stalled = time.monotonic(), False
-        with executor:
+        with executor if running is None else running:
             while not self.done.wait(0.25):
                 if progress is not None:
                     progress()
@@ -267,6 +271,20 @@ class RealtimeLoop:
         if self.failure:
             raise self.failure[0]
         return realtime_timing(executor), stalled
+
+
+@contextmanager
+def runtime_episode(runtime, instruction: str, name: str):
+    """A wall-clock realtime episode of a simulator's `PolicyRuntime` (its own tick thread, as in the
+    policy node): started as the node starts one (RuntimeError naming `name` when the runtime refuses),
+    stopped when the block ends (the arm holds its last target)."""
+    ok, message = runtime.request_start(instruction, wait=True)
+    if not ok:
+        raise RuntimeError(f"{name}: the policy's runtime did not start the episode: {message}")
+    try:
+        yield runtime.executor
+    finally:
+        runtime.request_stop("episode over", wait=True)
 
 
 def realtime_timing(executor) -> dict:

@@ -37,12 +37,12 @@ class EstopService:
         from std_msgs.msg import Bool
         from std_srvs.srv import SetBool
 
-        from vam_stack import ros
+        from vam_stack import refusals, ros
 
         self._latch, self._bool = latch, Bool
         self.calls = 0
         self.pub = ros.publisher(node, "estop_state")    # the topic table's latched writer (transient local)
-        self.service = ros.service(node, SetBool, SERVICE, self._on_call)
+        self.service = refusals.service(node, SetBool, SERVICE, self._on_call)
 
     def _on_call(self, request, response):
         on = bool(request.data)

@@ -52,6 +52,9 @@ TABLE: dict[str, tuple[str, dict[str, str]]] = {
             {"robot": "damiao"}),
     "driver_config": ("the driver's YAML (section yam_driver), a path; empty = config/yam_driver_<bus>.yaml "
                       "(emulated: damiao). Its `bus:` must be the bus argument's", {"robot": ""}),
+    "safety_config": ("the safety filter's YAML (section yam_safety), one file for the policy node's filter and the "
+                      "driver's check that its own limits sit inside it; empty = config/yam_safety.yaml",
+                      {"robot": ""}),
     "suite": ("LIBERO suite (spatial, object, goal, long and the _ood variants)", {"sim": "goal"}),
     "task": ("task of the first episode (0-9)", {"sim": "0"}),
     "episodes": ("episodes to run", {"sim": "10"}),
@@ -117,11 +120,10 @@ CHOICES: dict[str, tuple[str, ...]] = {
 
 # what launch's conditions take as a boolean on Humble and Jazzy (any case, surrounding spaces)
 BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
-KINDS = ("text", "integer", "flag", "sim_time", "bus", "emulated", "driver_file")   # how an argument becomes a
-# typed parameter. sim_time: true when the argument (`sim`) is "mujoco": the simulated world publishes /clock,
-# every node uses it. The driver's bus argument (`bus`) gives three: bus: the driver's `bus` parameter (emulated ->
-# damiao); emulated: the flag (use_emulated_driver) or bus:=emulated; driver_file: the argument (driver_config),
-# or config/yam_driver_<bus>.yaml by name when it is empty (the policy node checks the same file's limits)
+KINDS = ("text", "integer", "flag", "sim_time", "bus", "emulated")   # how an argument becomes a typed parameter.
+# sim_time: true when the argument (`sim`) is "mujoco": the simulated world publishes /clock, every node uses it.
+# The driver's bus argument (`bus`) gives two: bus: the driver's `bus` parameter (emulated -> damiao); emulated:
+# the flag (use_emulated_driver) or bus:=emulated
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ class LaunchedNode:
 
 
 _SIM_TIME = {"use_sim_time": ("sim", "sim_time")}
+_SAFETY = {"safety_config": ("safety_config", "text")}   # one safety file for the policy's filter and the driver's check
 _POLICY = {"preset": ("preset", "text"), "checkpoint": ("checkpoint", "text"), "guidance": ("guidance", "text"),
            "backend": ("backend", "text"), "device": ("device", "text")}
 
@@ -143,14 +146,13 @@ NODES: dict[str, tuple[LaunchedNode, ...]] = {
     "robot": (
         LaunchedNode("camera_bridge", "camera_bridge", {"config_file": ("camera_config", "text")}, when="hardware"),
         LaunchedNode("vam_policy_node", "vam_policy_node", {**_POLICY, "instruction": ("instruction", "text"),
-                                                            "driver_config": ("driver_config", "driver_file"),
-                                                            **_SIM_TIME}),
+                                                            **_SAFETY, **_SIM_TIME}),
         LaunchedNode("tr_monitor_node", "tr_monitor_node", dict(_SIM_TIME)),
         LaunchedNode("yam_driver", "yam_driver", {"use_emulator": ("use_emulated_driver", "emulated"),
-                                                  "bus": ("bus", "bus"), "config_file": ("driver_config", "text")},
-                     when="hardware"),
+                                                  "bus": ("bus", "bus"), "config_file": ("driver_config", "text"),
+                                                  **_SAFETY}, when="hardware"),
         # one process, three nodes (yam_mujoco_sim, camera_bridge, yam_driver): no name, which would rename all three
-        LaunchedNode("yam_mujoco_sim", None, {"task": ("sim_task", "text"), **_SIM_TIME}, when="mujoco"),
+        LaunchedNode("yam_mujoco_sim", None, {"task": ("sim_task", "text"), **_SAFETY, **_SIM_TIME}, when="mujoco"),
     ),
     "sim": (
         LaunchedNode("libero_bridge", "libero_bridge", {"suite": ("suite", "text"), "first_task": ("task", "integer"),
@@ -233,8 +235,8 @@ def _yaml_mapping(name: str, path: Path) -> None:
 
 def _check_files_and_text(launch: str, values: Mapping[str, str]) -> None:
     """What a node would otherwise end on after launch had started the rest (issue 71 row 8): the preset
-    names a model YAML, the params and camera files exist and are YAML mappings, the instruction is one a
-    policy takes."""
+    names a model YAML, the params, camera and safety files exist and are YAML mappings (the safety file
+    with its yam_safety section), the instruction is one a policy takes."""
     from .instruction import check_instruction
     from .paths import config_file, models_dir, preset_file
 
@@ -246,6 +248,13 @@ def _check_files_and_text(launch: str, values: Mapping[str, str]) -> None:
                                   if near else "") + f"; the shipped ones: {shipped}, or the path of a model YAML")
     if values.get("params_file"):
         _yaml_mapping("params_file", Path(values["params_file"]))
+    if values.get("safety_config"):
+        _yaml_mapping("safety_config", Path(values["safety_config"]))
+        import yaml
+
+        if not isinstance(yaml.safe_load(Path(values["safety_config"]).read_text()).get("yam_safety"), dict):
+            raise LaunchArgumentError(f"argument safety_config:={values['safety_config']!r} has no yam_safety "
+                                      f"section (config/yam_safety.yaml's layout)")
     cameras = any(n.executable == "camera_bridge" and starts(n, values) for n in NODES[launch])
     if "camera_config" in values and cameras:
         _yaml_mapping("camera_config", config_file(values["camera_config"], "cameras.yaml"))
@@ -304,8 +313,6 @@ def typed(kind: str, value: str, what: str = "value", values: Mapping[str, str] 
         return _driver_bus(str(value))
     if kind == "emulated":
         return typed("flag", value, what) or bus == "emulated"
-    if kind == "driver_file":
-        return str(value) or f"yam_driver_{_driver_bus(bus)}.yaml"
     if kind == "integer":
         try:
             return int(str(value).strip())
@@ -488,7 +495,4 @@ def _typed_substitution(name: str, kind: str):
         expression = [repr(BOOLEANS), "['", LaunchConfiguration(name), "'.strip().lower()] or '",
                       LaunchConfiguration("bus"), "' == 'emulated'"]
         return ParameterValue(PythonExpression(expression), value_type=bool)
-    if kind == "driver_file":
-        expression = ["'", LaunchConfiguration(name), "' or 'yam_driver_' + ", *bus, " + '.yaml'"]
-        return ParameterValue(PythonExpression(expression), value_type=str)
     return ParameterValue(LaunchConfiguration(name), value_type={"text": str, "integer": int}[kind])

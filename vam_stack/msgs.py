@@ -16,12 +16,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-# the message layer's base and its images are part of this module's interface (users import them from here)
-from .image_msgs import (JPEG_QUALITY_DEFAULT, JPEG_STORED, compress_image, compressed_format,  # noqa: F401
-                         compressed_image_msg, compressed_image_to_numpy, image_msg, image_to_numpy, jpeg_quality,
-                         jpeg_roundtrip)
-from .msg_base import (IMAGE_ENCODINGS, MessageError, header, msg_class, msgtype_of, seconds_to_ns,  # noqa: F401
-                       time_from_ns, time_msg, time_to_ns, time_to_seconds, typestore)
+from .msg_base import MessageError, header, msg_class, msgtype_of, time_from_ns, time_to_seconds, typestore
 from .outputs import jsonable
 
 DIAG_LEVELS = {"ok": 0, "warn": 1, "error": 2, "stale": 3}  # diagnostic_msgs/DiagnosticStatus
@@ -62,7 +57,9 @@ class JointStateData(NamedTuple):
     frame_id: str
 
 
-def _vector(values: Any, n: int, what: str, unknown_nan: bool = False) -> np.ndarray:
+def vector(values: Any, n: int, what: str, unknown_nan: bool = False) -> np.ndarray:
+    """`values` as a float64 [n] array (None: empty, as JointState allows), or MessageError naming the
+    bad entry: non-finite refused (NaN allowed with `unknown_nan`, inf never)."""
     if values is None:
         return np.zeros(0, dtype=np.float64)
     try:
@@ -77,7 +74,7 @@ def _vector(values: Any, n: int, what: str, unknown_nan: bool = False) -> np.nda
     return arr
 
 
-def _joint_names(names: Sequence[str]) -> list[str]:
+def joint_names(names: Sequence[str]) -> list[str]:
     """A non-empty list of unique, non-empty joint names, or MessageError naming the bad one."""
     if isinstance(names, str) or not isinstance(names, Sequence):
         raise MessageError(f"joint names must be a list of strings, got {names!r}")
@@ -98,17 +95,18 @@ def joint_state_msg(names: Sequence[str], position: Any, velocity: Any = None,
     """sensor_msgs/JointState; velocity/effort may be omitted (sent empty, as ROS allows). `unknown_nan`:
     a NaN entry is a value the publisher could not measure this time (the ROS convention, the driver's
     unread joints) and is sent as NaN; without it, and for inf always, a non-finite value is refused."""
-    names = _joint_names(names)
+    names = joint_names(names)
     n = len(names)
     return msg_class("sensor_msgs/msg/JointState")(
         header=header(stamp_s, frame_id), name=names,
-        position=_vector(position, n, "position", unknown_nan),
-        velocity=_vector(velocity, n, "velocity", unknown_nan),
-        effort=_vector(effort, n, "effort", unknown_nan))
+        position=vector(position, n, "position", unknown_nan),
+        velocity=vector(velocity, n, "velocity", unknown_nan),
+        effort=vector(effort, n, "effort", unknown_nan))
 
 
 def joint_state_to_numpy(msg: Any) -> JointStateData:
-    """Names and float64 arrays of a JointState, with size checks."""
+    """Names and float64 arrays of a JointState, with size checks: a rosbags message or an rclpy one
+    (read as it arrives, no conversion: the fields are the same)."""
     names = list(msg.name)
     n = len(names)
     pos = np.array(msg.position, dtype=np.float64)
@@ -131,43 +129,6 @@ def clock_msg(seconds: float) -> Any:
 
 
 # --- ros2_control command messages ---------------------------------------------------------
-
-def duration_msg(seconds: float) -> Any:
-    """builtin_interfaces/Duration of a finite, non-negative number of seconds."""
-    if not (isinstance(seconds, (int, float, np.floating)) and math.isfinite(seconds) and seconds >= 0):
-        raise MessageError(f"duration must be a finite number of seconds >= 0, got {seconds!r}")
-    ns = int(round(float(seconds) * 1e9))
-    return msg_class("builtin_interfaces/msg/Duration")(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
-
-
-def joint_trajectory_msg(names: Sequence[str], points: Any, times_s: Sequence[float], stamp_s: Any = 0.0,
-                         frame_id: str = "") -> Any:
-    """trajectory_msgs/JointTrajectory: positions [n_points, n_joints] reached at `times_s` after the
-    header stamp (joint_trajectory_controller's `time_from_start`; a zero stamp means "on arrival")."""
-    names = _joint_names(names)
-    pts = np.asarray(points, dtype=np.float64)
-    if pts.ndim != 2 or pts.shape[1] != len(names) or pts.shape[0] == 0:
-        raise MessageError(f"trajectory points must be [n_points >= 1, {len(names)}], got shape {pts.shape}")
-    times = [float(t) for t in times_s]
-    if len(times) != pts.shape[0] or any(b <= a for a, b in zip(times, times[1:])):
-        raise MessageError(f"trajectory times must be {pts.shape[0]} increasing values, got {times!r}")
-    point_cls = msg_class("trajectory_msgs/msg/JointTrajectoryPoint")
-    empty = np.zeros(0, dtype=np.float64)
-    out = [point_cls(positions=_vector(p, len(names), "trajectory position"), velocities=empty, accelerations=empty,
-                     effort=empty, time_from_start=duration_msg(t)) for p, t in zip(pts, times)]
-    return msg_class("trajectory_msgs/msg/JointTrajectory")(header=header(stamp_s, frame_id), joint_names=names,
-                                                            points=out)
-
-
-def float64_array_msg(values: Any, label: str = "joint") -> Any:
-    """std_msgs/Float64MultiArray of a finite vector (forward_command_controller's `~/commands`)."""
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
-        raise MessageError(f"Float64MultiArray commands must be a finite, non-empty vector, got {values!r}")
-    dim = msg_class("std_msgs/msg/MultiArrayDimension")(label=label, size=int(arr.size), stride=int(arr.size))
-    layout = msg_class("std_msgs/msg/MultiArrayLayout")(dim=[dim], data_offset=0)
-    return msg_class("std_msgs/msg/Float64MultiArray")(layout=layout, data=arr)
-
 
 # --- std_msgs -----------------------------------------------------------------------------
 

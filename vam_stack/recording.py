@@ -44,7 +44,7 @@ from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness, Q
 from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StoragePlugin, Writer
 from rosbags.rosbag2.storage_mcap import McapWriter, PendingChunk, version, write_record, write_string, zstd
 
-from vam_stack import msgs
+from vam_stack import image_msgs, msg_base, msgs
 from vam_stack.topics import QosSpec, Topic, resolve
 
 ROSBAG2_VERSION = 8  # rosbag2 metadata version written (rosbags writes 8 or 9; 8 is older)
@@ -219,7 +219,7 @@ class McapRecorder:
         self.path = Path(path)
         self.single_file = self.path.suffix == ".mcap"
         self.origin_s = time.time() if origin_s is None else origin_s
-        self.origin_ns = msgs.seconds_to_ns(self.origin_s)  # validates
+        self.origin_ns = msg_base.seconds_to_ns(self.origin_s)  # validates
         self.compress = compress
         if (isinstance(flush_every_s, bool) or not isinstance(flush_every_s, (int, float))
                 or not 0 < flush_every_s < float("inf")):
@@ -301,7 +301,7 @@ class McapRecorder:
             raise RecordingError(f"t_s must be seconds since the origin, got {t_s!r}")
         if not np.isfinite(t_s) or t_s < 0:
             raise RecordingError(f"t_s must be finite and >= 0, got {t_s!r}")
-        return self.origin_ns + msgs.seconds_to_ns(t_s)
+        return self.origin_ns + msg_base.seconds_to_ns(t_s)
 
     def stamp(self, t_s: float) -> Any:
         """builtin_interfaces/Time of origin + `t_s`, for message headers."""
@@ -309,7 +309,7 @@ class McapRecorder:
 
     def write(self, topic: str, msg: Any, t_s: float) -> None:
         """Write a ready message on `topic` (table key or name) at origin + `t_s`."""
-        self.write_raw(topic, msgs.msgtype_of(msg), msgs.serialize(msg), self.stamp_ns(t_s))
+        self.write_raw(topic, msg_base.msgtype_of(msg), msgs.serialize(msg), self.stamp_ns(t_s))
 
     def write_raw(self, topic: str, msgtype: str, data: bytes, t_ns: int) -> None:
         """Write an already serialised (CDR) message of `msgtype` on `topic` at absolute time `t_ns`
@@ -329,7 +329,7 @@ class McapRecorder:
 
     def write_image(self, topic: str, image: np.ndarray, t_s: float,
                     encoding: str = "rgb8") -> None:
-        self.write(topic, msgs.image_msg(image, self.stamp(t_s), self.frame_id(topic),
+        self.write(topic, image_msgs.image_msg(image, self.stamp(t_s), self.frame_id(topic),
                                          encoding), t_s)
 
     def write_joint_state(self, topic: str, names: Sequence[str], position: Any, t_s: float,

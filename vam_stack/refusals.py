@@ -12,7 +12,7 @@ Plain Python, thread-safe. `logger` is anything with `error`/`warning`/`info` me
 logger or a `logging.Logger`); `level` picks one. Each level is written from its own line here:
 rclpy's logger refuses a call site whose severity changes between calls.
 
-The guards every node uses (as `vam_stack.ros.timer`, `ros.service`, ...; `ros.subscription` guards
+The guards every node uses (`refusals.timer`, `refusals.service`, ...; `ros.subscription` guards
 its callback with `guarded`) take a node and need no rclpy import here: `guarded` wraps a callback,
 `timer` and `service` make a timer or a service whose callback never raises into the executor,
 `refusal_log` makes a node's RefusalLog and `flush_refusals` prints what its logs still owe.

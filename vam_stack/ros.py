@@ -5,8 +5,9 @@ Messages are built and read by `vam_stack.msgs` as rosbags dataclasses (real ROS
 layouts). `to_ros` turns one into the rclpy class of the same type, field by field, in the
 form rclpy's generated setters accept (numeric sequences as `array.array`, fixed arrays as
 numpy arrays, `byte` fields as one-byte `bytes`); `from_ros` goes back. Both walk the field
-definitions of the typestore, so they work for any message type and for real rclpy as well
-as for the test fake.
+definitions of the typestore, so they work for any message type. The 30 Hz joint states and
+targets skip this copy: `vam_stack.rclpy_msgs` builds them as rclpy messages directly, and
+`msgs.joint_state_to_numpy` reads an arrived one as it is.
 
 rclpy is imported lazily, inside the functions that need it: importing this module does not
 need ROS.
@@ -23,9 +24,9 @@ from typing import Any, Sequence
 import numpy as np
 from rosbags.typesys.base import Nodetype
 
-from vam_stack import msgs
+from vam_stack import image_msgs, msg_base, msgs
 from vam_stack.process_exit import exit_now, process_name
-from vam_stack.refusals import flush_refusals, guarded, refusal_log, service, timer  # noqa: F401 (ros.timer, ...)
+from vam_stack.refusals import guarded, refusal_log
 from vam_stack.topics import Topic, resolve
 
 _TYPECODES = {"int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
@@ -53,8 +54,9 @@ def qos(key_or_name: str | Topic, reader: bool = False) -> Any:
 
 
 @lru_cache(maxsize=None)
+@lru_cache(maxsize=None)
 def ros_class(msgtype: str) -> type:
-    """rclpy message class of e.g. "sensor_msgs/msg/Image" (imports sensor_msgs.msg)."""
+    """rclpy message class of e.g. "sensor_msgs/msg/Image" (imports sensor_msgs.msg; looked up once)."""
     pkg, kind, name = msgtype.split("/")
     return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
 
@@ -107,7 +109,7 @@ def _fields(msgtype: str):
 
 def to_ros(msg: Any) -> Any:
     """The rclpy message equal to the rosbags message `msg`."""
-    msgtype = msgs.msgtype_of(msg)
+    msgtype = msg_base.msgtype_of(msg)
     kwargs = {}
     for name, (node, detail) in _fields(msgtype):
         v = getattr(msg, name)
@@ -149,7 +151,7 @@ def from_ros(msg: Any, msgtype: str) -> Any:
             else:
                 v = list(v)
         kwargs[name] = v
-    return msgs.msg_class(msgtype)(**kwargs)
+    return msg_base.msg_class(msgtype)(**kwargs)
 
 
 def stamp(node: Any) -> Any:
@@ -317,7 +319,7 @@ def config_path(value: str, default_name: str) -> str:
 def image(node: Any, row: str | Topic, array: np.ndarray, stamp_time: Any = None) -> Any:
     """rclpy Image of an RGB array for a topic-table row (its frame id), stamped now by default."""
     t = row if isinstance(row, Topic) else resolve(row)
-    return to_ros_bytes(msgs.image_msg(array, stamp(node) if stamp_time is None else stamp_time, t.frame_id))
+    return to_ros_bytes(image_msgs.image_msg(array, stamp(node) if stamp_time is None else stamp_time, t.frame_id))
 
 
 def to_ros_bytes(msg: Any) -> Any:

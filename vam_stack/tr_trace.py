@@ -19,7 +19,7 @@ validates and keeps them (bounded), and tracks the phase of every replan:
 
 TR_0 may be missing (None or NaN) from a policy that does not report one (VamPolicy tracks it
 under every schedule, so its telemetry always has it). The monitor then uses its own: the TR of
-the episode's first replan, which is how the policy defines TR_0. `Replan.tr0_source` says which
+the episode's first replan, which is how the policy defines TR_0. `ReplanRecord.tr0_source` says which
 one a replan used.
 
 The inferred phase is tracked even when labels exist, so `summary()` can report how well TR
@@ -76,8 +76,9 @@ class TraceConfig:
 
 
 @dataclass(frozen=True)
-class Replan:
-    """One validated replan with its phase."""
+class ReplanRecord:
+    """One replan as the TR monitor records it: validated telemetry with its phase (the policy's
+    working state during a replan is `vam_model.replan.Replan`)."""
 
     step: int  # env step index of the replan
     tr: float  # TR_i
@@ -169,7 +170,7 @@ class TRTrace:
 
     def __init__(self, cfg: TraceConfig | None = None) -> None:
         self.cfg = cfg or TraceConfig()
-        self.replans: deque[Replan] = deque(maxlen=self.cfg.max_replans)
+        self.replans: deque[ReplanRecord] = deque(maxlen=self.cfg.max_replans)
         self.step_labels: OrderedDict[int, str] = OrderedDict()  # env step -> label
         self.latest_attention: np.ndarray | None = None  # [A_H, n_video_tokens] of last replan
         self.token_grid: tuple[int, int] | None = None  # (rows, cols) of video tokens per latent frame, from
@@ -229,7 +230,7 @@ class TRTrace:
             self._dwell = 0
         return self._inferred
 
-    def update(self, telemetry: Mapping[str, Any], phase_label: str | None = None) -> Replan:
+    def update(self, telemetry: Mapping[str, Any], phase_label: str | None = None) -> ReplanRecord:
         """Add one replan's telemetry; `phase_label` (optional) is the known phase at its step."""
         t = validate_telemetry(telemetry)
         if phase_label is not None:
@@ -247,7 +248,7 @@ class TRTrace:
         tr0 = t["tr0"] if t["tr0"] is not None else self._own_tr0
         inferred = self._infer(t["tr"], tr0)
         label = self.label_at(t["step"])
-        rp = Replan(step=t["step"], tr=t["tr"], tr_steps=t["tr_steps"], tr0=tr0, s=t["s"],
+        rp = ReplanRecord(step=t["step"], tr=t["tr"], tr_steps=t["tr_steps"], tr0=tr0, s=t["s"],
                     w_lang=t["w_lang"], w_plan=t["w_plan"],
                     branches_computed=t["branches_computed"], latency_ms=t["latency_ms"],
                     phase=label or inferred, inferred_phase=inferred,

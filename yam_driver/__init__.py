@@ -9,7 +9,8 @@ servo emulators with fault injection for tests, benchmarks and demos.
 from .bus import BusError, BusMismatchError, BusReading, JointBus, WriteResult
 from .config import DriverConfig, JointMap, load_config
 from .buses import make_bus
-from .driver import JointFault, LoopStats, Mode, TickReport, YamDriver
+from .driver import YamDriver
+from .faults import JointFault, LoopStats, Mode, TickReport
 
 __all__ = [
     "BusError", "BusMismatchError", "BusReading", "JointBus", "WriteResult", "make_bus",

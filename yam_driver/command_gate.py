@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from vam_stack.stamps import FUTURE_TOLERANCE_S
 from vam_stack.topics import JOINT_TARGETS_SOURCE as SOURCE  # frame_id the safety filter puts on every target
 REASONS = ("publishers", "source", "unstamped", "stale", "future", "order")
 
@@ -31,7 +32,7 @@ class CommandGate:
     """Per-message checks of the target stream (see the module docstring)."""
 
     max_age_s: float  # a target stamped longer ago than this is stale (the driver's watchdog)
-    future_tolerance_s: float = 0.05  # stamps further ahead than this are refused [s]
+    future_tolerance_s: float = FUTURE_TOLERANCE_S  # stamps further ahead than this are refused [s]
     source: str = SOURCE  # the only frame_id followed
     last_stamp: float | None = None  # stamp of the last target followed [s]
     counts: dict[str, int] = field(default_factory=lambda: {r: 0 for r in REASONS})

@@ -16,6 +16,7 @@ import numpy as np
 from vam_stack.config import ConfigError, check, check_within, from_yaml
 from vam_stack.paths import config_dir
 from vam_stack.robot import check_driver, load_robot
+from vam_stack.stamps import STALE_AFTER_S
 
 from . import damiao_protocol as dmp
 from . import dxl_protocol as dxl
@@ -100,7 +101,7 @@ class DriverConfig:
     arms: list[ArmConfig]  # exactly 2: left then right (14 joints in that order)
     rate_hz: float | None = None  # control loop rate [Hz]; None: the robot's (config/yam_robot.yaml rate_hz, its
     #                               one source); a file may state its own loop rate (tests run slower loops)
-    watchdog_s: float = 0.2  # targets older than this are stale -> hold (6 ticks at 30 Hz)
+    watchdog_s: float = STALE_AFTER_S  # targets older than this are stale -> hold (6 ticks at 30 Hz)
     ramp_speed_scale: float = 0.25  # start-up/resume ramp speed as a fraction of each joint's max_speed
     ramp_tolerance: float = 0.005  # driver units: ramp is done when every joint is this close
     fault_after_failures: int = 3  # consecutive ticks without a valid reply that latch a joint fault

@@ -17,8 +17,9 @@ are sent (out-of-range ones are clipped and flagged). Faulted joints are still r
 Every write carries the gravity feed-forward at the measured pose (`GravityModel`, Damiao: the
 MIT command's t_ff), and a blocked gripper's command is held within its force limit of the
 measured opening (i2rt's gripper force limiter).
-`run()` paces ticks against absolute deadlines on the monotonic clock, measures the achieved
-rate, and shuts down on every exit path: normal end, exception, SIGINT/SIGTERM. Shutdown
+`run()` runs the driver node's paced loop (`bus_thread.BusThread`: absolute deadlines on the
+monotonic clock, in a thread of its own), measures the achieved rate, and shuts down on every exit
+path: normal end, exception, SIGINT/SIGTERM. Shutdown
 holds the measured position, then disables torque when `torque_off_on_exit`.
 """
 from __future__ import annotations
@@ -33,18 +34,18 @@ from typing import Callable
 
 import numpy as np
 
-from vam_control.pacing import DeadlinePacer
+from vam_stack.stamps import FUTURE_TOLERANCE_S
 
 from .bus import BusError, BusReading, JointBus, WriteResult
+from .bus_thread import paced_run
 from .buses import make_bus
 from .config import DriverConfig, is_gripper
 from .gravity import GravityModel
 from .gripper_limit import GripperLimiter
-from .faults import JointFault, JointHealth, LoopStats, Mode, TickReport  # noqa: F401 (the driver's interface)
+from .faults import JointHealth, LoopStats, Mode, TickReport
 
 log = logging.getLogger(__name__)
 
-FUTURE_TOLERANCE_S = 0.005  # s: a target stamp this far ahead of the driver clock is still "now"
 
 
 class YamDriver:
@@ -445,8 +446,11 @@ class YamDriver:
 
     # --- loop ------------------------------------------------------------------------
     def run(self, duration_s: float | None = None, max_ticks: int | None = None,
-            handle_signals: bool = True) -> LoopStats:
-        """Deadline-paced loop at `rate_hz` until duration/ticks/stop/signal; always shuts down."""
+            handle_signals: bool = True, rt_priority: int = 0) -> LoopStats:
+        """The driver node's paced loop (`bus_thread.BusThread`: a thread of its own, deadlines on this
+        driver's clock, resync after an overrun, SCHED_FIFO `rt_priority` where allowed; 0: normal
+        scheduling) calling `step()` until duration/ticks/stop/signal. A tick that raises ends the run
+        and is raised here (the node's thread holds the arm and goes on instead); always shuts down."""
         previous: dict[int, object] = {}
         if handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -457,31 +461,11 @@ class YamDriver:
         try:
             if self.mode == Mode.IDLE:
                 self.start()
-            # resync: after an overrun the next tick is a whole period away, never a burst of ticks
-            # (the per-tick slew limit assumes one period between writes)
-            pacer = DeadlinePacer(self.config.rate_hz, clock=self.clock, resync=True, max_samples=0)
-            t_start = self.clock()
-            next_log = t_start + self.config.log_every_s
-            pacer.start(delay_s=0.0)
-            while not self._stop.is_set():
-                if max_ticks is not None and stats.ticks >= max_ticks:
-                    self._stop_reason = "max_ticks"
-                    break
-                if duration_s is not None and self.clock() - t_start >= duration_s:
-                    self._stop_reason = "duration"
-                    break
-                if pacer.wait(self._stop) is None:
-                    break
-                self.step()
-                stats.ticks += 1
-                stats.overruns = pacer.overruns
-                now = self.clock()
-                if now >= next_log:
-                    log.info("yam_driver: %.1f Hz achieved (%d ticks, %d overruns), mode %s",
-                             stats.ticks / max(now - t_start, 1e-9), stats.ticks, stats.overruns, self.mode.value)
-                    next_log = now + self.config.log_every_s
-            elapsed = self.clock() - t_start
-            stats.achieved_rate_hz = stats.ticks / elapsed if elapsed > 0 else 0.0
+            run = paced_run(self.step, self.config.rate_hz, self._stop, self.clock, rt_priority, duration_s, max_ticks,
+                            self.config.log_every_s, lambda: self.mode.value)
+            self._stop_reason = self._stop_reason or run.reason
+            stats.ticks, stats.overruns, stats.sched_fifo = run.ticks, run.overruns, run.sched_fifo
+            stats.achieved_rate_hz = run.ticks / run.elapsed_s if run.elapsed_s > 0 else 0.0
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

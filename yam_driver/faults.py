@@ -77,6 +77,7 @@ class LoopStats:
     io_p50_ms: float = float("nan")  # read + write of all joints per tick
     io_p99_ms: float = float("nan")
     stop_reason: str = ""
+    sched_fifo: bool = False  # the loop's thread got SCHED_FIFO (its rt_priority, where the OS allows it)
 
 
 class JointHealth:

@@ -13,7 +13,7 @@ up to about 0.19 rad at joint 2 and 0.16 rad at joint 4.
 """
 from __future__ import annotations
 
-from vam_stack import mujoco_gl  # noqa: F401  (MUJOCO_GL before mujoco's first import: the simulated cameras)
+import vam_stack.mujoco_gl  # noqa: F401  (a side effect: MUJOCO_GL before mujoco's first import: the simulated cameras)
 
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402

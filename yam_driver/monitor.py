@@ -4,13 +4,12 @@
 lifecycle's `active`, the e-stop latch, the target gate (`CommandGate`) and its current refusal,
 and the tick bookkeeping (achieved rate over the last second, the newest tick error).
 
-The bus I/O runs in a thread of its own (`BusThread`), paced on deadlines of the monotonic clock
-(`DeadlinePacer`, resync after an overrun) at SCHED_FIFO `BUS_RT_PRIORITY` where the OS allows it,
-as the policy node's executor tick thread: no subscription callback, diagnostics or junk message
-in the executor delays a tick; targets arrive in the executor and are handed over under the lock
-(`YamDriver.set_targets`). A tick that raises never ends the thread: `on_error` holds the arm and
-/diagnostics say so until a tick works. `stop()` ends the thread within its budget (the 2 s
-shutdown budget of the node); a tick in progress finishes first (the driver's bus lock).
+The bus I/O runs in a thread of its own (`bus_thread.BusThread`, the one paced loop of the driver:
+`YamDriver.run` and so `vam-stack bench driver` run it too), at SCHED_FIFO `BUS_RT_PRIORITY` where
+the OS allows it: no subscription callback, diagnostics or junk message in the executor delays a
+tick; targets arrive in the executor and are handed over under the lock (`YamDriver.set_targets`).
+A tick that raises never ends the node's thread: `tick_failed` holds the arm and /diagnostics say
+so until a tick works.
 
 Fault detection reads in three files: `faults.py` (the per-joint checks: failed exchanges,
 hardware flags, torque off, tracking, implausible readings), `driver.py` (`_step`: they run every
@@ -24,54 +23,19 @@ from typing import Callable
 
 import numpy as np
 
-from vam_control.pacing import DeadlinePacer
-from vam_stack.realtime import set_fifo_priority
 from vam_stack.arrivals import ArrivalStats
 
+from .bus_thread import BUS_RT_PRIORITY, STOP_TIMEOUT_S, BusThread
 from .command_gate import CommandGate
 from .config import DriverConfig
-from .driver import Mode, TickReport, YamDriver
+from .driver import YamDriver
+from yam_driver.faults import Mode, TickReport
 from .emulators import EmulatedRig
 from .emulators.process import EmulatedRigProcess
 
-BUS_RT_PRIORITY = 50   # SCHED_FIFO priority of the bus thread: above the camera bridge's capture thread (40)
 PROCESS_RT_PRIORITY = 45   # the node's other threads (executor, middleware): a thread holding the GIL the bus
 #   thread waits for is never preempted by ordinary work (vam_stack/realtime.py; 0 stalled the bus thread 74 ms
 #   on a loaded 2-core machine, and the write that followed went out after its deadline)
-STOP_TIMEOUT_S = 1.5   # s: the bus thread's share of the node's 2 s shutdown budget
-
-
-class BusThread:
-    """Calls `tick()` at `rate_hz` on deadlines in a thread of its own (module docstring)."""
-
-    def __init__(self, rate_hz: float, tick: Callable[[], None], on_error: Callable[[Exception], None],
-                 rt_priority: int = BUS_RT_PRIORITY, name: str = "yam-driver-bus"):
-        self.pacer = DeadlinePacer(rate_hz, resync=True, max_samples=0)
-        self._tick, self._on_error, self._priority = tick, on_error, rt_priority
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.realtime = False                       # whether the thread got SCHED_FIFO
-
-    def start(self) -> "BusThread":
-        self.pacer.start(0.0)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        if self._priority:
-            self.realtime = set_fifo_priority(self._priority)
-        while self.pacer.wait(self._stop) is not None:
-            try:
-                self._tick()
-            except Exception as e:                  # never ends the thread: the arm would lose its driver
-                self._on_error(e)
-
-    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> bool:
-        """End the thread (from any other thread); False if it is still in a tick after `timeout_s`."""
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout_s)
-        return not self._thread.is_alive()
 
 
 def effort_summary(d: YamDriver) -> dict[str, float | str]:

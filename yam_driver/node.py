@@ -24,16 +24,16 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from std_srvs.srv import Trigger
 
 from vam_control.safety import load_safety_config
-from vam_stack import msgs, ros
+from vam_stack import msgs, rclpy_msgs, refusals, ros
 from vam_stack.estop import EstopService
 from vam_stack.refusals import describe
 from vam_stack.robot import check_layers
 from yam_driver.config import default_config_path, load_config
 from yam_driver.driver import YamDriver
-from yam_driver.monitor import BUS_RT_PRIORITY, PROCESS_RT_PRIORITY, DriverMonitor
+from yam_driver.bus_thread import BUS_RT_PRIORITY
+from yam_driver.monitor import PROCESS_RT_PRIORITY, DriverMonitor
 
 P = ros.Param
-JOINT_STATE = "sensor_msgs/msg/JointState"
 PARAMS = (
     P("config_file", "", "driver YAML (section yam_driver); empty = the shipped file for `bus`"),
     P("bus", "damiao", "bus kind when config_file is empty", choices=("damiao", "dynamixel")),
@@ -66,21 +66,21 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
             raise ValueError("yam_driver: use_emulator cannot be combined with a given driver (the simulator's bus)")
         cfg = driver.config if driver is not None else load_config(p["config_file"] or default_config_path(p["bus"]))
         check_layers(cfg, load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")))
-        self._refused = ros.refusal_log(self, "joint targets")   # one line a second, then a count
+        self._refused = refusals.refusal_log(self, "joint targets")   # one line a second, then a count
         self.cfg, self._given, self.names, self._sim_ticks = cfg, driver, cfg.joint_names, None
         self.monitor = DriverMonitor(cfg, self.get_logger(), self._refused)
         self.pub = {k: ros.publisher(self, k) for k in ("joint_states", "diagnostics")}
-        self._tick_guard = ros.guarded(self, "driver tick", self._tick, lambda e: self.monitor.tick_failed(describe(e)),
+        self._tick_guard = refusals.guarded(self, "driver tick", self._tick, lambda e: self.monitor.tick_failed(describe(e)),
                                        verb="failed")
         self._targets_topic = ros.subscription(self, "joint_targets", self._on_targets).topic_name
         group = MutuallyExclusiveCallbackGroup()
         ros.subscription(self, "estop", self._on_estop, group)
         # the operator's e-stop that always lands (vam_stack/estop.py): answered once the hold is latched
         self.estop_service = EstopService(self, self.monitor.estop_answer)
-        ros.service(self, Trigger, "~/home", self._on_home)
-        ros.service(self, Trigger, "~/reset_faults", self._on_reset_faults)
+        refusals.service(self, Trigger, "~/home", self._on_home)
+        refusals.service(self, Trigger, "~/reset_faults", self._on_reset_faults)
         self.monitor.reset_service = self.resolve_service_name("~/reset_faults")   # as an operator types it
-        ros.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
+        refusals.timer(self, p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics, "diagnostics")
         if p["autostart"]:     # `ros2 launch` without a lifecycle manager: configure and activate now
             self.autostart(lambda step: RuntimeError(f"yam_driver: autostart could not {step} the driver: "
                                                      f"{self.monitor.last_error}"))
@@ -125,7 +125,7 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
 
     def _on_targets(self, msg) -> None:
         now, stamp = self.get_clock().now().nanoseconds * 1e-9, msg.header.stamp
-        self.monitor.follow(lambda: msgs.joint_state_to_numpy(ros.from_ros(msg, JOINT_STATE)), now,
+        self.monitor.follow(lambda: msgs.joint_state_to_numpy(msg), now,
                             stamp.sec + stamp.nanosec * 1e-9, lambda: self.count_publishers(self._targets_topic))
 
     def _on_estop(self, msg) -> None:
@@ -138,12 +138,12 @@ class YamDriverNode(ros.SafeLifecycle, LifecycleNode):
         # a joint not read this tick (no reply, a refused glitch) is not presented as measured: NaN, the ROS
         # convention for an unknown value (sensor_msgs/JointState); its last reading would be a lie with a fresh stamp
         unread = ~report.read_ok
-        self.pub["joint_states"].publish(ros.to_ros(msgs.joint_state_msg(
+        self.pub["joint_states"].publish(rclpy_msgs.joint_state(
             self.names, np.where(unread, np.nan, report.position), np.where(unread, np.nan, report.velocity),
-            np.where(unread, np.nan, report.effort), stamp_s=ros.stamp(self), unknown_nan=True)))
+            np.where(unread, np.nan, report.effort), stamp_ns=self.get_clock().now().nanoseconds, unknown_nan=True))
 
     def _publish_diagnostics(self) -> None:
-        ros.flush_refusals(self)
+        refusals.flush_refusals(self)
         state = self._state_machine.current_state[1] if hasattr(self, "_state_machine") else "unknown"
         self.pub["diagnostics"].publish(ros.diagnostics(self, [self.monitor.status(state, self._refused.total)]))
 

@@ -30,7 +30,7 @@ import numpy as np
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
-from vam_stack import msgs, ros
+from vam_stack import msgs, rclpy_msgs, ros
 from vam_stack.config import ConfigError
 from vam_stack.topics import JOINT_TARGETS_SOURCE
 from yam_leader.leader import LeaderConfig, LeaderTeleop
@@ -101,7 +101,7 @@ class YamLeaderNode(Node):
 
     def _on_joint_states(self, msg) -> None:
         try:
-            js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
+            js = msgs.joint_state_to_numpy(msg)
         except ValueError as e:          # a malformed message (MessageError is a ValueError): refused, never fatal
             self.get_logger().error(f"/joint_states refused: {e}", throttle_duration_sec=1.0)
             return
@@ -164,11 +164,11 @@ class YamLeaderNode(Node):
                 self._reported = tick.reason
                 self.get_logger().error(f"leader disengaged: {tick.reason}")
             return
-        stamp = ros.stamp(self)
-        self.pubs["teleop_command"].publish(ros.to_ros(msgs.joint_state_msg(
-            self.names, tick.command, stamp_s=stamp, frame_id="teleop")))
-        self.pubs["joint_targets"].publish(ros.to_ros(msgs.joint_state_msg(
-            self.names, tick.target, stamp_s=stamp, frame_id=JOINT_TARGETS_SOURCE)))
+        stamp = self.get_clock().now().nanoseconds
+        self.pubs["teleop_command"].publish(rclpy_msgs.joint_state(
+            self.names, tick.command, stamp_ns=stamp, frame_id="teleop"))
+        self.pubs["joint_targets"].publish(rclpy_msgs.joint_state(
+            self.names, tick.target, stamp_ns=stamp, frame_id=JOINT_TARGETS_SOURCE))
 
     def _publish_diagnostics(self) -> None:
         c = self.core

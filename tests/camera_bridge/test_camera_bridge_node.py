@@ -11,7 +11,7 @@ from rclpy.qos import ReliabilityPolicy
 from camera_bridge.bridge import CameraBridge
 from camera_bridge.config import BridgeConfig, CameraConfig
 from camera_bridge.node import CameraBridgeNode
-from vam_stack import msgs
+from vam_stack import image_msgs, msgs
 from vam_stack.topics import camera_topic
 
 pytestmark = pytest.mark.adapter
@@ -52,11 +52,11 @@ def test_publishes_stacked_and_views_with_frame_ids_and_qos(camera_node):
     assert h.spin_until(lambda: len(stacked) >= 3 and all(len(v) >= 3 for v in views.values()), every=pusher(node))
     img = stacked[-1]
     assert (img.width, img.height, img.encoding, img.header.frame_id) == (64, 24, "rgb8", "camera_stacked")
-    frame = msgs.image_to_numpy(img)
+    frame = image_msgs.image_to_numpy(img)
     for i, v in enumerate(VIEWS):
         assert views[v][-1].header.frame_id == f"{v}_camera"
         last = [m for m in views[v] if m.header.stamp == img.header.stamp]
-        np.testing.assert_array_equal(msgs.image_to_numpy(last[0]), frame[:, 32 * i:32 * (i + 1)])
+        np.testing.assert_array_equal(image_msgs.image_to_numpy(last[0]), frame[:, 32 * i:32 * (i + 1)])
     info = h.node.get_publishers_info_by_topic("/camera/stacked/image_raw")
     assert info[0].qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT
     assert not h.errors("camera_bridge")
@@ -76,14 +76,14 @@ def test_publish_compressed_adds_jpeg_twins_with_the_raw_header(ros_harness):
     assert img.format == "rgb8; jpeg compressed bgr8" and img.header.frame_id == "camera_stacked"
     same = [m for m in raw if m.header.stamp == img.header.stamp]
     assert same, "a compressed frame without its raw frame (stamps must be copied)"
-    frame = msgs.image_to_numpy(same[0])
-    decoded = msgs.compressed_image_to_numpy(img, shape=frame.shape)
+    frame = image_msgs.image_to_numpy(same[0])
+    decoded = image_msgs.compressed_image_to_numpy(img, shape=frame.shape)
     assert np.abs(decoded.astype(int) - frame).max() <= 4       # flat colours survive JPEG almost exactly
     assert img.data.size < frame.size
     for i, v in enumerate(VIEWS):
         m = [x for x in views[v] if x.header.stamp == img.header.stamp][0]
         assert m.header.frame_id == f"{v}_camera" and m.format == "rgb8; jpeg compressed bgr8"
-        assert np.abs(msgs.compressed_image_to_numpy(m).astype(int) - frame[:, 32 * i:32 * (i + 1)]).max() <= 4
+        assert np.abs(image_msgs.compressed_image_to_numpy(m).astype(int) - frame[:, 32 * i:32 * (i + 1)]).max() <= 4
     info = h.node.get_publishers_info_by_topic("/camera/stacked/image_raw/compressed")
     assert info[0].topic_type == "sensor_msgs/msg/CompressedImage"
     assert info[0].qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT

@@ -18,7 +18,8 @@ import pytest
 
 from yam_driver import damiao_protocol as dmp
 from yam_driver.config import load_config
-from yam_driver.driver import Mode, YamDriver
+from yam_driver.driver import YamDriver
+from yam_driver.faults import Mode
 from yam_driver.emulators import EmulatedRig
 from yam_driver.emulators.process import EmulatedRigProcess
 
@@ -192,7 +193,7 @@ def test_row4_the_recorder_marks_an_episode_whose_joint_states_lack_a_joint(tmp_
     recorded meanwhile is marked: `stop` names the joint and how many states lacked it, and the file
     ends with an ERROR /diagnostics status saying so (before: the stale reading was recorded as measured)."""
     from vam_data.recorder import EpisodeRecorder, RecorderConfig
-    from vam_stack import msgs
+    from vam_stack import msg_base, msgs
     from vam_stack.recording import read_messages
 
     names = load_config(bus="damiao").joint_names
@@ -203,7 +204,7 @@ def test_row4_the_recorder_marks_an_episode_whose_joint_states_lack_a_joint(tmp_
         if k >= 7:
             position[1] = np.nan                                    # left_joint2 unread for 3 ticks
         m = msgs.joint_state_msg(names, position, stamp_s=k / 30, unknown_nan=True)
-        rec.on_message("/joint_states", msgs.msgtype_of(m), msgs.serialize(m), 2_000 + k)
+        rec.on_message("/joint_states", msg_base.msgtype_of(m), msgs.serialize(m), 2_000 + k)
     done = rec.stop()
     assert done["unreadable_joints"] == {"left_joint2": 3} and done["joint_states"] == 10
     last = list(read_messages(done["path"]))[-1]
@@ -304,3 +305,43 @@ def test_row3_chattering_gripper_commands_never_squeeze_past_the_force_limit(cha
     finally:
         driver.shutdown()
         robot.close()
+
+
+class _Log:
+    """The node's logger as DriverMonitor uses it: one severity per call, the lines kept."""
+
+    def __init__(self):
+        self.lines: list[tuple[str, str]] = []
+
+    def __getattr__(self, level):
+        return lambda message: self.lines.append((level, message))
+
+
+def test_row1_an_activate_or_reset_refused_in_a_fault_says_torque_is_on_and_every_motor_held():
+    """Activate from a fault is the operator's reset; with the bus still down it fails. Before, its refusal
+    said "activate (torque off, holding nothing) failed" while torque was on and every motor held."""
+    from yam_driver.monitor import DriverMonitor
+
+    with _rig() as rig:
+        driver = YamDriver(rig.config)
+        log = _Log()
+        monitor = DriverMonitor(rig.config, log, refused=None)
+        assert monitor.connect(driver, emulate=False, gravity=False, tick=lambda: None)
+        assert monitor.enable()
+        with Running(driver, rig) as run:
+            rig.cut(["right_joint3"])
+            assert run.wait(lambda: driver.mode == Mode.FAULT)
+            assert not monitor.enable()
+            errors = [m for level, m in log.lines if level == "error"]
+            assert errors and errors[-1].startswith(
+                "activate (torque on, in fault: every motor held at its last command ("), errors
+            assert "right_joint3" in errors[-1], errors[-1]     # (a loaded host may latch another joint first)
+            assert "torque off" not in errors[-1], errors[-1]
+            ok, message = monitor.reset_faults()
+            assert not ok and "fault reset failed" in message and "torque on, in fault" in message, message
+            assert driver.bus.torque_enabled and driver.mode == Mode.FAULT
+            rig.cut(["right_joint3"], False)
+            time.sleep(0.1)
+            assert monitor.enable(), log.lines[-1]          # the bus back: activate is the reset, torque never off
+            assert driver.mode == Mode.RAMPING and not driver.faults
+            assert _disables(rig) == 0

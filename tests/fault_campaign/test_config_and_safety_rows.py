@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from camera_bridge.config import load_bridge_config
-from vam_control.executor import ChunkExecutor, robot_config
+from vam_control.executor import ChunkExecutor
+from vam_control.schedule import robot_config
 from vam_control.runtime import PolicyRuntime, RuntimeConfig
 from vam_control.safety import JOINTS_PER_ARM, SafetyFilter, load_safety_config
 from vam_stack import msgs
@@ -260,7 +261,7 @@ def test_driver_node_ignores_a_second_publisher_and_unfiltered_targets(ros_harne
     from rclpy.parameter import Parameter
 
     from vam_stack import ros
-    from yam_driver.driver import Mode
+    from yam_driver.faults import Mode
     from yam_driver.node import YamDriverNode
 
     h = ros_harness

@@ -30,8 +30,8 @@ class FakePolicy:
     checkpoint = None
 
     def __init__(self, refuse: bool = False, action_type: str = "eef_delta"):
-        self.spec = SimpleNamespace(chunk=17, execute=10, action_dim=7, rate_hz=20.0,
-                                    action_type=action_type)
+        self.spec = SimpleNamespace(chunk=17, execute=10, action_dim=7, rate_hz=20.0, proprio_dim=8,
+                                    height=64, width=128, views=2, action_type=action_type)
         self.mcfg = SimpleNamespace(name="fake", robot=SimpleNamespace(
             cameras=["agentview", "wrist"], camera_width=64, camera_height=64, frame_skip=1))
         self.refuse = refuse

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vam_control.executor import robot_config
+from vam_control.schedule import robot_config
 from vam_control.runtime import PolicyRuntime, RuntimeConfig
 from vam_control.safety import SafetyFilter, load_safety_config
 
@@ -108,7 +108,7 @@ def test_an_instruction_waiting_in_the_mailbox_at_an_estop_never_starts(ros_harn
     instruction.publish(String(data="wave"))
     assert h.spin_until(lambda: node.runtime.executor.running, every=feed)
     instruction.publish(String(data="put the bowl on the plate"))          # within 0.5 s: waits its turn
-    assert h.spin_until(lambda: node.mailbox.waiting == "put the bowl on the plate", timeout=2)
+    assert h.spin_until(lambda: node.core.mailbox.waiting == "put the bowl on the plate", timeout=2)
     estop.publish(Bool(data=True))
     assert h.spin_until(lambda: node.runtime.estopped and not node.runtime.executor.running, every=feed)
     estop.publish(Bool(data=False))

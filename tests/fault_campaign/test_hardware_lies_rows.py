@@ -20,7 +20,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from yam_driver.config import load_config
-from yam_driver.driver import Mode, YamDriver
+from yam_driver.driver import YamDriver
+from yam_driver.faults import Mode
 from yam_driver.emulators import EmulatedRig
 
 pytestmark = pytest.mark.adapter
@@ -359,7 +360,7 @@ def test_a_second_instruction_during_a_stuck_inference_is_refused_in_the_operato
     import threading
     from types import SimpleNamespace
 
-    from vam_control.executor import robot_config
+    from vam_control.schedule import robot_config
     from vam_control.runtime import PolicyRuntime, RuntimeConfig
     from vam_control.safety import SafetyFilter, load_safety_config
 

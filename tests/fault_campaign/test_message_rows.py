@@ -190,7 +190,7 @@ def test_rows1_2_an_internal_error_that_ends_the_driver_holds_with_torque_on(tmp
     from rclpy.parameter import Parameter
 
     from vam_stack import ros
-    from yam_driver.driver import Mode
+    from yam_driver.faults import Mode
     from yam_driver.node import YamDriverNode
 
     data = yaml.safe_load(default_config_path("damiao").read_text())

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from vam_control.executor import ChunkExecutor, robot_config
+from vam_control.executor import ChunkExecutor
+from vam_control.schedule import robot_config
 
 RATE, CHUNK, EXECUTE, DIM = 100.0, 20, 10, 14
 
@@ -75,3 +76,18 @@ class ContinuingPolicy(SlowPolicy):
     def infer(self, obs: dict, committed: dict | None = None) -> dict:
         self.requests.append(committed)
         return super().infer(obs)
+
+
+def frames_stop_at(monkeypatch, tick: int) -> None:
+    """From executor tick `tick` on, the robot's control loop gets no observation (a camera that
+    stopped): PolicyRuntime.observation raises ObservationUnavailable, as its stale-frame check does."""
+    from vam_control.runtime import PolicyRuntime
+    from vam_control.schedule import ObservationUnavailable
+
+    observation = PolicyRuntime.observation
+
+    def stale_from(self):
+        if self.executor.tick >= tick:
+            raise ObservationUnavailable("frame_age", "frames stopped (test)")
+        return observation(self)
+    monkeypatch.setattr(PolicyRuntime, "observation", stale_from)

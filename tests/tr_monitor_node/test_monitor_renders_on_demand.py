@@ -10,7 +10,7 @@ import pytest
 from rclpy.parameter import Parameter
 
 from tr_monitor_node.node import TRMonitorNode
-from vam_stack import msgs
+from vam_stack import image_msgs, msgs
 
 pytestmark = pytest.mark.adapter
 
@@ -38,7 +38,7 @@ def counted(node):
 
 def feed(h, n: int, start: int = 0) -> None:
     frame = np.full((16, 32, 3), 90, np.uint8)
-    h.publish("stacked_image", msgs.image_msg(frame, 1.0, "camera_stacked"))
+    h.publish("stacked_image", image_msgs.image_msg(frame, 1.0, "camera_stacked"))
     for i in range(start, start + n):
         att = np.zeros((5, 16), np.float32)
         att[:, i % 16] = 1.0

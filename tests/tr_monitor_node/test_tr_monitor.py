@@ -7,7 +7,7 @@ import pytest
 from tr_monitor_node.monitor import SCALAR_KEYS, MonitorConfig, TRMonitor
 from vam_stack.tr_plot import PlotConfig
 from vam_stack.tr_trace import TelemetryError
-from vam_stack import msgs, topics
+from vam_stack import image_msgs, msgs, topics
 from vam_stack.config import ConfigError, from_yaml
 from vam_stack.paths import config_dir
 from vam_stack.recording import McapRecorder, read_info, read_messages
@@ -135,7 +135,7 @@ def test_outputs_convert_to_messages_and_record_to_mcap(tmp_path):
     assert info.counts["/tr_monitor/attention_overlay"] == 2
     assert info.counts["/diagnostics"] == 2 and info.counts["/vam/s"] == 2
     last = [m for _, _, m in read_messages(path, ["/tr_monitor/trace_image"])][-1]
-    assert msgs.image_to_numpy(last).shape == (240, 320, 3)
+    assert image_msgs.image_to_numpy(last).shape == (240, 320, 3)
     diag = [m for _, _, m in read_messages(path, ["/diagnostics"])][-1]
     status = msgs.diagnostics_to_dict(diag)["tr_monitor: telemetry"]
     assert status["level"] == "ok" and status["values"]["phase"] == "planning"

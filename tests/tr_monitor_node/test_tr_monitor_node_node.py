@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tr_monitor_node.node import TRMonitorNode
-from vam_stack import msgs
+from vam_stack import image_msgs, msgs
 
 pytestmark = pytest.mark.adapter
 
@@ -32,7 +32,7 @@ def test_telemetry_becomes_plottable_topics_phase_and_images(monitor):
     h, node, out = monitor
     frame = np.zeros((16, 32, 3), np.uint8)
     frame[:, :16] = 200
-    h.publish("stacked_image", msgs.image_msg(frame, 1.0, "camera_stacked"))
+    h.publish("stacked_image", image_msgs.image_msg(frame, 1.0, "camera_stacked"))
     assert h.spin_until(lambda: node.monitor.frame is not None)
     for i, tr in enumerate((1.0, 1.05, 1.4)):
         att = np.zeros((5, 16), np.float32)  # [A_H, 2 latent frames x 2 x 4 tokens]
@@ -45,7 +45,7 @@ def test_telemetry_becomes_plottable_topics_phase_and_images(monitor):
     assert out["w_plan"][-1].data == pytest.approx(0.12) and out["latency_ms"][-1].data == pytest.approx(12.5)
     np.testing.assert_allclose(msgs.float32_array_to_numpy(out["tr_steps"][-1]), [1.4, 1.26], rtol=1e-6)
     assert [m.data for m in out["phase"]] == ["manipulation", "planning"]  # published on change
-    overlay = msgs.image_to_numpy(out["attention_overlay"][-1])
+    overlay = image_msgs.image_to_numpy(out["attention_overlay"][-1])
     assert overlay.shape == frame.shape and out["attention_overlay"][-1].header.frame_id == "camera_stacked"
     trace = out["trace_image"][-1]
     assert trace.encoding == "rgb8" and trace.header.frame_id == "tr_monitor" and trace.width > 100

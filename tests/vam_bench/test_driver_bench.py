@@ -67,3 +67,22 @@ def test_every_fault_of_the_timed_run_is_counted(tmp_path, capsys, monkeypatch):
     assert r["fault_count"]["paced"] >= 1 and r["fault_count"]["total"] == len(r["faults"]), r["fault_count"]
     text = capsys.readouterr().out
     assert f"{r['fault_count']['total']} faults in the window (" in text and "left_joint3: " in text, text
+
+
+def test_the_timed_loop_is_the_driver_nodes_bus_thread(tmp_path, monkeypatch):
+    """issue 69 row 1: `bench driver` times the loop the driver node runs (`BusThread`), not one of its own."""
+    from yam_driver import bus_thread, monitor
+
+    started = []
+    real_start = bus_thread.BusThread.start
+    monkeypatch.setattr(bus_thread.BusThread, "start", lambda self: started.append(self) or real_start(self))
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    out = tmp_path / "driver.json"
+    assert bench.run(parser.parse_args(["--bus", "damiao", "--ticks", "10", "--seconds", "0.3", "--rt-priority", "0",
+                                        "--json", str(out)])) == 0
+    (r,) = json.loads(out.read_text())["results"]
+    assert len(started) == 1 and started[0].pacer.resync and monitor.BusThread is bus_thread.BusThread
+    assert r["paced_ticks"] >= 1 and r["sched_fifo"] is False          # --rt-priority 0: normal scheduling
+    with pytest.raises(SystemExit, match="--rt-priority"):
+        bench.run(parser.parse_args(["--rt-priority", "120"]))

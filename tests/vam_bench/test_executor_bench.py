@@ -39,7 +39,7 @@ def test_bench_tiny_policy_in_child_process(tmp_path):
     out = tmp_path / "ex_tiny.json"
     rc = cli.main(["bench", "executor", "--seconds", "1", "--json", str(out)])
     assert rc == 0
-    data = check_json(out, "tiny policy")
+    data = check_json(out, "tiny_real policy")
     assert "child process" in data["policy"] and data["warmup_ms"] > 0
 
 

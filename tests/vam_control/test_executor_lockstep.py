@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vam_control.executor import (ChunkExecutor, ChunkSchedule, ExecutorConfig, libero_config,
-                                      robot_config)
+from vam_control.executor import ChunkExecutor
+from vam_control.schedule import ChunkSchedule, ExecutorConfig, libero_config, robot_config
 from vam_stack.config import ConfigError
 from vam_stack.robot import load_robot
 
@@ -195,6 +195,30 @@ def test_lockstep_exception_logs_context_and_holds(caplog):
     a31, info31 = out[31]
     assert info31.replanned and info31.chunk_id == 1 and a31[0] == 2000.0  # retried on the next step
     assert ex.errors == 1 and ex.replans == 2
+
+
+def test_lockstep_reads_obs_fn_only_when_it_replans_and_holds_while_none_is_available():
+    """next_action() without an observation (how PolicyRuntime.step drives a simulator): obs_fn is read
+    at replans only; ObservationUnavailable holds the arm as on the realtime tick, the next tick retries."""
+    from vam_control.schedule import ObservationUnavailable
+
+    reads, gone = [], {1}            # the second read (tick 30) finds none
+    def obs_fn():
+        reads.append(len(reads))
+        if len(reads) - 1 in gone:
+            raise ObservationUnavailable("frame_age", "no fresh frame")
+        return obs()
+    pol = CountingPolicy(50, 14)
+    ex = ChunkExecutor(pol, robot_config(mode="lockstep", blend_ticks=0), obs_fn=obs_fn)
+    out = [ex.next_action() for _ in range(32)]
+    # tick 0 and tick 30 read it; 30 finds none (the arm holds), tick 31 reads again and replans
+    assert len(reads) == 3 and pol.calls == 2
+    a30, info30 = out[30]
+    assert info30.held and info30.reason == "error" and "no fresh frame" in info30.error
+    np.testing.assert_array_equal(a30, out[29][0])
+    assert out[31][1].replanned and out[31][0][0] == 1000.0
+    with pytest.raises(ValueError, match="needs an observation or an obs_fn"):
+        ChunkExecutor(pol, robot_config(mode="lockstep")).next_action()
 
 
 def test_bad_action_shape_is_an_inference_error():

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vam_control.executor import ChunkExecutor, robot_config
+from vam_control.executor import ChunkExecutor
+from vam_control.schedule import robot_config
 from executor_policies import CHUNK, DIM, EXECUTE, RATE, Recorder, SlowPolicy, run  # tests/support
 
 pytestmark = pytest.mark.unit
@@ -66,7 +67,7 @@ def test_inference_exception_holds_then_retries():
 def test_an_observation_not_yet_available_holds_and_logs_one_line_per_reason(caplog):
     """A window still filling is expected at every start: one warning per reason, no traceback,
     the arm held, and the first real observation resumes the policy."""
-    from vam_control.executor import ObservationUnavailable
+    from vam_control.schedule import ObservationUnavailable
 
     calls = {"n": 0}
 

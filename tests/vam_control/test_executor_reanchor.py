@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vam_control.executor import ChunkExecutor, ChunkSchedule, libero_config, robot_config
+from vam_control.executor import ChunkExecutor
+from vam_control.schedule import ChunkSchedule, libero_config, robot_config
 from vam_stack.config import ConfigError
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from vam_control.executor import ChunkExecutor, robot_config
+from vam_control.executor import ChunkExecutor
+from vam_control.schedule import robot_config
 from vam_control.schedule import SeamMeter, StepInfo
 
 from executor_policies import CHUNK, DIM, EXECUTE, RATE, ContinuingPolicy, SlowPolicy, run  # tests/support

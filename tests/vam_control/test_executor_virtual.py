@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vam_control.executor import ChunkExecutor, robot_config
+from vam_control.executor import ChunkExecutor
+from vam_control.schedule import robot_config
 
 from executor_policies import CHUNK, DIM, EXECUTE, RATE, ContinuingPolicy, SlowPolicy  # tests/support
 

@@ -25,7 +25,7 @@ from vam_data.lerobot_v3 import LeRobotFormatError, export_lerobot
 from vam_data.mcap_import import McapMapping, RecordingFormatError, import_mcap, read_episode
 from vam_data.merge import merge_datasets
 from vam_data.writing import write_imported
-from vam_stack import msgs
+from vam_stack import msg_base, msgs
 from vam_stack.recording import McapRecorder
 from vam_data.dataset import Dataset, DatasetError
 
@@ -39,8 +39,8 @@ NAMES = list(C.state_names)
 
 def _joint_state(names, values, stamp_s):
     """A JointState built without msgs.joint_state_msg's checks (which refuse a duplicate name)."""
-    return msgs.msg_class("sensor_msgs/msg/JointState")(
-        header=msgs.header(msgs.time_from_ns(int(round(stamp_s * 1e9))), ""), name=list(names),
+    return msg_base.msg_class("sensor_msgs/msg/JointState")(
+        header=msg_base.header(msgs.time_from_ns(int(round(stamp_s * 1e9))), ""), name=list(names),
         position=np.asarray(values, np.float64), velocity=np.zeros(0), effort=np.zeros(0))
 
 

@@ -133,3 +133,22 @@ def test_the_train_command_import_prints_works_as_printed(tmp_path, monkeypatch,
     monkeypatch.setattr(train_mod, "fit_data_parallel", fit)
     assert argv[:2] == ["vam-stack", "train"] and main(argv[1:]) == 0, line
     assert ran["cfg"].preset == "yam64" and ran["cfg"].dataset == "runs/demos_rec" and ran["cfg"].extra_datasets == ()
+
+
+def test_a_kept_aside_try_no_tolerance_takes_adds_skip_bad_to_the_printed_import_line(tmp_path, monkeypatch, capsys):
+    # issue 70 row 2 (measured at load 7-16): one solved try's targets ran at 20 Hz, beyond what any
+    # --rate-tolerance takes; the printed import line then refused the whole folder for that one file
+    out = tmp_path / "rec"
+    monkeypatch.setattr(record, "record_episode", _recorder_episode([(True, dict(gap_at=20)),
+                                                                     (True, dict(rate=19.77, gap_at=20))]))
+    monkeypatch.setattr("vam_stack.process_graph.isolate_ros", lambda *a: 77)
+    assert main(["record", "--task", "handover", "--episodes", "2", "--max-tries", "2", "--out", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "no tolerance takes it" in text, text
+    line = next(x for x in text.splitlines() if x.startswith("to train on them too: vam-stack import"))
+    assert "--max-gap-ticks 7.5" in line and line.endswith(f"--skip-bad --out {out}_refused_demos"), line
+    import shlex
+    argv = shlex.split(line.split(": ", 1)[1])
+    assert main(argv[1:]) == 0                               # as printed: the takeable one in, the other named
+    from vam_data.dataset import Dataset
+    assert len(Dataset(argv[argv.index("--out") + 1]).episodes) == 1

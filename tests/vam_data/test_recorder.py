@@ -2,12 +2,12 @@
 import pytest
 
 from vam_data.recorder import EpisodeRecorder, RecorderConfig
-from vam_stack import msgs
+from vam_stack import msg_base, msgs
 from vam_stack.recording import read_messages
 
 
 def raw(msg):
-    return msgs.msgtype_of(msg), msgs.serialize(msg)
+    return msg_base.msgtype_of(msg), msgs.serialize(msg)
 
 
 def test_episodes_are_numbered_and_latched_values_open_each_one(tmp_path):

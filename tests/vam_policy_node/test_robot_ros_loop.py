@@ -12,7 +12,7 @@ import yaml
 from rclpy.parameter import Parameter
 
 from vam_policy_node.node import VamPolicyNode
-from vam_stack import msgs
+from vam_stack import image_msgs, msgs
 from yam_driver.config import default_config_path
 from yam_driver.node import YamDriverNode
 
@@ -45,7 +45,7 @@ def test_policy_targets_move_the_emulated_arm_and_estop_stops_both(ros_harness, 
                                                       Parameter("use_emulator", value=True)]))
     policy = ReachPolicy()
     node = h.add(VamPolicyNode(policy=policy, parameter_overrides=[Parameter("instruction", value="reach")]))
-    frames = lambda: h.publish("stacked_image", msgs.image_msg(np.zeros((8, 16, 3), np.uint8), 0.0))  # noqa: E731
+    frames = lambda: h.publish("stacked_image", image_msgs.image_msg(np.zeros((8, 16, 3), np.uint8), 0.0))  # noqa: E731
     assert h.spin_until(lambda: len(states) > 3, every=frames)
     start = msgs.joint_state_to_numpy(states[-1]).position.copy()
     assert h.spin_until(lambda: abs(driver.rig.positions()[0] - start[0] - 0.1) < 0.01, every=frames, timeout=30)

@@ -14,7 +14,7 @@ from rclpy.parameter import Parameter
 from camera_bridge.node import CameraBridgeNode
 from tr_monitor_node.node import TRMonitorNode
 from vam_policy_node.node import VamPolicyNode
-from vam_stack import msgs
+from vam_stack import image_msgs, msgs
 from yam_driver.config import default_config_path
 from yam_driver.node import YamDriverNode
 
@@ -39,7 +39,7 @@ def test_robot_stack_runs_the_policy_on_the_emulated_arm(ros_harness, tmp_path):
     assert tel["tr"] > 0 and policy.runtime.instruction == "fold the towel"
     target = msgs.joint_state_to_numpy(out["joint_targets"][-1])
     assert target.names == driver.names and np.isfinite(target.position).all()
-    assert msgs.image_to_numpy(out["attention_overlay"][-1]).shape == (168, 672, 3)
+    assert image_msgs.image_to_numpy(out["attention_overlay"][-1]).shape == (168, 672, 3)
     # one executor thread serves every node here: on a loaded machine a target can reach the driver
     # later than its watchdog, and refusing it is the driver's job; anything else is an error
     driver_errors = [e for e in h.errors("yam_driver") if "s old (>" not in e]

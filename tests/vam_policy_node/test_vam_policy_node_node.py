@@ -18,7 +18,7 @@ from std_srvs.srv import Trigger
 
 from vam_policy_node.node import VamPolicyNode
 from vam_control.safety import load_safety_config
-from vam_stack import msgs, ros
+from vam_stack import image_msgs, msg_base, msgs, ros
 from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES
 from yam_driver.config import load_config
 
@@ -58,7 +58,7 @@ class ScriptedPolicy:
 
 def feed(h, names=NAMES, position=HOME):
     def every():
-        h.publish("stacked_image", msgs.image_msg(np.full((H, W, 3), 7, np.uint8), 0.0, "camera_stacked"))
+        h.publish("stacked_image", image_msgs.image_msg(np.full((H, W, 3), 7, np.uint8), 0.0, "camera_stacked"))
         h.publish("joint_states", msgs.joint_state_msg(names, position))
     return every
 
@@ -134,7 +134,7 @@ def test_bad_messages_are_rejected_logged_and_the_arm_held(ros_harness):
 
     def bad():
         h.publish("joint_states", bad_state)
-        h.publish("stacked_image", msgs.image_msg(np.zeros((H + 1, W, 3), np.uint8), 0.0))
+        h.publish("stacked_image", image_msgs.image_msg(np.zeros((H + 1, W, 3), np.uint8), 0.0))
     assert h.spin_until(lambda: node.runtime.executor.last_info.reason == "error", every=bad)
     n = len(out["joint_targets"])
     h.spin_for(1.0, every=bad)
@@ -151,7 +151,7 @@ def test_compressed_transport_takes_jpeg_frames_and_counts_their_arrival(ros_har
     stamp = msgs.time_from_ns(1_234_567_890)
 
     def every():
-        h.publish("stacked_image_compressed", msgs.compressed_image_msg(colour, stamp, "camera_stacked", quality=90))
+        h.publish("stacked_image_compressed", image_msgs.compressed_image_msg(colour, stamp, "camera_stacked", quality=90))
         h.publish("joint_states", msgs.joint_state_msg(NAMES, HOME))
     assert h.spin_until(lambda: len(out["joint_targets"]) >= 5 and policy.obs, every=every)
     frame = policy.obs[0]["frame"]
@@ -163,7 +163,7 @@ def test_compressed_transport_takes_jpeg_frames_and_counts_their_arrival(ros_har
     assert [i.topic_type for i in subs] == ["sensor_msgs/msg/CompressedImage"]
     assert not h.errors("vam_policy_node")
 
-    garbage = msgs.compressed_image_msg(colour, 0.0)
+    garbage = image_msgs.compressed_image_msg(colour, 0.0)
     garbage.data = garbage.data[:20]
 
     def bad():
@@ -208,24 +208,24 @@ def test_parameters_are_declared_with_descriptors_and_validated(ros_harness):
 
 def test_guidance_parameters_reach_the_policy_config(monkeypatch):
     import vam_model.policy
-    from vam_policy_node import node as node_mod
+    from vam_policy_node import params
 
     built = []
     monkeypatch.setattr(vam_model.policy, "build_policy", lambda *a, **kw: built.append(kw) or ScriptedPolicy())
-    p = {q.name: q.default for q in node_mod.PARAMS} | {"tr_baseline": "running_min", "tr_every_step": True,
+    p = {q.name: q.default for q in params.PARAMS} | {"tr_baseline": "running_min", "tr_every_step": True,
                                                        "w_lang_base": 0.2, "w_plan_base": 0.5, "s_max": 3.0}
-    node_mod.policy_from_params(p)
+    params.policy_from_params(p)
     g = built[-1]["config"].guidance
     assert built[-1]["guidance"] == "tr_adaptive+running_min"
     assert (g.schedule, g.tr_baseline, g.tr_every_step, g.w_lang_base, g.w_plan_base, g.s_max) == \
         ("tr_adaptive", "running_min", True, 0.2, 0.5, 3.0)
     with pytest.raises(ros.ParameterError, match="tr_baseline 'running_min'.*'flat' never reads it"):
-        node_mod.policy_from_params(p | {"guidance": "flat"})
-    node_mod.policy_from_params(p | {"guidance": "none", "tr_baseline": "first"})
+        params.policy_from_params(p | {"guidance": "flat"})
+    params.policy_from_params(p | {"guidance": "none", "tr_baseline": "first"})
     assert built[-1]["guidance"] == "none" and built[-1]["config"].guidance.tr_every_step
     # a real-time process must keep the inference in its child (its threads would inherit SCHED_FIFO)
     with pytest.raises(ros.ParameterError, match="process_rt_priority 40 needs policy_process: true"):
-        node_mod.policy_from_params(p | {"process_rt_priority": 40, "policy_process": False})
+        params.policy_from_params(p | {"process_rt_priority": 40, "policy_process": False})
 
 
 def test_destroy_node_stops_sending_targets(ros_harness):
@@ -281,12 +281,12 @@ def test_ros2_control_outputs_carry_the_same_filtered_targets(ros_harness):
     h.publish("instruction", msgs.string_msg("put the cube in the bowl"))
     assert h.spin_until(lambda: len(out["joint_trajectory"]) >= 10 and len(out["forward_commands"]) >= 10,
                         every=feed(h))
-    targets = {msgs.time_to_ns(m.header.stamp): msgs.joint_state_to_numpy(m).position for m in out["joint_targets"]}
+    targets = {msg_base.time_to_ns(m.header.stamp): msgs.joint_state_to_numpy(m).position for m in out["joint_targets"]}
     traj = out["joint_trajectory"][-1]
     assert list(traj.joint_names) == NAMES and traj.header.frame_id == "vam_safety_filter" and len(traj.points) == 1
     point = traj.points[0]
     assert point.time_from_start.sec == 0 and point.time_from_start.nanosec == pytest.approx(1e9 / 30, abs=1)
-    np.testing.assert_allclose(point.positions, targets[msgs.time_to_ns(traj.header.stamp)])
+    np.testing.assert_allclose(point.positions, targets[msg_base.time_to_ns(traj.header.stamp)])
     cmds = np.array([m.data for m in out["forward_commands"]])
     assert cmds.shape[1] == 14 and np.all(cmds >= LO - 1e-9) and np.all(cmds <= HI + 1e-9)
     assert any(np.allclose(cmds[-1], p) for p in targets.values())
@@ -318,4 +318,4 @@ def test_configure_warms_the_policy_up_with_every_branch_and_restarts_its_noise(
     node, _ = start(h, policy, warm_up=True, guidance="tr_adaptive", seed=7)
     assert policy.instructions == ["warm up"] and policy.calls == 3
     assert policy.configured == ["flat", "tr_adaptive"] and policy.seeds == [7]
-    assert set(node.warm_up_times) == {"reset", "first_replan", "all_branches_replan", "steady_replan"}
+    assert set(node.core.warm_up_times) == {"reset", "first_replan", "all_branches_replan", "steady_replan"}

@@ -27,9 +27,10 @@ def dry_run(capsys, *arguments: str) -> dict[str, str]:
     ("damiao", False, "damiao"), ("dynamixel", False, "dynamixel"), ("emulated", True, "damiao")])
 def test_the_bus_is_chosen_on_the_launch_line(capsys, bus, emulator, driver_bus):
     out = dry_run(capsys, f"bus:={bus}")
-    assert out["yam_driver"] == f"overrides: use_emulator={emulator}, bus='{driver_bus}', config_file=''"
-    # the policy node checks the same driver file's limits (layers) and names
-    assert f"driver_config='yam_driver_{driver_bus}.yaml'" in out["vam_policy_node"]
+    assert out["yam_driver"] == (f"overrides: use_emulator={emulator}, bus='{driver_bus}', config_file='', "
+                                 f"safety_config=''")
+    # the policy node reads no driver file: its joint names are the robot description's
+    assert "driver_config" not in out["vam_policy_node"]
 
 
 def test_the_default_is_the_yams_damiao_bus_and_use_emulated_driver_still_works(capsys):
@@ -40,14 +41,14 @@ def test_the_default_is_the_yams_damiao_bus_and_use_emulated_driver_still_works(
                                                            "use_emulated_driver:=1")["yam_driver"]
 
 
-def test_a_driver_file_goes_to_the_driver_and_the_policy(capsys, tmp_path):
+def test_a_driver_file_goes_to_the_driver_only(capsys, tmp_path):
     data = yaml.safe_load((config_dir() / "yam_driver_dynamixel.yaml").read_text())
     path = tmp_path / "my_driver.yaml"
     path.write_text(yaml.safe_dump(data))
     out = dry_run(capsys, "bus:=dynamixel", f"driver_config:={path}")
-    assert f"config_file='{path}'" in out["yam_driver"] and f"driver_config='{path}'" in out["vam_policy_node"]
+    assert f"config_file='{path}'" in out["yam_driver"] and str(path) not in out["vam_policy_node"]
     out = dry_run(capsys, "bus:=emulated", f"driver_config:={path}")     # emulated: that file's motors, emulated
-    assert out["yam_driver"] == f"overrides: use_emulator=True, bus='damiao', config_file='{path}'"
+    assert out["yam_driver"] == f"overrides: use_emulator=True, bus='damiao', config_file='{path}', safety_config=''"
 
 
 @pytest.mark.parametrize("given, match", [
@@ -62,6 +63,8 @@ def test_a_driver_file_goes_to_the_driver_and_the_policy(capsys, tmp_path):
     ({"sim": "mujoco", "bus": "dynamixel"}, r"bus:='dynamixel' is for the hardware driver \(sim:=none\)"),
     ({"sim": "mujoco", "driver_config": "x.yaml"}, r"driver_config:='x.yaml' is for the hardware driver"),
     ({"buss": "emulated"}, r"did you mean 'bus'"),
+    ({"safety_config": "/nowhere/safety.yaml"}, r"safety_config:='/nowhere/safety.yaml' is not a file"),
+    ({"safety_config": str(config_dir() / "yam_driver_damiao.yaml")}, r"has no yam_safety section"),
 ])
 def test_a_bad_bus_or_driver_file_is_refused_before_anything_starts(given, match):
     with pytest.raises(launch_args.LaunchArgumentError, match=match):
@@ -112,3 +115,14 @@ def test_launch_ros_gets_the_same_parameters_as_the_process_table(fake_launch, g
         for param, (arg, kind) in node.parameters.items():
             want = launch_args.typed(kind, values[arg], values=values)
             assert launch_args._typed_substitution(arg, kind) == want, (node.executable, param)
+
+
+def test_one_safety_file_reaches_the_policys_filter_and_the_drivers_check(capsys, tmp_path):
+    # issue 69 (noticed): the policy node and the driver each took their own safety_config, so a policy given
+    # another file went unchecked by the driver's layer check; one launch argument now gives both the same file
+    path = tmp_path / "safety.yaml"
+    path.write_text((config_dir() / "yam_safety.yaml").read_text())
+    for extra in ((), ("sim:=mujoco", "preset:=yam64")):
+        out = dry_run(capsys, f"safety_config:={path}", *extra)
+        takers = {exe for exe, line in out.items() if f"safety_config='{path}'" in line}
+        assert takers == ({"vam_policy_node", "yam_driver"} if not extra else {"vam_policy_node", "yam_mujoco_sim"})

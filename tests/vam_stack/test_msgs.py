@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vam_stack import msgs
-from vam_stack.msgs import MessageError
+from vam_stack import image_msgs, msg_base, msgs
+from vam_stack.msg_base import MessageError
 
 pytestmark = pytest.mark.unit
 
@@ -22,37 +22,37 @@ def test_cdr_bytes_start_with_little_endian_encapsulation_header():
 
 def test_image_rgb8_roundtrip_keeps_pixels_stamp_and_frame():
     img = _rgb()
-    back = msgs.roundtrip(msgs.image_msg(img, 12.25, "camera_stacked"))
+    back = msgs.roundtrip(image_msgs.image_msg(img, 12.25, "camera_stacked"))
     assert (back.height, back.width, back.step, back.encoding) == (224, 448, 448 * 3, "rgb8")
     assert back.header.frame_id == "camera_stacked"
     assert msgs.time_to_seconds(back.header.stamp) == 12.25
-    out = msgs.image_to_numpy(back)
+    out = image_msgs.image_to_numpy(back)
     assert out.dtype == np.uint8 and out.shape == img.shape
     np.testing.assert_array_equal(out, img)
 
 
 def test_image_noncontiguous_input_is_copied_correctly():
     img = _rgb(32, 64)[:, ::2]  # a strided view
-    np.testing.assert_array_equal(msgs.image_to_numpy(msgs.roundtrip(msgs.image_msg(img, 0.0))), img)
+    np.testing.assert_array_equal(image_msgs.image_to_numpy(msgs.roundtrip(image_msgs.image_msg(img, 0.0))), img)
 
 
 def test_bgr8_is_returned_as_rgb_and_mono8_as_2d():
     img = _rgb(8, 10)
-    bgr = msgs.roundtrip(msgs.image_msg(img[:, :, ::-1].copy(), 0.0, encoding="bgr8"))
-    np.testing.assert_array_equal(msgs.image_to_numpy(bgr), img)
-    np.testing.assert_array_equal(msgs.image_to_numpy(bgr, rgb=False), img[:, :, ::-1])
+    bgr = msgs.roundtrip(image_msgs.image_msg(img[:, :, ::-1].copy(), 0.0, encoding="bgr8"))
+    np.testing.assert_array_equal(image_msgs.image_to_numpy(bgr), img)
+    np.testing.assert_array_equal(image_msgs.image_to_numpy(bgr, rgb=False), img[:, :, ::-1])
     gray = img[:, :, 0].copy()
     np.testing.assert_array_equal(
-        msgs.image_to_numpy(msgs.roundtrip(msgs.image_msg(gray, 0.0, encoding="mono8"))), gray)
+        image_msgs.image_to_numpy(msgs.roundtrip(image_msgs.image_msg(gray, 0.0, encoding="mono8"))), gray)
 
 
 def test_image_with_row_padding_is_unpadded():
     img = _rgb(4, 5)
-    msg = msgs.image_msg(img, 0.0)
+    msg = image_msgs.image_msg(img, 0.0)
     padded = np.zeros((4, 5 * 3 + 1), np.uint8)
     padded[:, :15] = img.reshape(4, 15)
     msg.step, msg.data = 16, padded.reshape(-1)
-    np.testing.assert_array_equal(msgs.image_to_numpy(msgs.roundtrip(msg)), img)
+    np.testing.assert_array_equal(image_msgs.image_to_numpy(msgs.roundtrip(msg)), img)
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -64,20 +64,20 @@ def test_image_with_row_padding_is_unpadded():
 ])
 def test_bad_images_are_rejected(bad, match):
     with pytest.raises(MessageError, match=match):
-        msgs.image_msg(bad, 0.0)
+        image_msgs.image_msg(bad, 0.0)
 
 
 def test_bad_image_encoding_and_inconsistent_messages_are_rejected():
     with pytest.raises(MessageError, match="'rgba8'"):
-        msgs.image_msg(_rgb(2, 2), 0.0, encoding="rgba8")
-    msg = msgs.image_msg(_rgb(4, 4), 0.0)
+        image_msgs.image_msg(_rgb(2, 2), 0.0, encoding="rgba8")
+    msg = image_msgs.image_msg(_rgb(4, 4), 0.0)
     msg.height = 5
     with pytest.raises(MessageError, match="expected height\\*step"):
-        msgs.image_to_numpy(msg)
-    msg = msgs.image_msg(_rgb(4, 4), 0.0)
+        image_msgs.image_to_numpy(msg)
+    msg = image_msgs.image_msg(_rgb(4, 4), 0.0)
     msg.encoding = "16UC1"
     with pytest.raises(MessageError, match="16UC1"):
-        msgs.image_to_numpy(msg)
+        image_msgs.image_to_numpy(msg)
 
 
 def test_joint_state_roundtrip_with_and_without_velocity():
@@ -170,13 +170,13 @@ def test_diagnostics_from_dict_roundtrip():
 
 
 def test_time_conversion_is_exact_and_validated():
-    t = msgs.time_msg(1.5)
+    t = msg_base.time_msg(1.5)
     assert (t.sec, t.nanosec) == (1, 500_000_000)
-    assert msgs.time_to_ns(msgs.time_msg(1_700_000_000.25)) == 1_700_000_000_250_000_000
-    assert msgs.time_to_ns(msgs.time_from_ns(123_456_789_012)) == 123_456_789_012
+    assert msg_base.time_to_ns(msg_base.time_msg(1_700_000_000.25)) == 1_700_000_000_250_000_000
+    assert msg_base.time_to_ns(msgs.time_from_ns(123_456_789_012)) == 123_456_789_012
     for bad in (-0.1, float("inf"), float("nan"), "1", 2.0**31):
         with pytest.raises(MessageError):
-            msgs.time_msg(bad)
+            msg_base.time_msg(bad)
 
 
 def test_deserialize_rejects_garbage_and_unknown_types():
@@ -200,80 +200,80 @@ def _scene(h=168, w=672):
 
 def test_compressed_image_roundtrip_is_close_and_keeps_stamp_frame_and_format():
     img = _scene()
-    msg = msgs.roundtrip(msgs.compressed_image_msg(img, 12.25, "camera_stacked", quality=90))
-    assert msgs.msgtype_of(msg) == "sensor_msgs/msg/CompressedImage"
+    msg = msgs.roundtrip(image_msgs.compressed_image_msg(img, 12.25, "camera_stacked", quality=90))
+    assert msg_base.msgtype_of(msg) == "sensor_msgs/msg/CompressedImage"
     assert msg.format == "rgb8; jpeg compressed bgr8"       # compressed_image_transport's string for rgb8
     assert msg.header.frame_id == "camera_stacked" and msgs.time_to_seconds(msg.header.stamp) == 12.25
     assert bytes(msg.data[:3]) == b"\xff\xd8\xff" and msg.data.size < img.size / 10
-    out = msgs.compressed_image_to_numpy(msg)
+    out = image_msgs.compressed_image_to_numpy(msg)
     assert out.dtype == np.uint8 and out.shape == img.shape
     err = np.abs(out.astype(int) - img)
     assert err.mean() < 2.0 and np.percentile(err, 99) <= 8, "colours swapped or JPEG far off"
     assert abs(int(out[60, 180, 0]) - 200) < 8 and out[60, 180, 2] < 40   # red stays red (RGB order)
-    assert msgs.compressed_image_to_numpy(msg, rgb=False).shape == img.shape
+    assert image_msgs.compressed_image_to_numpy(msg, rgb=False).shape == img.shape
 
 
 def test_quality_trades_size_for_error_and_is_validated():
     img = _scene()
-    small, big = (msgs.compressed_image_msg(img, 0.0, quality=q) for q in (20, 95))
+    small, big = (image_msgs.compressed_image_msg(img, 0.0, quality=q) for q in (20, 95))
     assert small.data.size < big.data.size
-    err = [np.abs(msgs.compressed_image_to_numpy(m).astype(int) - img).mean() for m in (small, big)]
+    err = [np.abs(image_msgs.compressed_image_to_numpy(m).astype(int) - img).mean() for m in (small, big)]
     assert err[1] < err[0]
-    assert msgs.JPEG_QUALITY_DEFAULT == 95                   # compressed_image_transport's jpeg_quality default
+    assert image_msgs.JPEG_QUALITY_DEFAULT == 95                   # compressed_image_transport's jpeg_quality default
     for bad in (0, 101, 90.0, True, "90"):
         with pytest.raises(MessageError, match="JPEG quality must be an integer in \\[1, 100\\]"):
-            msgs.compressed_image_msg(img, 0.0, quality=bad)
+            image_msgs.compressed_image_msg(img, 0.0, quality=bad)
 
 
 def test_compress_image_copies_the_raw_header_and_bgr8_mono8_keep_their_order():
     img = _scene(24, 32)
     stamp = msgs.time_from_ns(1_700_000_000_123_456_789)
-    raw = msgs.image_msg(img, stamp, "wrist_camera")
-    jpeg = msgs.compress_image(raw, 95)
+    raw = image_msgs.image_msg(img, stamp, "wrist_camera")
+    jpeg = image_msgs.compress_image(raw, 95)
     assert jpeg.header == raw.header and jpeg.format == "rgb8; jpeg compressed bgr8"
-    bgr = msgs.compress_image(msgs.image_msg(img[:, :, ::-1].copy(), 0.0, encoding="bgr8"))
+    bgr = image_msgs.compress_image(image_msgs.image_msg(img[:, :, ::-1].copy(), 0.0, encoding="bgr8"))
     assert bgr.format == "bgr8; jpeg compressed bgr8"
-    assert np.abs(msgs.compressed_image_to_numpy(bgr).astype(int) - img).mean() < 3
-    assert np.abs(msgs.compressed_image_to_numpy(bgr, rgb=False).astype(int) - img[:, :, ::-1]).mean() < 3
-    gray = msgs.compressed_image_msg(img[:, :, 0].copy(), 0.0, encoding="mono8")
+    assert np.abs(image_msgs.compressed_image_to_numpy(bgr).astype(int) - img).mean() < 3
+    assert np.abs(image_msgs.compressed_image_to_numpy(bgr, rgb=False).astype(int) - img[:, :, ::-1]).mean() < 3
+    gray = image_msgs.compressed_image_msg(img[:, :, 0].copy(), 0.0, encoding="mono8")
     assert gray.format == "mono8; jpeg compressed mono8"
-    assert msgs.compressed_image_to_numpy(gray).shape == (24, 32)
-    legacy = msgs.compressed_image_msg(img, 0.0)
+    assert image_msgs.compressed_image_to_numpy(gray).shape == (24, 32)
+    legacy = image_msgs.compressed_image_msg(img, 0.0)
     legacy.format = "jpeg"                                  # older publishers: BGR inside, no encoding named
-    assert np.abs(msgs.compressed_image_to_numpy(legacy).astype(int) - img).mean() < 3
-    np.testing.assert_array_equal(msgs.jpeg_roundtrip(img), msgs.compressed_image_to_numpy(msgs.compress_image(
-        msgs.image_msg(img, 0.0))))
+    assert np.abs(image_msgs.compressed_image_to_numpy(legacy).astype(int) - img).mean() < 3
+    np.testing.assert_array_equal(image_msgs.jpeg_roundtrip(img), image_msgs.compressed_image_to_numpy(image_msgs.compress_image(
+        image_msgs.image_msg(img, 0.0))))
 
 
 @pytest.mark.parametrize("fmt", ["rgb8", "rgb8; jpeg", "rgba8; jpeg compressed bgr8", "rgb8; jpeg compressed mono8",
                                  "16UC1; jpeg compressed bgr8", "rgb8; h264 compressed bgr8", "", "JPEG"])
 def test_bad_format_strings_are_rejected_by_name(fmt):
-    msg = msgs.compressed_image_msg(_scene(8, 8), 0.0)
+    msg = image_msgs.compressed_image_msg(_scene(8, 8), 0.0)
     msg.format = fmt
     with pytest.raises(MessageError, match=f"unsupported CompressedImage format {fmt!r}"):
-        msgs.compressed_image_to_numpy(msg)
+        image_msgs.compressed_image_to_numpy(msg)
 
 
 def test_undecodable_data_and_unexpected_shapes_are_rejected():
-    good = msgs.compressed_image_msg(_scene(16, 24), 0.0)
+    good = image_msgs.compressed_image_msg(_scene(16, 24), 0.0)
     cases = [(np.zeros(0, np.uint8), "has no data"),
              (np.arange(64, dtype=np.uint8), "starting 00010203\\) is not jpeg data"),
              (good.data[:40], "cannot decode 40 bytes of jpeg data"),
              (np.concatenate([good.data[:3], np.zeros(200, np.uint8)]), "cannot decode 203 bytes")]
     for data, match in cases:
-        msg = msgs.compressed_image_msg(_scene(16, 24), 0.0)
+        msg = image_msgs.compressed_image_msg(_scene(16, 24), 0.0)
         msg.data = data
         with pytest.raises(MessageError, match=match):
-            msgs.compressed_image_to_numpy(msg)
-    png = msgs.compressed_image_msg(_scene(16, 24), 0.0)
+            image_msgs.compressed_image_to_numpy(msg)
+    png = image_msgs.compressed_image_msg(_scene(16, 24), 0.0)
     png.format = "rgb8; png compressed bgr8"                # says PNG, holds a JPEG
     with pytest.raises(MessageError, match="is not png data"):
-        msgs.compressed_image_to_numpy(png)
-    gray = msgs.compressed_image_msg(_scene(16, 24)[:, :, 0].copy(), 0.0, encoding="mono8")
+        image_msgs.compressed_image_to_numpy(png)
+    gray = image_msgs.compressed_image_msg(_scene(16, 24)[:, :, 0].copy(), 0.0, encoding="mono8")
     gray.format = "rgb8; jpeg compressed bgr8"              # one channel inside, the format says three
     with pytest.raises(MessageError, match="shape \\(16, 24\\); format 'rgb8; jpeg compressed bgr8' says bgr8"):
-        msgs.compressed_image_to_numpy(gray)
+        image_msgs.compressed_image_to_numpy(gray)
     with pytest.raises(MessageError, match="shape \\(16, 24, 3\\), expected \\(24, 16, 3\\)"):
-        msgs.compressed_image_to_numpy(good, shape=(24, 16, 3))
+        image_msgs.compressed_image_to_numpy(good, shape=(24, 16, 3))
     with pytest.raises(MessageError, match="HxWx3"):
-        msgs.compressed_image_msg(np.zeros((4, 4), np.uint8), 0.0)
+        image_msgs.compressed_image_msg(np.zeros((4, 4), np.uint8), 0.0)

@@ -55,7 +55,7 @@ def test_params_from_refuses_fields_it_does_not_generate(kwargs):
 def test_the_policy_nodes_generated_parameters_carry_the_config_defaults():
     """Every parameter of vam_policy_node that a config dataclass owns has that dataclass's
     default: a changed default moves the ROS parameter with it."""
-    from vam_policy_node.node import PARAMS
+    from vam_policy_node.params import PARAMS
 
     by_name = {p.name: p for p in PARAMS}
     owners = {"guidance": (GuidanceConfig, "schedule"), "backend": (BackendConfig, "name"),

@@ -6,7 +6,7 @@ import pytest
 from rosbags.interfaces import QosDurability, QosReliability
 from rosbags.rosbag2 import Reader
 
-from vam_stack import msgs
+from vam_stack import image_msgs, msg_base, msgs
 from vam_stack.recording import McapRecorder, RecordingError, read_info, read_messages
 
 pytestmark = pytest.mark.unit
@@ -59,9 +59,9 @@ def test_recorded_content_and_header_stamps_match(tmp_path):
     images = [(t, m) for _, t, m in read_messages(path, ["/camera/stacked/image_raw"])]
     assert len(images) == 20
     for (t_ns, m), frame in zip(images, frames):
-        assert msgs.time_to_ns(m.header.stamp) == t_ns
+        assert msg_base.time_to_ns(m.header.stamp) == t_ns
         assert m.header.frame_id == "camera_stacked"
-        np.testing.assert_array_equal(msgs.image_to_numpy(m), frame)
+        np.testing.assert_array_equal(image_msgs.image_to_numpy(m), frame)
     by_topic = {}
     for topic, _, m in read_messages(path):
         by_topic.setdefault(topic, []).append(m)
@@ -128,9 +128,9 @@ def test_misuse_is_rejected(tmp_path):
         with pytest.raises(RecordingError, match="lacks \\['tr0'"):
             rec.write_telemetry({"tr": 1.0, "s": 0.0, "w_lang": 0.0, "w_plan": 0.0,
                                  "latency_ms": 1.0}, 0.0)
-        with pytest.raises(msgs.MessageError, match="finite"):
+        with pytest.raises(msg_base.MessageError, match="finite"):
             rec.write_telemetry({**_telemetry(0), "s": float("inf")}, 0.0)
-        with pytest.raises(msgs.MessageError, match="uint8"):
+        with pytest.raises(msg_base.MessageError, match="uint8"):
             rec.write_image("stacked_image", np.zeros((4, 4, 3)), 0.0)
     assert sum(rec.counts.values()) == 0  # nothing half-written by the rejected calls
     with pytest.raises(RecordingError, match="closed"):

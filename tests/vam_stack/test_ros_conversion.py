@@ -13,14 +13,15 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float32, String
 
-from vam_stack import msgs, ros
+from vam_stack import image_msgs, msgs, ros
 from vam_stack.topics import TOPICS, camera_topic
+from rosbags_msgs import float64_array, trajectory  # tests/support
 
 pytestmark = pytest.mark.adapter
 
 SAMPLES = {
-    "sensor_msgs/msg/Image": lambda: msgs.image_msg(np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3), 1.25, "cam"),
-    "sensor_msgs/msg/CompressedImage": lambda: msgs.compressed_image_msg(
+    "sensor_msgs/msg/Image": lambda: image_msgs.image_msg(np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3), 1.25, "cam"),
+    "sensor_msgs/msg/CompressedImage": lambda: image_msgs.compressed_image_msg(
         np.full((8, 16, 3), (10, 120, 240), np.uint8), 1.25, "cam", quality=90),
     "sensor_msgs/msg/JointState": lambda: msgs.joint_state_msg(["a", "b"], [0.5, -1.0], [0.1, 0.2], stamp_s=3.0),
     "std_msgs/msg/Float32": lambda: msgs.float32_msg(0.75),
@@ -29,9 +30,9 @@ SAMPLES = {
     "std_msgs/msg/Bool": lambda: msgs.bool_msg(True),
     "diagnostic_msgs/msg/DiagnosticArray": lambda: msgs.diagnostic_array_msg(
         [msgs.diagnostic_status("x", {"rate": 29.9}, "warn", "slow", "hw1")], 5.0),
-    "trajectory_msgs/msg/JointTrajectory": lambda: msgs.joint_trajectory_msg(
-        ["a", "b"], [[0.5, -1.0], [0.6, -0.9]], [1 / 30, 2 / 30], 3.0, "vam_safety_filter"),
-    "std_msgs/msg/Float64MultiArray": lambda: msgs.float64_array_msg([0.5, -1.0, 0.25]),
+    "trajectory_msgs/msg/JointTrajectory": lambda: trajectory(["a", "b"], [[0.5, -1.0], [0.6, -0.9]], [1 / 30, 2 / 30],
+                                                              3.0, "vam_safety_filter"),
+    "std_msgs/msg/Float64MultiArray": lambda: float64_array([0.5, -1.0, 0.25]),
     "rosgraph_msgs/msg/Clock": lambda: msgs.clock_msg(12.5),
 }
 
@@ -66,7 +67,7 @@ def test_every_table_type_converts_both_ways_exactly():
     assert ros.to_ros(SAMPLES["diagnostic_msgs/msg/DiagnosticArray"]()).status[0].level == b"\x01"
     jpeg = ros.to_ros(SAMPLES["sensor_msgs/msg/CompressedImage"]())
     assert isinstance(jpeg.data, array.array) and jpeg.data.typecode == "B" and jpeg.format == "rgb8; jpeg compressed bgr8"
-    back = msgs.compressed_image_to_numpy(ros.from_ros(jpeg, "sensor_msgs/msg/CompressedImage"))
+    back = image_msgs.compressed_image_to_numpy(ros.from_ros(jpeg, "sensor_msgs/msg/CompressedImage"))
     assert np.abs(back.astype(int) - (10, 120, 240)).max() <= 3
 
 

@@ -18,7 +18,7 @@ import pytest
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Bool, String
 
-from vam_stack import msgs
+from vam_stack import image_msgs, msgs
 from vam_stack.process_graph import ProcessGraph, driver_refusals, wait_until_busy
 
 pytestmark = [pytest.mark.adapter, pytest.mark.slow]
@@ -91,7 +91,7 @@ def test_mujoco_arm_graph_runs_the_shipped_policy_and_the_monitor_traces_every_r
         assert len(out["tr"]) >= len(steps) - 1, f"{len(out['tr'])} TR values for {len(steps)} replans"
         tel = json.loads(out["telemetry"][-1].data)
         assert tel["token_grid"] == [3, 12]                # yam64's head grid (192x48 stacked views)
-        overlay = msgs.image_to_numpy(out["attention_overlay"][-1])
+        overlay = image_msgs.image_to_numpy(out["attention_overlay"][-1])
         assert overlay.ndim == 3 and overlay.shape[2] == 3
         js = msgs.joint_state_to_numpy(out["joint_states"][-1])
         assert len(js.names) == 14 and np.isfinite(js.position).all()

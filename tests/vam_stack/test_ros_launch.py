@@ -168,7 +168,7 @@ def test_every_launch_file_is_headless_by_default_and_a_missing_viewer_is_said_n
 
 def test_the_policy_backend_defaults_to_auto_onnxruntime_on_a_cpu_as_vam_stack_sim():
     """The robot graph ran torch on a CPU by default: a yam64 replan took 7-16 s (onnxruntime 0.13-0.4 s)."""
-    from vam_policy_node.node import resolve_backend
+    from vam_policy_node.params import resolve_backend
 
     for launch in ("robot", "sim"):
         policy = next(p for p in launch_args.processes(launch) if p.executable == "vam_policy_node")
@@ -180,15 +180,15 @@ def test_the_policy_backend_defaults_to_auto_onnxruntime_on_a_cpu_as_vam_stack_s
 def test_processes_follow_the_launch_conditions_and_type_their_parameters():
     robot = {p.executable: p for p in launch_args.processes("robot")}
     assert list(robot) == ["camera_bridge", "vam_policy_node", "tr_monitor_node", "yam_driver"]
-    assert robot["yam_driver"].overrides == {"use_emulator": False, "bus": "damiao", "config_file": ""}
+    assert robot["yam_driver"].overrides == {"use_emulator": False, "bus": "damiao", "config_file": "", "safety_config": ""}
     assert robot["vam_policy_node"].params_file.endswith("config/vam_stack.params.yaml")
     emu = {p.executable: p for p in launch_args.processes("robot", {"use_emulated_driver": " TRUE "})}
-    assert emu["yam_driver"].overrides == {"use_emulator": True, "bus": "damiao", "config_file": ""}
+    assert emu["yam_driver"].overrides == {"use_emulator": True, "bus": "damiao", "config_file": "", "safety_config": ""}
     mujoco = launch_args.processes("robot", {"sim": "mujoco", "preset": "yam64", "instruction": "hand it over"})
     assert [p.executable for p in mujoco] == ["vam_policy_node", "tr_monitor_node", "yam_mujoco_sim"]
     policy, _, world = mujoco
     assert policy.overrides["preset"] == "yam64" and policy.overrides["instruction"] == "hand it over"
-    assert world.name is None and world.overrides == {"task": "handover", "use_sim_time": True}
+    assert world.name is None and world.overrides == {"task": "handover", "safety_config": "", "use_sim_time": True}
     assert policy.overrides["use_sim_time"] is True and robot["vam_policy_node"].overrides["use_sim_time"] is False
     argv = policy.argv("/tmp/o.yaml")
     assert argv[:4] == ["vam_policy_node", "--ros-args", "-r", "__node:=vam_policy_node"]

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from vam_stack import msgs, topics
+from vam_stack import msg_base, msgs, topics
 
 pytestmark = pytest.mark.unit
 
@@ -19,7 +19,7 @@ def test_every_row_has_a_valid_name_type_qos_and_frame():
     assert len(names) == len(set(names)), "topic names must be unique"
     for key, t in topics.TOPICS.items():
         assert _ROS_NAME.match(t.name) and "__" not in t.name, t.name
-        msgs.msg_class(t.msgtype)  # exists in the ROS 2 Humble typestore
+        msg_base.msg_class(t.msgtype)  # exists in the ROS 2 Humble typestore
         assert t.qos in topics.QOS_PROFILES, (key, t.qos)
         assert t.description and t.publisher
         stamped = "header" in dict(msgs.typestore().fielddefs[t.msgtype][1])

@@ -12,9 +12,10 @@ import pytest
 from yam_driver import damiao_protocol as dmp
 from yam_driver.can_socket import SocketCanBus
 from yam_driver.config import load_config
-from yam_driver.driver import Mode, YamDriver
+from yam_driver.driver import YamDriver
+from yam_driver.faults import Mode
 from yam_driver.emulators.process import EmulatedRigProcess
-from yam_driver.monitor import BusThread
+from yam_driver.bus_thread import BusThread
 
 pytestmark = pytest.mark.adapter
 

@@ -17,7 +17,8 @@ from yam_driver import damiao_protocol as dmp
 from yam_driver.bus import BusError
 from yam_driver.buses import make_bus
 from yam_driver.config import load_config
-from yam_driver.driver import Mode, YamDriver
+from yam_driver.driver import YamDriver
+from yam_driver.faults import Mode
 from yam_driver.emulators import DamiaoEmulator, EmulatedMotor, EmulatedRig
 
 pytestmark = pytest.mark.adapter

@@ -10,7 +10,8 @@ import pytest
 
 from yam_driver.bus import BusError, BusMismatchError
 from yam_driver.config import load_config
-from yam_driver.driver import Mode, YamDriver
+from yam_driver.driver import YamDriver
+from yam_driver.faults import Mode
 from yam_driver.emulators import EmulatedRig
 
 pytestmark = pytest.mark.adapter

@@ -10,7 +10,7 @@ from rclpy.parameter import Parameter
 from vam_stack import msgs
 from vam_stack.topics import JOINT_TARGETS_SOURCE
 from yam_driver.config import default_config_path
-from yam_driver.driver import Mode
+from yam_driver.faults import Mode
 from yam_driver.node import YamDriverNode
 
 pytestmark = pytest.mark.adapter

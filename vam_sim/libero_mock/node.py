@@ -24,7 +24,7 @@ from rclpy.node import Node
 from vam_sim.libero_mock.config import LiberoMockConfig
 from vam_sim.libero_mock.env import make_env, validate_action
 from vam_sim.libero_mock.tasks import SUITES
-from vam_stack import msgs, ros
+from vam_stack import image_msgs, msgs, rclpy_msgs, ros
 from vam_stack.estop import EstopService
 from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES, camera_topic
 
@@ -39,7 +39,7 @@ PARAMS = (
     P("action_timeout_s", 0.3, "an action older than this is replaced by a hold [s]", range=(0.01, 10.0)),
     P("publish_compressed", False, "also publish each image as JPEG (sensor_msgs/CompressedImage) on "
                                    "<topic>/compressed, image_transport's compressed transport"),
-    P("jpeg_quality", msgs.JPEG_QUALITY_DEFAULT, "JPEG quality of the compressed images (image_transport's "
+    P("jpeg_quality", image_msgs.JPEG_QUALITY_DEFAULT, "JPEG quality of the compressed images (image_transport's "
                                                  "jpeg_quality)", range=(1, 100)),
 )
 
@@ -104,7 +104,7 @@ class LiberoBridgeNode(Node):
 
     def _on_action(self, msg) -> None:
         try:
-            js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
+            js = msgs.joint_state_to_numpy(msg)
             if sorted(js.names) != sorted(LIBERO_ACTION_NAMES):
                 raise ValueError(f"action names must be {list(LIBERO_ACTION_NAMES)}, got {js.names}")
             self._action = validate_action(js.position[[js.names.index(n) for n in LIBERO_ACTION_NAMES]])
@@ -137,10 +137,10 @@ class LiberoBridgeNode(Node):
             pub.publish(ros.image(self, camera_topic(view), self.obs[view], stamp))
         for view, pub in self.jpeg_pubs.items():
             frame_id = "camera_stacked" if view == "stacked" else camera_topic(view).frame_id
-            pub.publish(ros.to_ros(msgs.compressed_image_msg(self.obs[view], stamp, frame_id,
+            pub.publish(ros.to_ros(image_msgs.compressed_image_msg(self.obs[view], stamp, frame_id,
                                                              quality=self.p["jpeg_quality"])))
-        state = msgs.joint_state_msg(LIBERO_PROPRIO_NAMES, self.obs["proprio"], stamp_s=stamp)
-        self.pub["joint_states"].publish(ros.to_ros(state))
+        self.pub["joint_states"].publish(rclpy_msgs.joint_state(LIBERO_PROPRIO_NAMES, self.obs["proprio"],
+                                                                 stamp_ns=stamp.sec * 1_000_000_000 + stamp.nanosec))
 
     def _status(self) -> None:
         e = self.env

@@ -1,7 +1,11 @@
 """Closed loop without ROS: policy -> chunk executor -> mocked LIBERO environment.
 
 Per episode: the environment's stacked camera frame (fitted to the preset's views) is the
-policy's current frame, the executor asks the policy for a chunk, and each step's action goes to the environment. Telemetry of every replan goes
+policy's current frame, the executor asks the policy for a chunk, and each step's action goes to the
+environment. In lockstep and on the virtual clock the policy runs inside the policy node's own control
+loop (`PolicyDriver`: `vam_control.build.build_runtime`, a stepped `PolicyRuntime`), and realtime on
+the wall clock runs that runtime's own tick thread, so its holds and e-stop gate are the robot's in
+every mode. Telemetry of every replan goes
 to the TR monitor core (the expert's phase labels shade the plot) and, with the camera
 frames, proprio and actions, to one rosbag2 MCAP recording on the topics the ROS nodes use.
 
@@ -16,7 +20,7 @@ Two executor modes (`SimConfig.executor`):
   ticks held for want of a chunk, ticks run past `execute`, and the replan latency.
 
 `SimConfig.image_transport` "compressed" passes every stacked frame through the JPEG encode and
-decode of the ROS path's compressed camera topic (`vam_stack.msgs.jpeg_roundtrip`, quality
+decode of the ROS path's compressed camera topic (`vam_stack.image_msgs.jpeg_roundtrip`, quality
 `jpeg_quality`) before the policy sees it: the closed-loop cost of image_transport's compressed
 transport between the camera and the policy computer.
 
@@ -31,20 +35,22 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from vam_control.executor import ChunkExecutor, check_rtc_method, libero_config
-from vam_stack import msgs, topics
+from vam_control.build import build_runtime
+from vam_control.executor import check_rtc_method
+from vam_control.runtime import PolicyRuntime, RuntimeConfig
+from vam_control.schedule import libero_config
+from vam_stack import image_msgs, topics
 from vam_stack.config import check
 from vam_stack.views import fit_views, view_layout_problem
 
 from ..episode import (EpisodeRunner, episode_seed, policy_seed, PolicyEpisode, RealtimeLoop, realtime_problem,
-                       realtime_timing)
+                       realtime_timing, runtime_episode)
 from ..run_config import RunConfig, cli
 
 from .config import LiberoMockConfig
@@ -81,10 +87,10 @@ class SimConfig(RunConfig):
         "--image-transport", "libero robots, vam: raw frames, or compressed: every stacked frame JPEG-encoded and "
                              "decoded before the policy sees it, as over the ROS path's "
                              "/camera/stacked/image_raw/compressed", choices=IMAGE_TRANSPORTS))
-    #                                  vam: raw frames | compressed: each frame JPEG-encoded and decoded (msgs.jpeg_roundtrip)
-    jpeg_quality: int = field(default=msgs.JPEG_QUALITY_DEFAULT, metadata=cli(
+    #                                  vam: raw frames | compressed: each frame JPEG-encoded and decoded (image_msgs.jpeg_roundtrip)
+    jpeg_quality: int = field(default=image_msgs.JPEG_QUALITY_DEFAULT, metadata=cli(
         "--jpeg-quality", f"with --image-transport compressed: JPEG quality in [1, 100] (default "
-                          f"{msgs.JPEG_QUALITY_DEFAULT}, image_transport's)", type=int, metavar="Q"))
+                          f"{image_msgs.JPEG_QUALITY_DEFAULT}, image_transport's)", type=int, metavar="Q"))
 
     def __post_init__(self):
         super().__post_init__()
@@ -112,7 +118,7 @@ class SimConfig(RunConfig):
               f"reads no images")
         check(type(self.jpeg_quality) is int and 1 <= self.jpeg_quality <= 100,
               f"jpeg_quality must be an integer in [1, 100], got {self.jpeg_quality!r}")
-        check(self.image_transport == "compressed" or self.jpeg_quality == msgs.JPEG_QUALITY_DEFAULT,
+        check(self.image_transport == "compressed" or self.jpeg_quality == image_msgs.JPEG_QUALITY_DEFAULT,
               f"jpeg_quality {self.jpeg_quality!r} is a setting of image_transport 'compressed'; "
               f"{self.image_transport!r} frames are not encoded")
 
@@ -150,13 +156,16 @@ def driver_config(policy, execute: int | None = None, mode: str = "lockstep", rt
 
 
 class PolicyDriver:
-    """The policy side of the closed loop on the mocked bridge: the current frame and proprio
-    feeding a chunk executor. Lockstep (default): `act(obs)` per step, a new chunk every `execute` steps.
-    Realtime (`sink` given): `observe(obs)` per step, `executor.start()`/`stop()`; the executor's
-    tick thread calls `sink(action)` at the preset's rate and reads `observation()` at each
-    request, before that tick's action is sent. Frames are fitted to the preset's view size on the way in (after the JPEG
-    round trip of the compressed camera topic when `jpeg_quality` is given), and `fitted` is what
-    the policy saw (for recordings)."""
+    """The policy side of the closed loop on the mocked bridge: the current frame and proprio feeding
+    the policy node's own control loop (`vam_control.build.build_runtime`: a `PolicyRuntime` with its
+    e-stop gate for deltas). Lockstep (default) and the realtime executor on a virtual clock
+    (`virtual`) step it on a clock of one period per step: `act(obs)` per step, a new chunk every
+    `execute` steps (virtual: `observe(obs)` then `step(latency_s)`). Realtime on the wall clock
+    (`sink` given): the runtime's own tick thread, as on the robot: `observe(obs)` per step, and
+    `with driver.running():` the episode runs, each tick's action going to `sink` (the world's step)
+    after the runtime's gate. Frames are fitted to the preset's view size on the way in (after the
+    JPEG round trip of the compressed camera topic when `jpeg_quality` is given), and `fitted` is
+    what the policy saw (for recordings). `close()` ends the runtime."""
 
     def __init__(self, policy, instruction: str, execute: int | None = None,
                  sink: Callable[[np.ndarray], Any] | None = None, jpeg_quality: int | None = None,
@@ -164,39 +173,72 @@ class PolicyDriver:
         """`execute` overrides the preset's replan interval (1..chunk actions); `jpeg_quality`: frames
         reach the policy JPEG-encoded and decoded at this quality (None: raw); `virtual`: the realtime
         executor stepped on a virtual clock (`executor.virtual_step`), no sink and no threads."""
-        realtime = sink is not None or virtual
-        cfg = driver_config(policy, execute, "realtime" if realtime else "lockstep", rtc, lockstep_delay, reanchor)
-        kw = dict(obs_fn=self.observation, sink=sink, initial_target=HOLD_OPEN) if realtime else {}
-        self.executor = ChunkExecutor(policy, cfg, **kw)
-        self.executor.reset(instruction=instruction, initial_target=kw.get("initial_target"))
-        r = policy.mcfg.robot
-        self._fit = (len(r.cameras), r.camera_width, r.camera_height)
-        self._lock = threading.Lock()     # realtime: written after each step, read at each request
-        self.fitted: np.ndarray | None = None
+        wall = sink is not None
+        cfg = driver_config(policy, execute, "realtime" if wall or virtual else "lockstep", rtc, lockstep_delay,
+                            reanchor)
+        self.instruction = instruction
         self._proprio: np.ndarray | None = None
         self._jpeg_quality = jpeg_quality
+        self._t, self._dt, self._sent = 0.0, 1.0 / float(cfg.rate_hz), []
+        self._last: np.ndarray | None = None   # stepped: the last action sent
+        d = RuntimeConfig()
+        params = {"rt_priority": 0, "rtc": rtc, "max_frame_age_s": d.max_frame_age_s,
+                  "max_state_age_s": d.max_state_age_s, "on_overrun": d.on_overrun,
+                  "command_timeout_s": 600.0}   # a start embeds the instruction: a loaded machine may take long
+        stepped = dict(clock=lambda: self._t, stepped=True) if not wall else {}   # wall: time.monotonic, tick thread
+        self.runtime: PolicyRuntime = build_runtime(
+            policy, params, sink if wall else self._sent.append, lambda tel: None, fit_views=fit_views,
+            delta_hold=HOLD_OPEN, executor={"mode": cfg.mode, "execute": cfg.execute, "lockstep_delay": lockstep_delay,
+                                            "reanchor": reanchor}, **stepped).runtime
+        self.executor = self.runtime.executor
+        if not wall:
+            ok, message = self.runtime.request_start(instruction, wait=True)
+            if not ok:
+                self.close()
+                raise RuntimeError(f"the policy's runtime did not start the episode: {message}")
+
+    def running(self):
+        """Realtime on the wall clock: a context in which the episode runs (the runtime's tick thread calls
+        `sink` each tick) until the block ends, then stops (the arm holds). `observe` the reset observation
+        first."""
+        return runtime_episode(self.runtime, self.instruction, "the mocked bridge")
+
+    @property
+    def fitted(self) -> np.ndarray | None:
+        """The current frame as the policy sees it (None before the first `observe`)."""
+        return None if self._proprio is None else self.runtime.current_frame()
 
     def observe(self, obs: dict) -> None:
-        """Keep the observation's frame (fitted to the preset's views) and its proprio."""
+        """The observation's frame (fitted to the preset's views there, as the node's camera path
+        does) and its proprio, into the runtime."""
         frame = obs["stacked"]
         if self._jpeg_quality is not None:       # as the policy node decodes the compressed stacked topic
-            frame = msgs.jpeg_roundtrip(frame, self._jpeg_quality)
-        fitted = fit_views(frame, *self._fit)
-        with self._lock:
-            self.fitted = fitted
-            self._proprio = np.array(obs["proprio"], copy=True)
+            frame = image_msgs.jpeg_roundtrip(frame, self._jpeg_quality)
+        self.runtime.add_frame(frame)
+        self.runtime.set_state(topics.LIBERO_PROPRIO_NAMES, obs["proprio"])
+        self._proprio = obs["proprio"]
 
-    def observation(self) -> dict:
-        """The policy input: {"frame": [H, W, 3] the current frame, "proprio": [8]}."""
-        with self._lock:
-            if self._proprio is None:
-                raise RuntimeError("no observation yet: observe() the reset observation first")
-            return {"frame": self.fitted.copy(), "proprio": self._proprio.copy()}
+    def step(self, latency_s: float = 0.0):
+        """Stepped: one tick of the runtime (virtual: every replan takes `latency_s`); returns (the action it
+        sent [7], executor StepInfo). When it sent none (its episode stopped: an e-stop) the bridge holds as
+        its node does without a fresh action: no motion, the last gripper command kept."""
+        self._sent.clear()
+        _, info = self.runtime.step(latency_s)
+        self._t += self._dt
+        if self._sent:
+            self._last = self._sent[-1]
+        else:
+            self._last = np.zeros(7) if self._last is None else np.r_[np.zeros(6), self._last[6]]
+        return self._last.copy(), info
 
     def act(self, obs: dict):
         """Lockstep: push the observation; returns (action [7], executor StepInfo)."""
         self.observe(obs)
-        return self.executor.next_action(self.observation())
+        return self.step()
+
+    def close(self) -> None:
+        """End the runtime's control thread (and, realtime, its tick thread)."""
+        self.runtime.close()
 
 
 # realtime hold before the first chunk: no motion, gripper open (-1), as the episode starts
@@ -322,20 +364,24 @@ class SimRunner(EpisodeRunner):
         # worker process, so runs (and schedules) pair episode by episode
         self.policy.reseed(policy_seed(episode_seed(f"{result['suite']}/{result['task']}", result["episode"],
                                                     result["seed"])))
-        if self.cfg.virtual_latency_ms:
-            ep.run_virtual(self.cfg.virtual_latency_ms / 1e3)
-        elif executor == "lockstep":
-            ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute, jpeg_quality=self.jpeg_quality,
-                                     rtc=self.cfg.rtc, lockstep_delay=self.cfg.lockstep_delay,
-                                     reanchor=self.cfg.reanchor)
-            while not env.done:
-                action, sinfo = ep.driver.act(ep.obs)
-                if ep.tick(action, sinfo):
-                    break
-                if self.progress is not None:
-                    self.progress({"step": ep.step, "max_steps": env.max_steps})
-        else:
-            ep.run_realtime()
+        try:
+            if self.cfg.virtual_latency_ms:
+                ep.run_virtual(self.cfg.virtual_latency_ms / 1e3)
+            elif executor == "lockstep":
+                ep.driver = PolicyDriver(self.policy, env.instruction, self.cfg.execute,
+                                         jpeg_quality=self.jpeg_quality, rtc=self.cfg.rtc,
+                                         lockstep_delay=self.cfg.lockstep_delay, reanchor=self.cfg.reanchor)
+                while not env.done:
+                    action, sinfo = ep.driver.act(ep.obs)
+                    if ep.tick(action, sinfo):
+                        break
+                    if self.progress is not None:
+                        self.progress({"step": ep.step, "max_steps": env.max_steps})
+            else:
+                ep.run_realtime()
+        finally:
+            if ep.driver is not None:
+                ep.driver.close()
         step = ep.step
         out = ep.log.outcome(ep.driver.executor, ep.info["success"], step, ep.info["termination"])
         if ep.realtime is not None:
@@ -389,7 +435,7 @@ class _VamEpisode:
         executor = self.driver.executor
         while not env.done:
             self.driver.observe(self.obs)
-            action, sinfo = executor.virtual_step(latency_s)
+            action, sinfo = self.driver.step(latency_s)
             if self.tick(action, sinfo):
                 break
             if r.progress is not None:
@@ -412,7 +458,7 @@ class _VamEpisode:
                                    rtc=r.cfg.rtc, reanchor=r.cfg.reanchor)
         self.driver.observe(self.obs)
         progress = None if r.progress is None else (lambda: r.progress({"step": self.step, "max_steps": env.max_steps}))
-        timing, stalled = loop.run(self.driver.executor, env.max_steps, progress)
+        timing, stalled = loop.run(self.driver.executor, env.max_steps, progress, running=self.driver.running())
         if stalled:                        # the tick thread has stopped: nothing else writes `info`
             self.info = {"termination": "stalled", "success": False}
         self.realtime = self.log.realtime_record(timing)

@@ -7,4 +7,4 @@ Rendering is offscreen on the CPU (MUJOCO_GL=egl by default, or osmesa).
 """
 # Offscreen rendering on the CPU: MUJOCO_GL is set (egl unless the user chose) before any
 # `import mujoco` of this package (every module of it imports mujoco after this).
-from vam_stack import mujoco_gl  # noqa: F401
+import vam_stack.mujoco_gl  # noqa: F401  (a side effect: MUJOCO_GL set)

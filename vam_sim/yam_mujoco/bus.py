@@ -19,7 +19,7 @@ import numpy as np
 from yam_driver.bus import BusError, BusMismatchError, BusReading, JointBus, WriteResult
 from yam_driver.config import DriverConfig
 
-from .model import FINGER_TRAVEL
+from yam_driver.arm_model import FINGER_TRAVEL
 from .sim import N_MOTORS, YamSim
 
 

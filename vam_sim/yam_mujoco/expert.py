@@ -18,7 +18,7 @@ from typing import Callable
 import mujoco
 import numpy as np
 
-from .model import ARM_JOINTS, ARMS
+from yam_driver.arm_model import ARMS, ARM_JOINTS
 from .sim import YamSim
 from .tasks import HandoverTask, RelayTask, TrayLiftTask
 

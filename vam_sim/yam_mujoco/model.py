@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from yam_driver.arm_model import (ARM_JOINTS, ARM_MOTORS, ARMS, FINGER_SQUEEZE, FINGER_TRAVEL, GRASP_Z,  # noqa: F401
-                                   GRIPPER_MOTOR, LINKS, MOTORS, ROBOT, _f, arm_xml, defaults_xml)
+from yam_driver.arm_model import (ARM_MOTORS, ARMS, FINGER_TRAVEL, GRIPPER_MOTOR, LINKS, MOTORS, _f, arm_xml,
+                                   defaults_xml)
 
 _LINKS = LINKS  # (the name the configuration checks read)
 TABLE_HEIGHT = 0.0  # m: table top is the world z = 0 plane the arms stand on

@@ -14,14 +14,16 @@ and /diagnostics with the achieved real-time factor (simulated seconds per host 
 when the host keeps up; the world skips ahead after a stall instead of bursting), the physics
 rate, and whether the task is solved. One scene per launch: restart to reset it.
 
-With `teleop: expert` the world node also plays a teleoperator (`teleop.ExpertTeleop`): once
-~/start_teleop (std_srvs/Trigger) is called and /joint_states has arrived, the scripted expert
-reads the scene every control period; its raw command goes out on /teleop/joint_command and, through
-a safety filter (config/yam_safety.yaml), onto /vam/joint_targets, as the policy node's would; it announces the task's instruction on
+With `teleop: expert` the world node also plays a teleoperator (`teleop.TeleopSession` over
+`teleop.ExpertTeleop`): once ~/start_teleop (std_srvs/Trigger) is called and /joint_states has
+arrived, the scripted expert reads the scene every control period; its raw command goes out on
+/teleop/joint_command and, through a safety filter (config/yam_safety.yaml), onto
+/vam/joint_targets, as the policy node's would; it announces the task's instruction on
 /vam/instruction and the expert's phase on /vam/phase, and holds its last target once the task is
 solved or its plan has run out (`yam_mujoco_sim: teleop` in /diagnostics says which). No policy
 node may run beside it: the driver follows one publisher only. `vam-stack record` drives this
-with the `demo_recorder` node (record.launch.py).
+with the `demo_recorder` node (record.launch.py). The world's own report (real-time factor,
+task solved) is `world_monitor.WorldMonitor`.
 
     ros2 launch vam_stack robot.launch.py sim:=mujoco preset:=yam64 \\
         instruction:="pick up the blue block with the left arm and hand it to the right arm"
@@ -32,8 +34,6 @@ from vam_stack.process_exit import quiet_stop_while_importing
 
 quiet_stop_while_importing("yam_mujoco_sim")   # before the heavy imports below
 
-import time
-
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from std_srvs.srv import Trigger
@@ -43,8 +43,9 @@ from vam_control.pacing import IncreasingStamps
 from vam_control.safety import SafetyFilter, load_safety_config
 from vam_sim.yam_mujoco.robot import build_sim_robot
 from vam_sim.yam_mujoco.runner import JointNoise, YamRunConfig
-from vam_sim.yam_mujoco.teleop import ExpertTeleop
-from vam_stack import msgs, ros
+from vam_sim.yam_mujoco.teleop import ExpertTeleop, TeleopSession
+from vam_sim.yam_mujoco.world_monitor import WorldMonitor
+from vam_stack import msgs, rclpy_msgs, ros
 from vam_stack.names import NOISE_WHERE, YAM_TASKS
 from vam_stack.robot import load_robot
 from vam_stack.topics import JOINT_TARGETS_SOURCE
@@ -66,6 +67,7 @@ PARAMS = (
                      ranges={"expert_noise": (0.0, 0.2)}, choices={"expert_noise_where": NOISE_WHERE}),
     ros.DIAGNOSTICS_PERIOD,
 )
+TELEOP_TOPICS = ("joint_targets", "teleop_command", "instruction", "phase")
 
 
 class YamMujocoSimNode(Node):
@@ -78,13 +80,11 @@ class YamMujocoSimNode(Node):
         self.robot = build_sim_robot(ros.config_path(p["sim_config"], "yam_mujoco.yaml"), task=p["task"],
                                      seed=p["seed"], step_mode="wall_clock")
         self.sim = self.robot.sim
+        self.monitor = WorldMonitor(self.sim)
         self.diag_pub = ros.publisher(self, "diagnostics")
         self.clock_pub = ros.publisher(self, "clock")
         # on the host's steady clock: with use_sim_time this node's own ROS clock is the /clock it publishes
         self.create_timer(1.0 / p["clock_hz"], self._publish_clock, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self._last = (time.monotonic(), self.sim.time)
-        self.real_time_factor = float("nan")
-        self.solved = False
         self.create_timer(p[ros.DIAGNOSTICS_PERIOD.name], self._publish_diagnostics)
         self.teleop = None
         if p["teleop"] == "expert":
@@ -92,21 +92,17 @@ class YamMujocoSimNode(Node):
         self.get_logger().info(f"MuJoCo YAM, task {p['task']!r} (seed {p['seed']}), "
                                f"{self.sim.cfg.control_hz:g} Hz control, views {list(self.sim.cfg.cameras)}")
 
-    def _init_teleop(self, p) -> None:
-        safety = SafetyFilter(load_safety_config(ros.config_path(p["safety_config"], "yam_safety.yaml")),
-                              clock=self._now)
+    def _init_teleop(self, p: dict) -> None:
+        safety_path = ros.config_path(p["safety_config"], "yam_safety.yaml")
+        safety = SafetyFilter(load_safety_config(safety_path), clock=self._now)
         if safety.cfg.rate_hz != self.sim.cfg.control_hz:
             raise ros.ParameterError(f"safety config rate {safety.cfg.rate_hz} Hz differs from the world's control "
                                      f"rate {self.sim.cfg.control_hz} Hz")
         run = YamRunConfig(policy="expert", expert_noise=p["teleop_noise"], expert_noise_where=p["teleop_noise_where"])
-        noise = (JointNoise(run.expert_noise, run.expert_noise_tau_s, 1.0 / self.sim.cfg.control_hz,
-                            int(p["seed"]) ^ 0x5EED, run.expert_noise_fade_s) if run.expert_noise > 0 else None)
-        self.teleop = ExpertTeleop(self.sim, safety, noise, run.expert_noise_where)
-        self._names = load_robot().published_names()
-        self._measured = None
-        self._requested = False
-        self._phase = None
-        self._teleop_pub = {k: ros.publisher(self, k) for k in ("joint_targets", "teleop_command", "instruction", "phase")}
+        noise = JointNoise.for_expert(run, 1.0 / self.sim.cfg.control_hz, p["seed"])
+        expert = ExpertTeleop(self.sim, safety, noise, run.expert_noise_where)
+        self.teleop = TeleopSession(expert, load_robot().published_names())
+        self._teleop_pub = {key: ros.publisher(self, key) for key in TELEOP_TOPICS}
         self._stamps = IncreasingStamps()
         ros.subscription(self, "joint_states", self._on_joint_states)
         self.create_service(Trigger, "~/start_teleop", self._start_teleop)
@@ -118,55 +114,41 @@ class YamMujocoSimNode(Node):
         return self.get_clock().now().nanoseconds * 1e-9
 
     def _on_joint_states(self, msg) -> None:
-        js = msgs.joint_state_to_numpy(ros.from_ros(msg, "sensor_msgs/msg/JointState"))
-        missing = [n for n in self._names if n not in js.names]
-        if missing:
-            self.get_logger().error(f"teleop: /joint_states lacks {missing}; not following it")
-            return
-        self._measured = js.position[[js.names.index(n) for n in self._names]]
+        js = msgs.joint_state_to_numpy(msg)
+        try:
+            self.teleop.observe(js.names, js.position)
+        except ValueError as e:
+            self.get_logger().error(str(e))
 
     def _start_teleop(self, request, response):
-        response.success = self._measured is not None and not self._requested
-        if self._requested:
-            response.message = "teleop already started (restart the world for another episode)"
-        elif self._measured is None:
-            response.message = "no /joint_states yet: is the driver up?"
-        else:
-            self._requested = True
-            response.message = f"teleoperating {self.sim.cfg.task!r}: {self.sim.task.instruction!r}"
+        response.success, response.message = self.teleop.request_start()
         return response
 
     def _teleop_tick(self) -> None:
-        if not self._requested:
+        session = self.teleop
+        if not session.requested:
             return
-        if not self.teleop.started:
-            self.teleop.start(self._measured)
-            self._teleop_pub["instruction"].publish(ros.to_ros(msgs.string_msg(self.sim.task.instruction)))
-            noise = self.teleop.noise
+        if session.due_to_start:
+            session.start()
+            self._publish_teleop("instruction", msgs.string_msg(self.sim.task.instruction))
+            noise = session.teleop.noise
             self.get_logger().info(f"teleop started: {self.sim.task.instruction!r} (arm-joint noise "
-                                   f"{noise.std if noise else 0:g} rad, {self.teleop.noise_where})")
-        now = self._now()
-        tick = self.teleop.tick(now, now)
+                                   f"{noise.std if noise else 0:g} rad, {session.teleop.noise_where})")
+        step = session.step(self._now())
         # strictly after the last target: this timer runs on the world's /clock, which can fire it twice at one time
-        stamp = msgs.time_from_ns(self._stamps.next(self.get_clock().now().nanoseconds))
-        self._teleop_pub["teleop_command"].publish(ros.to_ros(msgs.joint_state_msg(
-            self._names, tick.command, stamp_s=stamp, frame_id="teleop")))
-        self._teleop_pub["joint_targets"].publish(ros.to_ros(msgs.joint_state_msg(
-            self._names, tick.target, stamp_s=stamp, frame_id=JOINT_TARGETS_SOURCE)))
-        if tick.phase != self._phase:
-            self._phase = tick.phase
-            self._teleop_pub["phase"].publish(ros.to_ros(msgs.string_msg(tick.phase)))
-        if tick.done and not getattr(self, "_done_logged", False):
-            self._done_logged = True
-            self.get_logger().info(f"teleop done after {self.teleop.ticks} ticks (solved at tick "
-                                   f"{self.teleop.solved_at})")
+        stamp = self._stamps.next(self.get_clock().now().nanoseconds)
+        self._teleop_pub["teleop_command"].publish(rclpy_msgs.joint_state(session.names, step.tick.command,
+                                                                          stamp_ns=stamp, frame_id="teleop"))
+        self._teleop_pub["joint_targets"].publish(rclpy_msgs.joint_state(session.names, step.tick.target,
+                                                                         stamp_ns=stamp, frame_id=JOINT_TARGETS_SOURCE))
+        if step.new_phase is not None:
+            self._publish_teleop("phase", msgs.string_msg(step.new_phase))
+        if step.finished:
+            self.get_logger().info(f"teleop done after {session.teleop.ticks} ticks (solved at tick "
+                                   f"{session.teleop.solved_at})")
 
-    def _teleop_status(self) -> dict:
-        t = self.teleop
-        return {"name": "yam_mujoco_sim: teleop", "level": "ok", "hardware_id": "mujoco",
-                "message": "done" if t.done else "teleoperating" if t.started else "waiting for ~/start_teleop",
-                "values": {"started": t.started, "ticks": t.ticks, "phase": self._phase or "", "done": t.done,
-                           "solved_at_tick": -1 if t.solved_at is None else t.solved_at}}
+    def _publish_teleop(self, key: str, msg) -> None:
+        self._teleop_pub[key].publish(ros.to_ros(msg))
 
     def camera_bridge(self, **node_kwargs):
         return CameraBridgeNode(bridge=self.robot.bridge(), **node_kwargs)
@@ -181,26 +163,12 @@ class YamMujocoSimNode(Node):
         self.clock_pub.publish(ros.to_ros(msgs.clock_msg(self.sim.time)))
 
     def _publish_diagnostics(self) -> None:
-        self.sim.sync()
-        now, t_sim = time.monotonic(), self.sim.time
-        wall0, sim0 = self._last
-        if now > wall0:
-            self.real_time_factor = (t_sim - sim0) / (now - wall0)
-        self._last = (now, t_sim)
-        with self.sim.lock:
-            solved = bool(self.sim.task.success(self.sim))
-        if solved and not self.solved:
-            self.get_logger().info(f"task solved at {t_sim:.1f} s simulated")
-        self.solved = solved
-        rtf = self.real_time_factor
-        level = "ok" if rtf != rtf or rtf >= 0.9 else "warn"     # NaN: not measured yet
-        extra = [self._teleop_status()] if self.teleop is not None else []
-        self.diag_pub.publish(ros.diagnostics(self, extra + [{
-            "name": "yam_mujoco_sim: world", "level": level,
-            "message": "real time" if level == "ok" else f"slower than real time ({rtf:.2f}x)",
-            "hardware_id": "mujoco",
-            "values": {"real_time_factor": rtf, "sim_time_s": t_sim, "task": self.sim.cfg.task,
-                       "task_solved": solved}}]))
+        if self.monitor.update():
+            self.get_logger().info(f"task solved at {self.monitor.sim_time_s:.1f} s simulated")
+        statuses = [self.monitor.status()]
+        if self.teleop is not None:
+            statuses.insert(0, self.teleop.status())
+        self.diag_pub.publish(ros.diagnostics(self, statuses))
 
     def destroy_node(self) -> None:
         self.robot.close()

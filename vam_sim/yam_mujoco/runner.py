@@ -2,9 +2,14 @@
 
 Per 30 Hz tick of simulated time: the camera bridge reads the three rendered views (through
 `MujocoCameraSource`) and appends one stacked 672x168 frame; the policy sees that current frame
-(fitted to its views) and the measured 14 joint positions; the chunk executor (lockstep) replans every `execute` = 30 ticks; each target goes
-through the safety filter (`config/yam_safety.yaml`) and the driver core (`YamDriver` with its
-slew limits and watchdog) onto `MujocoBus`; then physics advances one control period. The
+(fitted to its views) and the measured 14 joint positions. The policy runs inside the robot's own
+control loop (`vam_control.build.build_runtime`, the policy node's `PolicyRuntime`): in lockstep
+stepped on the simulated clock, in realtime on its own tick thread on the wall clock (each tick
+steps the world), so its replans every `execute` = 30 ticks, holds, e-stop and the safety filter's
+stale and future-stamp checks (`config/yam_safety.yaml`) are the robot's; each target then goes
+through the driver core (`YamDriver` with its slew limits and watchdog) onto `MujocoBus`; then
+physics advances one control period. (The expert feeds its own safety filter, stamped with
+simulated time.) The
 scripted expert can stand in for the policy (`policy: expert`). The policy's noise generator
 restarts at every episode from that episode's seed (`policy_seed`), so an episode draws the same
 noise in any run of its seed id, whatever ran before it. Outputs mirror the mocked LIBERO runs: per-episode TR trace PNG, one rosbag2 MCAP, and the records for summary.json.
@@ -13,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +25,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from vam_control.executor import ChunkExecutor, check_rtc_method, robot_config
+from vam_control.build import build_runtime
+from vam_control.executor import check_rtc_method
+from vam_control.runtime import PolicyRuntime, RuntimeConfig
 from vam_control.safety import SafetyFilter, load_safety_config
 from vam_stack.config import check
+from vam_stack.paths import config_dir
 from vam_stack.names import NOISE_WHERE
 from vam_stack.views import fit_views, view_layout_problem
 
-from ..episode import EpisodeRunner, episode_seed, policy_seed, RealtimeLoop
+from ..episode import EpisodeRunner, episode_seed, policy_seed, RealtimeLoop, runtime_episode
 from ..run_config import RunConfig
 from .expert import MAX_MISS_M, MISS_WHEN, make_expert, miss_offset
 from .robot import SimRobot, build_sim_robot
@@ -112,6 +119,14 @@ class JointNoise:
         out[self.joints] += self.gain * self.x
         return out
 
+    @classmethod
+    def for_expert(cls, run: YamRunConfig, dt: float, seed: int) -> JointNoise | None:
+        """The expert's perturbation `run` asks for (None when its expert_noise is 0), seeded from the
+        episode's `seed` as `collect` seeds it (the same scene gets the same perturbation everywhere)."""
+        if run.expert_noise <= 0:
+            return None
+        return cls(run.expert_noise, run.expert_noise_tau_s, dt, int(seed) ^ 0x5EED, run.expert_noise_fade_s)
+
 
 def furthest_milestone(reached: dict[str, int | None]) -> str | None:
     """The last sub-goal, in the task's order, that an episode reached (None: not even the first)."""
@@ -194,16 +209,21 @@ class YamSimRunner(EpisodeRunner):
             result["takeover"] = {"step": c.takeover_step, "phase": None, "taken": False}
         use_cameras = c.policy == "vam" or self.recorder is not None or self.capture is not None
         driver, bridge = robot.driver(), robot.bridge() if use_cameras else None
-        safety = SafetyFilter(load_safety_config(), clock=sim.clock)
+        sent_now: list[np.ndarray] = []              # lockstep: what the runtime sent this tick (through its filter)
+        loop = RealtimeLoop(lambda sent: rt_step(sent), name) if c.executor != "lockstep" else None
+        runtime = None
+        if c.policy == "vam":                          # the robot's control loop: stepped on simulated time in
+            runtime = (self._runtime(sim.clock, sent_now.append) if loop is None   # lockstep, else its tick thread
+                       else self._runtime(time.monotonic, loop.sink, wall=True))   # steps the world on the wall clock
+        safety = runtime.safety if runtime is not None else SafetyFilter(load_safety_config(), clock=sim.clock)
         ep = self.new_episode(name, dt)
         times = {"physics": [], "cameras": [], "act": []}
         st = {"step": 0, "termination": "timeout", "stacked": None, "proprio": None}
         reached: dict[str, int | None] = dict.fromkeys(task.milestones(sim))  # first tick each sub-goal held
         executor = None
-        current: dict = {"frame": None, "fit": None}   # the policy's current frame (fitted to its views)
 
         def frame() -> None:
-            """The bridge's newest stacked frame into st (and, fitted, the policy's current frame)."""
+            """The bridge's newest stacked frame into st (and into the runtime: the policy's current frame)."""
             if bridge is None:
                 return
             t0 = time.perf_counter()
@@ -213,24 +233,32 @@ class YamSimRunner(EpisodeRunner):
             if not latest.ready:
                 raise RuntimeError(f"camera bridge not ready at tick {st['step']}: {tick.reason or latest.reasons}")
             st["stacked"] = latest.frames[0]  # [168, 672, 3] RGB
-            if current["fit"] is not None:
-                current["frame"] = fit_views(st["stacked"], *current["fit"])  # the camera path's view-by-view resize
+            if runtime is not None:
+                runtime.add_frame(st["stacked"])          # fitted to the policy's views as the node does
 
-        def apply(action: np.ndarray, info, phase: str, label: np.ndarray | None = None) -> bool:
+        def apply(action: np.ndarray | None, info, phase: str, label: np.ndarray | None = None,
+                  sent: np.ndarray | None = None) -> bool:
             """One control tick with `action`: book it, filter, drive, record, step physics; True once over.
-            `label` (the expert's clean target under `expert_noise`) is what `capture` records."""
+            `label` (the expert's clean target under `expert_noise`) is what `capture` records. `sent`: what
+            the runtime already sent through its filter (None: `action` is filtered here, stamped with the
+            simulated time); no action at all (the runtime's episode stopped): the driver holds its target."""
             step, t = st["step"], sim.time
             ep.on_step(step, phase, info)
             if self.capture is not None:
                 self.capture(step, st["stacked"], st["proprio"], action if label is None else label, phase)
-            sent = safety.filter(action, now=t)
-            driver.set_targets(sent.sent, stamp=t)
+            if sent is None and action is not None:
+                sent = safety.filter(action, stamp=t, now=t).sent
+            if sent is not None:
+                driver.set_targets(sent, stamp=t)
             report = driver.step()
-            self._record(step, t, st["stacked"], driver.names, report.position, sent.sent)
+            self._record(step, t, st["stacked"], driver.names, report.position,
+                         sent if sent is not None else safety.last_sent)
             t0 = time.perf_counter()
             sim.step_control()
             times["physics"].append(time.perf_counter() - t0)
             st["proprio"] = report.position
+            if runtime is not None:
+                runtime.set_state(driver.names, report.position)
             st["step"] = step + 1
             now = task.milestones(sim)                   # every task's sub-goals end with its "success"
             for key, held in now.items():
@@ -266,63 +294,56 @@ class YamSimRunner(EpisodeRunner):
             present = driver.start()
             safety.reset(present)
             st["proprio"] = present.copy()
-            if c.policy == "vam":
-                spec, r = self.policy.spec, self.policy.mcfg.robot
-                current["fit"] = (len(r.cameras), r.camera_width, r.camera_height)
-                lock = threading.Lock()
-
-                def observation() -> dict:
-                    with lock:
-                        return {"frame": current["frame"].copy(), "proprio": st["proprio"].astype(np.float32)}
-
-                rt = c.executor == "realtime"
-
-                def rt_step(action: np.ndarray) -> bool:              # realtime: one tick of the world
-                    with lock:
-                        over = apply(action, executor.last_info, task.phase(sim))
-                        if not over:
-                            frame()
+            if runtime is not None and loop is None:      # the robot's control loop, stepped on simulated time
+                runtime.set_state(driver.names, present)
+                self.policy.reseed(result["policy_seed"])   # the episode's own noise stream: runs pair by episode
+                frame()
+                ok, message = runtime.request_start(task.instruction, wait=True)
+                if not ok:
+                    raise RuntimeError(f"{name}: the policy's runtime did not start the episode: {message}")
+                while True:
+                    phase = task.phase(sim)
+                    if st["step"] == c.takeover_step:
+                        result["takeover"]["phase"] = phase
+                        runtime.request_stop("takeover", wait=True)
+                        break
+                    t0 = time.perf_counter()
+                    sent_now.clear()
+                    action, info = runtime.step()
+                    times["act"].append(time.perf_counter() - t0)
+                    if apply(action, info, phase, sent=sent_now[-1] if sent_now else None):
+                        break
+                    frame()
+                if result.get("takeover", {}).get("phase") == "planning":
+                    result["takeover"]["taken"] = True
+                    run_expert(make_expert(sim, sim.cfg.control_hz, takeover=True), None, fresh=False)
+                elif result.get("takeover", {}).get("phase") is not None:
+                    st["termination"] = "no_takeover"
+            elif c.policy == "vam":                       # realtime on the wall clock: the runtime's tick thread
+                def rt_step(sent: np.ndarray) -> bool:     # one tick of the world with the runtime's filtered target
+                    over = apply(sent, runtime.executor.last_info, task.phase(sim), sent=sent)
+                    if not over:
+                        frame()
                     return over
 
-                loop = RealtimeLoop(rt_step, name)
-                kw = dict(obs_fn=observation, sink=loop.sink) if rt else {}
-                executor = ChunkExecutor(self.policy, robot_config(
-                    mode=c.executor, rt_priority=0, chunk=spec.chunk, execute=c.execute or spec.execute,
-                    rate_hz=spec.rate_hz, rtc=c.rtc),
-                    initial_target=present, **kw)
+                runtime.set_state(driver.names, present)
                 self.policy.reseed(result["policy_seed"])   # the episode's own noise stream: runs pair by episode
-                executor.reset(instruction=task.instruction, **({"initial_target": present} if rt else {}))
                 frame()
-                if rt:
-                    realtime, stalled = loop.run(executor, max_steps)
-                    if stalled:
-                        st["termination"] = "stalled"
-                else:
-                    while True:
-                        phase = task.phase(sim)
-                        if st["step"] == c.takeover_step:
-                            result["takeover"]["phase"] = phase
-                            break
-                        t0 = time.perf_counter()
-                        action, info = executor.next_action(observation())
-                        times["act"].append(time.perf_counter() - t0)
-                        if apply(action, info, phase):
-                            break
-                        frame()
-                    if result.get("takeover", {}).get("phase") == "planning":
-                        result["takeover"]["taken"] = True
-                        run_expert(make_expert(sim, sim.cfg.control_hz, takeover=True), None, fresh=False)
-                    elif result.get("takeover", {}).get("phase") is not None:
-                        st["termination"] = "no_takeover"
+                realtime, stalled = loop.run(runtime.executor, max_steps,
+                                             running=runtime_episode(runtime, task.instruction, name))
+                if stalled:
+                    st["termination"] = "stalled"
             else:
-                noise = (JointNoise(c.expert_noise, c.expert_noise_tau_s, 1.0 / sim.cfg.control_hz,
-                                    ep_seed ^ 0x5EED, c.expert_noise_fade_s) if c.expert_noise > 0 else None)
+                noise = JointNoise.for_expert(c, 1.0 / sim.cfg.control_hz, ep_seed)
                 miss = miss_offset(c.expert_miss_m, ep_seed ^ 0x3155) if c.expert_miss_m > 0 else None
                 expert = make_expert(sim, sim.cfg.control_hz, miss=miss, miss_when=c.expert_miss_when)
                 run_expert(expert, noise)
                 result["expert_regrasps"] = expert.regrasps
                 result["expert_regrasp_steps"] = list(expert.inserted_at)
         finally:
+            if runtime is not None:
+                executor = runtime.executor
+                runtime.close()
             driver.shutdown()
             if bridge is not None:
                 bridge.close()
@@ -339,6 +360,22 @@ class YamSimRunner(EpisodeRunner):
         result.update(out)
         self.finish_recording(result, step * dt)
         return result
+
+    def _runtime(self, clock: Callable[[], float], send: Callable[[np.ndarray], None],
+                 wall: bool = False) -> PolicyRuntime:
+        """The policy node's control loop (`build_runtime`) around the policy: the executor at the run's
+        `execute` and `rtc`, the shipped safety filter, the runtime's freshness defaults, the node's
+        overrun handling ("hold"). Stepped on the simulated `clock` in lockstep; `wall`: the run's
+        realtime executor on its own tick thread, on the wall `clock`, each filtered target to `send`."""
+        c, spec = self.cfg, self.policy.spec
+        d = RuntimeConfig()
+        params = {"rt_priority": 0, "rtc": c.rtc, "max_frame_age_s": d.max_frame_age_s,
+                  "max_state_age_s": d.max_state_age_s, "on_overrun": d.on_overrun,
+                  "safety_config": config_dir() / "yam_safety.yaml",
+                  "command_timeout_s": 600.0}   # a start embeds the instruction: a loaded machine may take long
+        return build_runtime(self.policy, params, send, lambda tel: None, fit_views=fit_views, clock=clock,
+                             stepped=not wall, executor={"mode": c.executor if wall else "lockstep",
+                                                         "execute": c.execute or spec.execute}).runtime
 
     def _record(self, step: int, t: float, stacked, names, position, target) -> None:
         if self.recorder is None:

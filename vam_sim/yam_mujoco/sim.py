@@ -22,7 +22,8 @@ import mujoco
 import numpy as np
 
 from .config import MujocoConfig
-from .model import ARM_JOINTS, ARMS, FINGER_TRAVEL, GRIPPER_MOTOR, HOME, SceneSpec, build_mjcf, finger_gains
+from .model import HOME, SceneSpec, build_mjcf, finger_gains
+from yam_driver.arm_model import ARMS, ARM_JOINTS, FINGER_TRAVEL, GRIPPER_MOTOR
 from .tasks import TASKS, Task
 
 N_MOTORS = 14  # 2 arms x (6 joints + gripper)

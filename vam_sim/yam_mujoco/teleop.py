@@ -14,12 +14,14 @@ targets wander off the plan while the raw command stays the expert's clean targe
 demonstration shows the way back (a person's hand wanders too; the leader arm's reading is what
 they meant). The perturbation is gated by phase exactly as in `collect` (`noise_where`).
 
-Plain Python: the node calls `start` once the driver's measured joints arrive and `tick` on
-its timer.
+Plain Python: `TeleopSession` is what the world node runs (one episode per world: the measured
+joints, the operator's ~/start_teleop, one `ExpertTeleop.tick` per control period); the node
+converts and publishes what it returns.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -88,3 +90,70 @@ class ExpertTeleop:
         result = self.safety.filter(executed, stamp=stamp, now=now)
         self.ticks += 1
         return TeleopTick(result.sent, action.copy(), phase, done, tuple(sorted(result.clipped)))
+
+
+@dataclass
+class SessionStep:
+    """What one control period of a `TeleopSession` did, for the node to publish and log."""
+
+    tick: TeleopTick
+    new_phase: str | None   # the phase, when it changed with this tick (None: unchanged)
+    finished: bool          # the expert finished with this tick (said once)
+
+
+class TeleopSession:
+    """The world node's teleoperator: one episode per world. It follows the driver's measured joints
+    (`observe`), starts when the operator asks (`request_start`) and measured joints are there, from
+    them (`start`), then `step`s once per control period."""
+
+    def __init__(self, teleop: ExpertTeleop, names: Sequence[str]):
+        self.teleop = teleop
+        self.names = list(names)      # the 14 joints in target order (the robot description's published names)
+        self.measured: np.ndarray | None = None
+        self.requested = False
+        self.phase: str | None = None
+        self._finished_said = False
+
+    def observe(self, names: Sequence[str], position: np.ndarray) -> None:
+        """The driver's joint states, reordered to `names`; ValueError naming the joints they lack."""
+        names = list(names)
+        missing = [n for n in self.names if n not in names]
+        if missing:
+            raise ValueError(f"teleop: /joint_states lacks {missing}; not following it")
+        self.measured = np.asarray(position)[[names.index(n) for n in self.names]]
+
+    def request_start(self) -> tuple[bool, str]:
+        """The answer to ~/start_teleop (success, message); the first success starts the episode."""
+        if self.requested:
+            return False, "teleop already started (restart the world for another episode)"
+        if self.measured is None:
+            return False, "no /joint_states yet: is the driver up?"
+        self.requested = True
+        sim = self.teleop.sim
+        return True, f"teleoperating {sim.cfg.task!r}: {sim.task.instruction!r}"
+
+    @property
+    def due_to_start(self) -> bool:
+        """Requested and not started yet: the next control period calls `start`."""
+        return self.requested and not self.teleop.started
+
+    def start(self) -> None:
+        """Begin the expert from the measured joints."""
+        self.teleop.start(self.measured)
+
+    def step(self, now: float) -> SessionStep:
+        """One control period at `now` (stamp and time of the safety filter)."""
+        tick = self.teleop.tick(now, now)
+        new_phase = tick.phase if tick.phase != self.phase else None
+        self.phase = tick.phase
+        finished = tick.done and not self._finished_said
+        self._finished_said = self._finished_said or tick.done
+        return SessionStep(tick, new_phase, finished)
+
+    def status(self) -> dict:
+        """The teleoperator's /diagnostics entry (`vam_stack.ros.diagnostics` form)."""
+        t = self.teleop
+        message = "done" if t.done else "teleoperating" if t.started else "waiting for ~/start_teleop"
+        return {"name": "yam_mujoco_sim: teleop", "level": "ok", "hardware_id": "mujoco", "message": message,
+                "values": {"started": t.started, "ticks": t.ticks, "phase": self.phase or "", "done": t.done,
+                           "solved_at_tick": -1 if t.solved_at is None else t.solved_at}}

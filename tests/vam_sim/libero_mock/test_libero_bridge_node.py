@@ -10,7 +10,7 @@ import pytest
 from rclpy.parameter import Parameter
 
 from vam_sim.libero_mock.node import LiberoBridgeNode
-from vam_stack import msgs, ros
+from vam_stack import image_msgs, msgs, ros
 from vam_stack.topics import LIBERO_ACTION_NAMES, LIBERO_PROPRIO_NAMES, camera_topic
 
 pytestmark = pytest.mark.adapter
@@ -85,9 +85,9 @@ def test_publish_compressed_adds_the_jpeg_camera_topics(ros_harness):
     same = lambda: [r for r in out["stacked_image"] if r.header.stamp == m.header.stamp]  # noqa: E731
     assert h.spin_until(lambda: same(), timeout=3.0), "the compressed frame must carry its raw frame's stamp"
     raw = same()
-    frame = msgs.image_to_numpy(raw[0])
-    decoded = msgs.compressed_image_to_numpy(m, shape=(224, 448, 3))
+    frame = image_msgs.image_to_numpy(raw[0])
+    decoded = image_msgs.compressed_image_to_numpy(m, shape=(224, 448, 3))
     assert np.abs(decoded.astype(int) - frame).mean() < 4 and m.data.size < frame.size / 4
     assert jpeg["wrist"][-1].header.frame_id == "wrist_camera"
-    assert msgs.compressed_image_to_numpy(jpeg["agentview"][-1]).shape == (224, 224, 3)
+    assert image_msgs.compressed_image_to_numpy(jpeg["agentview"][-1]).shape == (224, 224, 3)
     assert not h.errors("libero_bridge")

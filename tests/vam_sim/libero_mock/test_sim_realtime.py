@@ -13,14 +13,15 @@ from vam_sim.episode import realtime_stats
 from vam_sim.libero_mock.runner import SimConfig, SimRunner
 from vam_cli.main import main
 from vam_stack.config import ConfigError
+from executor_policies import frames_stop_at  # tests/support
 
 
 class ScriptedPolicy:
     """Moves +x in LIBERO's world frame with the gripper open; each replan sleeps `delay_s`."""
 
     def __init__(self, delay_s: float = 0.0, fail: bool = False):
-        self.spec = SimpleNamespace(chunk=17, execute=10, action_dim=7, rate_hz=20.0,
-                                    action_type="eef_delta")
+        self.spec = SimpleNamespace(chunk=17, execute=10, action_dim=7, rate_hz=20.0, proprio_dim=8,
+                                    height=64, width=128, views=2, action_type="eef_delta")
         self.mcfg = SimpleNamespace(name="scripted", robot=SimpleNamespace(
             cameras=["agentview", "wrist"], camera_width=64, camera_height=64, frame_skip=1))
         self.delay_s, self.fail = delay_s, fail
@@ -234,3 +235,110 @@ def test_the_closing_lines_say_when_the_machine_could_not_keep_real_time_and_wha
     assert text.startswith("WARNING: this machine could not keep real time in 2 of 3 episodes, load 1.0-7.9 on 2 "
                            "cores (first goal_t01: 6 chunks dropped"), text
     assert "Run `vam-stack sim ... --executor lockstep` for the result that does not depend on the machine" in text
+
+
+@pytest.mark.unit
+def test_a_run_prints_the_first_three_chunk_timing_warnings_then_one_line_saying_the_rest_are_counted(
+        monkeypatch, caplog):
+    # issue 70 row 1: a loaded machine printed 68 `chunk ... dropped` / `overrun` lines on stderr in one demo
+    import logging
+
+    import vam_sim.cli as sim_cli
+
+    executor = logging.getLogger("vam_control.executor")
+
+    def a_run_that_falls_behind(args):
+        for k in range(10):
+            executor.warning("chunk %d dropped: its last action was due before it arrived", k)
+        executor.info("an info line always passes")
+        return 0
+
+    monkeypatch.setattr(sim_cli, "_run", a_run_that_falls_behind)
+    with caplog.at_level(logging.INFO, logger="vam_control.executor"):
+        assert sim_cli.run(None) == 0
+    lines = [r.getMessage() for r in caplog.records if r.name == "vam_control.executor"]
+    assert lines == [f"chunk {k} dropped: its last action was due before it arrived" for k in range(3)] + [
+        "(further chunk-timing warnings are not printed; the summary counts them)", "an info line always passes"]
+    executor.warning("after the run")                  # the filter goes with the run
+    assert caplog.records[-1].getMessage() == "after the run"
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("virtual", [False, True])
+def test_the_mocked_bridge_is_driven_by_the_robots_runtime(virtual, monkeypatch):
+    """issue 69 row 1: lockstep and the virtual clock run the policy node's PolicyRuntime, so what it does
+    is what the simulated arm receives: no observation at the second replan (the runtime's freshness
+    check) holds the arm (no motion, gripper kept), and so does its e-stop."""
+    from vam_sim.libero_mock import make_env
+    from vam_sim.libero_mock.runner import PolicyDriver
+
+    frames_stop_at(monkeypatch, 12)
+    env = make_env("goal", 0, 0, 0, render=True)
+    obs = env.reset()
+    driver = PolicyDriver(ScriptedPolicy(), env.instruction, virtual=virtual)
+    try:
+        def act():
+            if not virtual:
+                return driver.act(obs)[0]
+            driver.observe(obs)
+            return driver.step(0.0)[0]
+        sent = np.stack([act() for _ in range(30)])
+        assert driver.fitted.shape == (64, 128, 3)          # what the policy saw: fitted to its views
+        moving = np.flatnonzero(sent[:, 0] == 1)
+        held = moving[-1] + 1                                # from here on the arm holds, to the end
+        np.testing.assert_array_equal(sent[moving[0]:held], np.tile([1, 0, 0, 0, 0, 0, -1], (held - moving[0], 1)))
+        np.testing.assert_array_equal(sent[held:], np.tile([0, 0, 0, 0, 0, 0, -1], (30 - held, 1)))
+        # lockstep: chunk 1 (observed at tick 10) runs its 10 actions, the replan at 20 finds no observation
+        assert held == 20 if not virtual else 12 < held < 30
+        monkeypatch.undo()
+        driver.runtime.estop(True)
+        held = act()
+        np.testing.assert_array_equal(held, [0, 0, 0, 0, 0, 0, -1])   # no motion, the gripper kept open
+    finally:
+        driver.close()
+
+
+@pytest.mark.sim
+def test_the_wall_clock_realtime_run_is_driven_by_the_robots_runtime():
+    """issue 69 row 1: on the wall clock too, the world's actions come from the policy node's
+    PolicyRuntime (its own tick thread, through its gate): the arm moves until the runtime's e-stop
+    latches; from then on the gate sends no motion (gripper kept) until the runtime has stopped the
+    episode, and after that no target reaches the world (on the robot the driver holds its last one)."""
+    import threading
+
+    from vam_sim.libero_mock import make_env
+    from vam_sim.libero_mock.runner import PolicyDriver
+
+    env = make_env("goal", 0, 0, 0, render=True)
+    obs = env.reset()
+    got, latched = [], threading.Event()
+
+    def sink(action):                     # the world's step: one tick of the runtime's thread
+        got.append((latched.is_set(), np.array(action, copy=True)))
+        driver.observe(obs)
+
+    driver = PolicyDriver(ScriptedPolicy(), env.instruction, sink=sink)
+    driver.observe(obs)
+    try:
+        assert driver.runtime.executor.cfg.mode == "realtime" and not driver.runtime.stepped
+        with driver.running():
+            end = time.monotonic() + 20
+            while not any(a[0] == 1 for _, a in got) and time.monotonic() < end:
+                time.sleep(0.02)
+            assert any(a[0] == 1 for _, a in got), got[-3:]          # the chunk reached the world
+            assert driver.runtime.running
+            driver.runtime.estop(True)
+            latched.set()
+            end = time.monotonic() + 10                                 # the control thread stops the episode
+            while driver.runtime.running and time.monotonic() < end:
+                time.sleep(0.02)
+            assert driver.runtime.estopped and not driver.runtime.running
+            n = len(got)
+            time.sleep(0.3)
+            assert len(got) == n                                        # stopped: no target reaches the world
+        after = [a for was, a in got if was][1:]                        # the first may have left before the latch
+        for a in after:                                                 # until it stopped: the gate's hold
+            np.testing.assert_array_equal(a, [0, 0, 0, 0, 0, 0, -1])
+        np.testing.assert_array_equal(got[0][1], [0, 0, 0, 0, 0, 0, -1])   # the runtime's hold before a chunk
+    finally:
+        driver.close()

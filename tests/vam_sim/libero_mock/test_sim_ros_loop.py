@@ -29,7 +29,7 @@ def test_policy_drives_the_mocked_libero_over_ros_topics(ros_harness):
 
     assert h.spin_until(lambda: len(out["tr"]) >= 2 and out["attention_overlay"] and bridge.env.steps >= 12
                         and status_step() >= 12, timeout=120)
-    assert policy.policy.instruction == bridge.env.instruction
+    assert policy.core.policy.instruction == bridge.env.instruction
     tel = json.loads(out["telemetry"][-1].data)
     assert tel["tr"] > 0 and tel["tr0"] > 0 and tel["branches_computed"][0] == "cond"
     assert out["phase"] and len(out["telemetry"]) >= len(out["tr"])

@@ -47,16 +47,16 @@ def test_sim_image_transport_options_are_validated():
 def test_sim_compressed_transport_jpeg_round_trips_every_frame_the_policy_sees(tmp_path, monkeypatch):
     import numpy as np
 
-    from vam_stack import msgs
+    from vam_stack import image_msgs
     from vam_stack.recording import read_messages
 
-    seen, real = [], msgs.jpeg_roundtrip
+    seen, real = [], image_msgs.jpeg_roundtrip
 
-    def spy(image, quality=msgs.JPEG_QUALITY_DEFAULT):
+    def spy(image, quality=image_msgs.JPEG_QUALITY_DEFAULT):
         out = real(image, quality)
         seen.append((image.shape, quality, float(np.abs(out.astype(int) - image).mean())))
         return out
-    monkeypatch.setattr(msgs, "jpeg_roundtrip", spy)
+    monkeypatch.setattr(image_msgs, "jpeg_roundtrip", spy)
     out = tmp_path / "jpeg"
     assert main(["sim", "--executor", "lockstep", "--suite", "goal", "--episodes", "1", "--guidance", "none",
                  "--max-steps", "3", "--image-transport", "compressed", "--jpeg-quality", "60", "--out", str(out)]) == 0

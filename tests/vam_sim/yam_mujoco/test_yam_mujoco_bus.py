@@ -4,10 +4,11 @@ import pytest
 
 from vam_control.safety import SafetyFilter, load_safety_config
 from yam_driver.bus import BusError, BusMismatchError
-from yam_driver.driver import Mode
+from yam_driver.faults import Mode
 from yam_driver.gravity import GravityModel
 from vam_sim.yam_mujoco.bus import MujocoBus
-from vam_sim.yam_mujoco.model import FINGER_TRAVEL, HOME
+from vam_sim.yam_mujoco.model import HOME
+from yam_driver.arm_model import FINGER_TRAVEL
 
 pytestmark = pytest.mark.adapter
 

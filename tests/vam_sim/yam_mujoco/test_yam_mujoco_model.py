@@ -8,7 +8,8 @@ import mujoco  # noqa: E402
 from vam_stack.config import ConfigError
 from vam_stack.robot import load_robot
 from vam_sim.yam_mujoco.config import MujocoConfig, load_mujoco_config
-from vam_sim.yam_mujoco.model import ARMS, FINGER_TRAVEL, HOME, SceneSpec, build_mjcf
+from vam_sim.yam_mujoco.model import HOME, SceneSpec, build_mjcf
+from yam_driver.arm_model import ARMS, FINGER_TRAVEL
 from vam_sim.yam_mujoco.sim import YamSim
 
 TRACKING_BOUND_RAD = 0.02  # after 1 s: joint friction 0.1 Nm over kp 10 Nm/rad leaves <= 0.01 rad

@@ -10,7 +10,8 @@ import pytest
 from vam_sim.yam_mujoco.bus import MujocoBus
 from vam_sim.yam_mujoco.expert import make_expert
 from vam_sim.yam_mujoco.robot import build_sim_robot
-from yam_driver.driver import Mode, YamDriver
+from yam_driver.driver import YamDriver
+from yam_driver.faults import Mode
 
 pytestmark = pytest.mark.sim
 

@@ -9,6 +9,7 @@ from vam_cli.main import main
 from vam_stack.config import ConfigError
 from vam_sim.yam_mujoco.runner import YamRunConfig, YamSimRunner, episode_seed
 from vam_sim.yam_mujoco.tasks import TASKS
+from executor_policies import frames_stop_at  # tests/support
 
 
 @pytest.mark.unit
@@ -423,3 +424,80 @@ def test_yam_runs_take_guidance_weights_checked():
     assert YamRunConfig().guidance_weights == {"w_lang_base": 0.1, "w_plan_base": 0.3, "s_max": 2.0}
     with pytest.raises(ConfigError, match="s_max must be finite and >= 0, got inf"):
         YamRunConfig().with_weights(s_max=float("inf"))
+
+
+def _arm_receives(runner, index=0):
+    """Run episode `index`; every target the simulated driver was given, in order [ticks, 14]."""
+    got, make = [], runner.robot.driver
+
+    def driver():
+        d = make()
+        set_targets = d.set_targets
+
+        def spy(target, stamp=None):
+            got.append(np.array(target))
+            return set_targets(target, stamp=stamp)
+        d.set_targets = spy
+        return d
+    runner.robot.driver = driver
+    ep = runner.run_episode(index)
+    return np.stack(got), ep
+
+
+@pytest.mark.sim
+def test_the_simulated_arm_is_driven_by_the_robots_runtime(tmp_path, mujoco_renders, monkeypatch):
+    """The lockstep policy runs inside the policy node's PolicyRuntime (issue 69 row 1): a change to its
+    behaviour is what the simulated arm receives. Frames that go stale at the second replan (tick 30) make
+    the runtime hold the arm where it was last sent; a target whose stamp is too old at tick 20 is held by
+    the safety filter's stale check. A simulator with its own loop would move on through both."""
+    from vam_control.executor import ChunkExecutor
+
+    cfg = YamRunConfig(task="handover", preset="tiny_real", guidance="none", record=False, plots=False, max_steps=36)
+    with YamSimRunner(cfg, tmp_path) as runner:
+        plain, ep = _arm_receives(runner)
+        assert ep["safety"]["sent"] == 36 and [r["step"] for r in ep["replans"]] == [0, 30]
+
+        frames_stop_at(monkeypatch, 30)
+        held, ep = _arm_receives(runner)
+        np.testing.assert_allclose(held[:30], plain[:30], atol=1e-9)   # (a second run on one world: 1e-15 apart)
+        assert np.abs(plain[30:] - plain[29]).max() > 1e-3                      # the policy moves on at 30 ...
+        np.testing.assert_array_equal(held[30:], np.repeat(held[29:30], 6, 0))  # ... the held runtime does not
+        assert ep["inference_errors"] >= 1 and [r["step"] for r in ep["replans"]] == [0]
+        monkeypatch.undo()
+
+        next_action = ChunkExecutor.next_action
+        def late_at_20(self, obs=None):
+            target, info = next_action(self, obs)
+            if info.tick == 20:
+                info.time -= 1.0                  # computed a second before it reached the filter
+            return target, info
+        monkeypatch.setattr(ChunkExecutor, "next_action", late_at_20)
+        stale, ep = _arm_receives(runner)
+    assert ep["safety"]["stale"] == 1 and ep["safety"]["held"] == 1
+    np.testing.assert_allclose(stale[:20], plain[:20], atol=1e-9)
+    np.testing.assert_array_equal(stale[20], stale[19])        # held at tick 20
+    assert np.abs(plain[20] - plain[19]).max() > 1e-3
+
+
+@pytest.mark.sim
+def test_the_wall_clock_realtime_arm_is_driven_by_the_robots_runtime(tmp_path, render_ok, monkeypatch):
+    """issue 69 row 1: realtime on the wall clock runs the policy node's PolicyRuntime on its own tick
+    thread (not an executor and filter of the simulator's own): every target the world steps with went
+    out through the runtime's `_send` and its safety filter, on the wall clock."""
+    from vam_control.runtime import PolicyRuntime
+
+    through = []
+    send = PolicyRuntime._send
+
+    def counted(self, target):
+        send(self, target)
+        through.append((self.stepped, self.executor.cfg.mode, self._last_sent.copy()))
+    monkeypatch.setattr(PolicyRuntime, "_send", counted)
+    cfg = YamRunConfig(task="tray_lift", preset="tiny_real", guidance="none", record=False, plots=False,
+                       max_steps=40, executor="realtime")
+    with YamSimRunner(cfg, tmp_path) as runner:
+        ep = runner.run_episode(0)
+    assert ep["steps"] == 40 and ep["termination"] == "timeout"
+    assert {(stepped, mode) for stepped, mode, _ in through} == {(False, "realtime")}
+    assert len(through) >= 40                                # (ticks until the stop lands reach no world)
+    assert ep["safety"]["sent"] == len(through)              # the runtime's filter: the one that counted them

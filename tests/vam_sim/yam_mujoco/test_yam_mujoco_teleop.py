@@ -60,3 +60,47 @@ def test_teleop_refuses_an_unknown_noise_gate():
             ExpertTeleop(robot.sim, SafetyFilter(load_safety_config()), None, "nowhere")
     finally:
         robot.close()
+
+
+@pytest.mark.unit
+def test_the_expert_noise_is_seeded_as_collect_seeds_it():
+    from vam_sim.yam_mujoco.runner import YamRunConfig
+
+    assert JointNoise.for_expert(YamRunConfig(policy="expert"), 1 / 30, 5) is None
+    run = YamRunConfig(policy="expert", expert_noise=0.03)
+    a, b = JointNoise.for_expert(run, 1 / 30, 5), JointNoise(0.03, run.expert_noise_tau_s, 1 / 30, 5 ^ 0x5EED,
+                                                              run.expert_noise_fade_s)
+    np.testing.assert_array_equal(a(np.zeros(14)), b(np.zeros(14)))
+
+
+@pytest.mark.sim
+def test_the_teleop_session_waits_for_joints_and_the_operator_then_starts_once():
+    from vam_sim.yam_mujoco.teleop import TeleopSession
+    from vam_stack.robot import load_robot
+
+    robot = build_sim_robot(task="handover", seed=3)
+    try:
+        sim, driver = robot.sim, robot.driver()
+        names = load_robot().published_names()
+        session = TeleopSession(ExpertTeleop(sim, SafetyFilter(load_safety_config(), clock=sim.clock)), names)
+        assert session.request_start() == (False, "no /joint_states yet: is the driver up?")
+        with pytest.raises(ValueError, match="lacks"):
+            session.observe(names[:13], np.zeros(13))
+        measured = driver.start()
+        session.observe(list(reversed(names)), measured[::-1])     # reordered to the target order
+        np.testing.assert_array_equal(session.measured, measured)
+        ok, message = session.request_start()
+        assert ok and message.startswith("teleoperating 'handover'") and session.due_to_start
+        assert session.request_start() == (False, "teleop already started (restart the world for another episode)")
+        assert session.status()["message"] == "waiting for ~/start_teleop"
+        session.start()
+        assert not session.due_to_start
+        first = session.step(sim.clock())
+        assert first.new_phase == first.tick.phase and not first.finished
+        second = session.step(sim.clock())
+        assert second.new_phase is None                          # said once, when it changes
+        status = session.status()
+        assert status["message"] == "teleoperating" and status["values"]["ticks"] == 2
+        driver.shutdown()
+    finally:
+        robot.close()
