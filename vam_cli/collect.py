@@ -1,5 +1,6 @@
-"""`vam-stack collect`: its command line; the collection itself is vam_sim/collect.py (mocked LIBERO)
-and vam_sim/collect_yam.py (the simulated bimanual YAM)."""
+"""`vam-stack collect`: its command line; the collection itself is vam_sim/collect.py (mocked LIBERO),
+vam_sim/collect_libero_real.py (real LIBERO, in its own venv) and vam_sim/collect_yam.py (the
+simulated bimanual YAM)."""
 from __future__ import annotations
 
 import argparse
@@ -11,15 +12,25 @@ from vam_stack.progress import progress_bar
 from vam_data.dataset import claim_dataset_dir
 from vam_sim.collect import CollectConfig, collect
 
-ROBOTS = ("libero-mock", "yam-mujoco")
+ROBOTS = ("libero-mock", "libero-real", "yam-mujoco")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--robot", choices=ROBOTS, default="libero-mock",
-                   help="libero-mock: the mocked LIBERO suites (default); yam-mujoco: the simulated bimanual YAM "
-                        "(vam_sim/collect_yam.py)")
-    p.add_argument("--suites", default="goal", help="libero-mock: comma-separated suites (default: goal); goal_video "
-                                                    "is the paper study's video-pretraining set")
+                   help="libero-mock: the mocked LIBERO suites (default); libero-real: real LIBERO in its own venv "
+                        "(vam_sim/collect_libero_real.py: resumable, run the same command again after a stop); "
+                        "yam-mujoco: the simulated bimanual YAM (vam_sim/collect_yam.py)")
+    p.add_argument("--suites", default=None, help="comma-separated suites (libero-mock default: goal, goal_video is the "
+                                                  "paper study's video-pretraining set; libero-real default: "
+                                                  "spatial,goal)")
+    p.add_argument("--image-size", type=int, default=128,
+                   help="libero-real: rendered side of each view in px (default 128; recorded in the dataset)")
+    p.add_argument("--reflections", choices=("on", "off"), default="off",
+                   help="libero-real: the scene's mirror reflections (default off: renders ~2x faster; recorded, "
+                        "and evaluation renders the same)")
+    p.add_argument("--libero-python", help="libero-real: the LIBERO venv's python (default $VAM_LIBERO_PYTHON)")
+    p.add_argument("--only", default="", help="libero-real: comma-separated tasks to collect, as suite/index "
+                                              "(e.g. goal/3; default: every task of --suites)")
     p.add_argument("--tasks", default="handover,relay,tray_lift",
                    help="yam-mujoco: comma-separated tasks (default: handover,relay,tray_lift)")
     p.add_argument("--view-size", default="64x48", metavar="WxH",
@@ -68,7 +79,55 @@ def _summary(info: dict, out: str) -> str:
     return line
 
 
+def _run_real(args: argparse.Namespace) -> int:
+    from vam_sim.collect_libero_real import Collector, RealCollectConfig   # the LIBERO client: only for its robot
+    from vam_sim.libero_real.client import libero_python
+
+    cfg = RealCollectConfig(suites=tuple(s.strip() for s in (args.suites or "spatial,goal").split(",") if s.strip()),
+                            episodes_per_task=args.episodes_per_task, seed=args.seed, noise=args.noise,
+                            noise_every=args.noise_every, image_size=args.image_size,
+                            reflections=args.reflections == "on", workers=args.workers,
+                            tasks=tuple(t.strip() for t in args.only.split(",") if t.strip()),
+                            python=libero_python(args.libero_python))
+    if args.overwrite:
+        raise ValueError("collect --robot libero-real never replaces a dataset (hours of rendering): remove --out "
+                         "yourself, or choose another; an unfinished run in --out continues without --overwrite")
+    collector = Collector(cfg, args.out)
+    bar = progress_bar(total=len(cfg.task_list()) * cfg.episodes_per_task, unit="demo", desc="collect", file=sys.stdout)
+
+    def report(rec: dict, prog: dict) -> None:
+        bar.n = prog["kept"]
+        eta = f"{prog['eta_s'] / 60:.0f} min left" if prog["eta_s"] is not None else "estimating"
+        bar.set_postfix_str(f"{rec['suite']} t{rec['task']} a{rec['attempt']} "
+                            f"{'kept' if rec['success'] else rec['reason'][:40] if rec['reason'] else 'failed'}; "
+                            f"{prog['cpu_s_per_demo']:.0f} CPU-s/demo; {eta}", refresh=True)
+
+    collector.report = report
+    try:
+        info = collector.run()
+    except KeyboardInterrupt:
+        bar.close()
+        prog = collector.progress() if hasattr(collector, "journal") else {"kept": 0}
+        print(f"collect: stopped; {prog['kept']} demonstrations are kept in {args.out}/.collect: run the same "
+              f"command to continue", file=sys.stderr)
+        raise
+    except (RuntimeError, OSError) as e:      # a LIBERO that keeps failing, a full disk, an expert short of demos
+        bar.close()
+        raise SystemExit(f"{e}") from e
+    finally:
+        bar.close()
+    rates = {t: c for t, c in info["expert"].items() if c["rate"] is not None}
+    worst = min(rates, key=lambda t: rates[t]["rate"]) if rates else None
+    print(f"wrote {args.out}: {info['total_episodes']} demonstrations, {info['total_frames']} steps; the expert "
+          f"solved {sum(c['success'] for c in rates.values())} of {sum(c['valid'] for c in rates.values())} scenes"
+          + (f" (lowest: {worst} {rates[worst]['success']}/{rates[worst]['valid']})" if worst else "")
+          + f"; per task in {args.out}/meta/info.json (expert)")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.robot == "libero-real":       # its own claim of --out: an unfinished run there continues
+        return _run_real(args)
     claim_dataset_dir(args.out, args.overwrite)     # an existing --out refused before anything is drawn
     if args.robot == "yam-mujoco":
         from vam_sim.collect_yam import YamCollectConfig, collect_yam   # loads MuJoCo: only for its robot
@@ -86,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
         print(_summary(info, args.out))
         return 0
-    cfg = CollectConfig(suites=tuple(s.strip() for s in args.suites.split(",") if s.strip()),
+    cfg = CollectConfig(suites=tuple(s.strip() for s in (args.suites or "goal").split(",") if s.strip()),
                         episodes_per_task=args.episodes_per_task, seed=args.seed, noise=args.noise,
                         noise_every=args.noise_every, keep_failures=args.keep_failures, workers=args.workers,
                         mock_config=args.mock_config)

@@ -37,15 +37,18 @@ def recovery_segments(policy, suite: str, task: int, episode: int, seed: int, ta
     driver = PolicyDriver(policy, env.instruction)
     pending = sorted(set(takeovers))
     snapshots, step = [], 0
-    while not env.done and pending:
-        if step == pending[0]:
-            snapshots.append((step, copy.deepcopy(env), obs))
-            pending.pop(0)
-            if not pending:
-                break
-        action, _ = driver.act(obs)
-        obs, _, _, _ = env.step(action.astype(np.float32))
-        step += 1
+    try:
+        while not env.done and pending:
+            if step == pending[0]:
+                snapshots.append((step, copy.deepcopy(env), obs))
+                pending.pop(0)
+                if not pending:
+                    break
+            action, _ = driver.act(obs)
+            obs, _, _, _ = env.step(action.astype(np.float32))
+            step += 1
+    finally:
+        driver.close()
     out = {"demos": [], "takeover_steps": [], "policy_steps": step, "policy_termination": env.termination,
            "expert_failures": 0}
     for k, snap, snap_obs in snapshots:

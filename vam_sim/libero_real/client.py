@@ -62,7 +62,8 @@ class RealLiberoEnv:
     """One task of one LIBERO suite served by a child process; episodes use LIBERO's init states."""
 
     def __init__(self, suite: str, task_id: int, episode: int, python: str | None = None,
-                 backend: str = "libero", image_size: int = 224, timeout_s: float = 600.0):
+                 backend: str = "libero", image_size: int = 224, timeout_s: float = 600.0,
+                 reflections: bool = True):
         if not isinstance(episode, (int, np.integer)) or episode < 0:
             raise ValueError(f"episode must be a non-negative integer, got {episode!r}")
         python = sys.executable if backend == "mock" else libero_python(python)
@@ -73,11 +74,13 @@ class RealLiberoEnv:
                                       stdout=subprocess.PIPE, env=env)
         self.episode = int(episode)
         try:
-            info = self._call({"op": "open", "suite": suite, "task_id": int(task_id), "image_size": image_size})
+            info = self._call({"op": "open", "suite": suite, "task_id": int(task_id), "image_size": image_size,
+                               "reflections": bool(reflections)})
         except BaseException:
             self.close()
             raise
         self.task = RealTask(suite, int(task_id), info["name"], info["instruction"])
+        self.versions = dict(info.get("versions") or {})   # the LIBERO environment's packages
         self.instruction = info["instruction"]
         self.max_steps = int(info["max_steps"])
         self.control_hz = float(info["control_hz"])
@@ -127,6 +130,18 @@ class RealLiberoEnv:
                           "step": self.steps, "action_applied": applied.astype(np.float32),
                           "clipped": bool(np.any(applied != action))}
         return obs, float(reply["reward"]), self.done, self.last_info
+
+    def demo(self, seed: int, noise: float = 0.0, max_steps: int | None = None) -> dict:
+        """One scripted-expert demonstration from the scene LIBERO samples with `seed` (server.py's
+        `demo`): {valid, success, reason, steps, cpu_s} and, when any step ran, the arrays
+        stacked [T, S, 2S, 3] uint8, proprio [T, 8], actions [T, 7], phase [T] uint8, init_state."""
+        return self._call({"op": "demo", "seed": int(seed), "noise": float(noise),
+                           "max_steps": int(self.max_steps if max_steps is None else max_steps)})
+
+    def expert_action(self) -> tuple[np.ndarray, str]:
+        """The scripted expert's next (action, phase) from the current state of this episode."""
+        reply = self._call({"op": "expert"})
+        return np.asarray(reply["action"], np.float64), str(reply["phase"])
 
     def project(self, points: np.ndarray) -> dict:
         """Pixel (row, col) of LIBERO-world points (N, 3) in both rotated camera images."""

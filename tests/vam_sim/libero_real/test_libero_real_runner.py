@@ -15,8 +15,6 @@ REAL = os.environ.get("VAM_LIBERO_PYTHON")
 def test_runner_refuses_what_real_libero_lacks(tmp_path):
     with pytest.raises(ValueError, match="'goal_ood'"):
         RealLiberoRunner(SimConfig(suite="goal_ood"), tmp_path)
-    with pytest.raises(ValueError, match="expert"):
-        RealLiberoRunner(SimConfig(policy="expert"), tmp_path)
 
 
 @pytest.mark.sim
@@ -27,6 +25,14 @@ def test_runner_closes_the_loop_through_the_server(tmp_path):
     assert ep["steps"] == 10 and ep["termination"] == "timeout" and ep["backend"] == "mock_via_server"
     assert [r["step"] for r in ep["replans"]] == [0]
     assert (tmp_path / ep["tr_trace"]).is_file()
+
+
+@pytest.mark.sim
+def test_the_expert_runs_through_the_server_on_the_benchmarks_initial_state(tmp_path):
+    cfg = SimConfig(suite="goal", episodes=1, policy="expert", record=False, plots=False)
+    with RealLiberoRunner(cfg, tmp_path, backend="mock") as runner:
+        ep = runner.run_episode(8)                        # the mock's expert answers through the same protocol
+    assert ep["success"] and ep["policy"] == "expert" and ep["init_state"] == 0
 
 
 def _check_args(*argv):
