@@ -5,7 +5,8 @@
 
 The states are the TR study's (vam_experiments.tr_study: held-out expert episodes of seed id
 `--seed`, every `--every`-th step, the same noise per state), read at the policy's extraction
-index. For every state it records:
+index; or, with `--dataset`, states of a collected dataset's episodes (the real-LIBERO
+demonstrations: a model trained on them has seen those states). For every state it records:
 - `tr`: TR at the first Euler step, unguided (what the TR study and the policy report), and its
   two parts `mass_v0`, `mass_vplus`: the head-averaged attention mass of the action queries on
   the current frame's and on the future frames' tokens (does TR rise because V+ gains mass, or
@@ -59,6 +60,29 @@ def collect_states(suite: str, episodes: int, seed: int, every: int, chunk: int)
             states.append({"frame": demo.stacked[t], "proprio": demo.proprio[t], "phase": demo.phases[t],
                            "instruction": demo.instruction, "task": demo.task, "episode": i, "step": t,
                            "future_frames": demo.stacked[ahead], "future_actions": demo.actions[ahead]})
+    return states
+
+
+def dataset_states(root: str | Path, suite: str, episodes: int, every: int, chunk: int) -> list[dict]:
+    """States of a collected dataset's episodes of `suite` instead (e.g. the demonstrations the scripted
+    expert made inside real LIBERO, `vam-stack collect --robot libero-real`): `episodes` of them spread
+    evenly over the dataset's order (so over its tasks), every `every`-th step, with the phase labels,
+    frames and actions the expert recorded. A model trained on the dataset has seen these states."""
+    from vam_data.dataset import Dataset
+
+    data = Dataset(root, suites=[suite])
+    if episodes > len(data.episodes):
+        raise SystemExit(f"--episodes {episodes}: {root} holds only {len(data.episodes)} episodes of {suite!r}")
+    picks = np.linspace(0, len(data.episodes) - 1, episodes).round().astype(int)
+    states = []
+    for i, e in enumerate(picks):
+        ep = data.episodes[e]
+        frames = ep.decode_all()                                                    # [T, H, W, 3]
+        for t in range(0, len(ep), every):
+            ahead = slice(t, min(t + chunk, len(ep)))
+            states.append({"frame": frames[t], "proprio": ep.proprio[t], "phase": PHASES[int(ep.phase[t])],
+                           "instruction": ep.meta["instruction"], "task": ep.meta["task"], "episode": i, "step": t,
+                           "future_frames": frames[ahead], "future_actions": ep.actions[ahead]})
     return states
 
 
@@ -239,6 +263,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     state_arguments(p, episodes=20)
     p.add_argument("--index", type=int, help="solver grid index to extract the features at (default: the "
                                              "policy's; the last is the least noisy future)")
+    p.add_argument("--dataset", default=None, help="read the states from this collected dataset's episodes of "
+                   "--suite (e.g. real LIBERO demonstrations) instead of the mock's held-out expert rollouts")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -255,11 +281,13 @@ def run(args: argparse.Namespace) -> int:
     index = policy.mcfg.solver.feature_index if args.index is None else args.index
     if not 0 <= index < steps:
         raise SystemExit(f"--index {index} outside the solver grid [0, {steps - 1}]")
-    states = collect_states(args.suite, args.episodes, args.seed, args.every, policy.mcfg.robot.chunk)
+    chunk = policy.mcfg.robot.chunk
+    states = (collect_states(args.suite, args.episodes, args.seed, args.every, chunk) if args.dataset is None
+              else dataset_states(args.dataset, args.suite, args.episodes, args.every, chunk))
     rows = measure(policy, states, index=index)
     summary = summarise(rows) | {"checkpoint": args.checkpoint, "suite": args.suite, "seed": args.seed,
                                  "states": len(states), "feature_block": policy.mcfg.dit.feature_block,
-                                 "feature_index": index}
+                                 "feature_index": index, "dataset": args.dataset}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "tr_phase.json").write_text(json.dumps(summary | {"rows": rows}, indent=1) + "\n")

@@ -47,6 +47,8 @@ class LossConfig:
     prefix_prob: float = 0.0           # real-time chunking, trained variant: fraction of action draws whose first d
                                        # actions are given clean (sigma 0) as the committed prefix, d ~ U{1..prefix_max}
     prefix_max: int = 0                # the largest delay d trained (0: none; needs prefix_prob > 0, and < the chunk)
+    v0_dropout: float = 0.0            # probability per sample that the head's current-frame features (V0) are zeroed,
+                                       # so the scene must reach the actions through the imagined future (V+); 0: off
 
     def __post_init__(self):
         check(self.video_weight >= 0, f"loss.video_weight must be >= 0, got {self.video_weight!r}")
@@ -62,6 +64,7 @@ class LossConfig:
         check(0.0 <= self.prefix_prob <= 1.0, f"loss.prefix_prob must be in [0, 1], got {self.prefix_prob!r}")
         check(isinstance(self.prefix_max, int) and not isinstance(self.prefix_max, bool) and self.prefix_max >= 0,
               f"loss.prefix_max must be an integer >= 0, got {self.prefix_max!r}")
+        check(0.0 <= self.v0_dropout < 1.0, f"loss.v0_dropout must be in [0, 1), got {self.v0_dropout!r}")
         check((self.prefix_prob > 0) == (self.prefix_max > 0),
               f"loss.prefix_prob {self.prefix_prob!r} and loss.prefix_max {self.prefix_max!r}: the committed-prefix "
               f"objective needs both > 0 (or both 0 for none)")
@@ -131,16 +134,21 @@ def prefix_delays(n: int, prob: float, max_delay: int, gen: torch.Generator) -> 
 
 def action_loss(model: VideoActionModel, feats: torch.Tensor, sigma_v: torch.Tensor, state: torch.Tensor,
                 a0: torch.Tensor, samples: int, beta_a: float, gen: torch.Generator,
-                rtc_prefix: tuple[float, int] = (0.0, 0)) -> torch.Tensor:
+                rtc_prefix: tuple[float, int] = (0.0, 0), v0_dropout: float = 0.0) -> torch.Tensor:
     """Flow-matching loss of the head on block-k features [B,T,N,D] (first T latent frames used).
 
     state [B,P] and a0 [B,A,D] are normalised. The prefix cache is differentiable; each of the
     `samples` action-noise draws reuses it. `rtc_prefix` (prob, max delay): real-time chunking's
     trained variant. A draw with delay d > 0 gets its first d actions clean (sigma 0, the
     committed actions the arm runs while the policy infers) and the rest at the draw's sigma; its
-    loss is over the free actions only.
+    loss is over the free actions only. `v0_dropout` > 0: each sample's current-frame features (V0, the
+    first latent frame) are zeroed with that probability (one draw per sample, before the action noise;
+    none at 0, so runs without it draw exactly as before).
     """
     t = model.cfg.solver.latent_frames
+    if v0_dropout > 0:
+        keep = (torch.rand(feats.shape[0], generator=gen) >= v0_dropout).to(feats.device, feats.dtype)  # [B]
+        feats = torch.cat([feats[:, :1] * keep.view(-1, 1, 1, 1), feats[:, 1:]], dim=1)  # [B, T, N, D]
     prefix = model.head.embed_prefix(feats[:, :t], model.cfg.dit_grid, sigma_v, state)   # [B, Tv+1, W]
     cache = model.head.prefix_cache(prefix)
     if samples > 1:
@@ -190,7 +198,8 @@ def joint_losses(model: VideoActionModel, batch: dict, cfg: LossConfig, gen: tor
     out = {"video": video_loss(v, target)}
     if with_action:
         out["action"] = action_loss(model, feats, sigma, batch["state"], batch["actions"],
-                                    cfg.action_samples, cfg.beta_a, gen, (cfg.prefix_prob, cfg.prefix_max))
+                                    cfg.action_samples, cfg.beta_a, gen, (cfg.prefix_prob, cfg.prefix_max),
+                                    cfg.v0_dropout)
     out["total"] = cfg.video_weight * out["video"] + out.get("action", 0.0)
     return out
 

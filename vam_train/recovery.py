@@ -47,7 +47,7 @@ from vam_stack.config import check
 from vam_stack.progress import progress_bar
 
 from vam_data.dataset import Dataset
-from vam_model.guidance import SCHEDULES
+from vam_stack.names import GUIDANCE_SCHEDULES as SCHEDULES
 
 
 class NothingKept(RuntimeError):

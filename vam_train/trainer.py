@@ -331,6 +331,7 @@ class Trainer(RecoveryRounds, DataParallel):
                               "rtc_prefix_max": self.cfg.loss.prefix_max,   # > 0: the head takes a committed prefix
                               "dit_lr_scale": self.cfg.dit_lr_scale,
                               "mock_conventions": self.data.info.get("mock_conventions"),
+                              "libero_render": self.data.info.get("libero_render"),   # real LIBERO: render as trained
                               "mock": self.data.info.get("mock")}}
         return save_checkpoint(path, model, self.mcfg, extra)
 
@@ -367,7 +368,7 @@ class Trainer(RecoveryRounds, DataParallel):
                 with self._autocast():
                     loss = action_loss(self.model, feats, sigma, batch["state"], batch["actions"],
                                        cfg.loss.action_samples, cfg.loss.beta_a, gen,
-                                       (cfg.loss.prefix_prob, cfg.loss.prefix_max))
+                                       (cfg.loss.prefix_prob, cfg.loss.prefix_max), cfg.loss.v0_dropout)
                 acc.append(self._optimise(loss)[0])
             logs = {"action": float(np.mean(acc)), "total": float(np.mean(acc))}
         self._update_ema()

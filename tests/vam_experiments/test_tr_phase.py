@@ -79,3 +79,28 @@ def test_measure_on_the_shipped_weights_matches_the_tr_study(tmp_path):
         assert 0 <= r["scene_change"] <= 1 and r["action_change"] >= 0 and r["gripper_event"] in (0.0, 1.0)
     png = tr_phase.plot(rows, summarise(rows), tmp_path / "p.png")
     assert png.stat().st_size > 5000
+
+
+@pytest.mark.unit
+def test_states_read_from_a_collected_dataset_are_the_ones_it_recorded(tmp_path):
+    # issue 68 item 5: the swap test on a model trained on real LIBERO reads that dataset's states
+    from vam_data.dataset import write_dataset
+    from vam_experiments import tr_phase
+    from vam_sim.libero_mock import LiberoMockConfig, rollout_expert
+
+    demos = [rollout_expert("goal", i, 0, 0, render=True, cfg=LiberoMockConfig.load()) for i in range(3)]
+    write_dataset(tmp_path / "d", demos, {"suites": ["goal"]})
+    states = tr_phase.dataset_states(tmp_path / "d", "goal", 2, 25, 17)
+    assert {s["episode"] for s in states} == {0, 1}
+    first, last = demos[0], demos[2]                  # two of three: spread over the order, both ends
+    for s in states:
+        demo = first if s["episode"] == 0 else last
+        t = s["step"]
+        assert t % 25 == 0 and s["instruction"] == demo.instruction and s["task"] == demo.task
+        np.testing.assert_array_equal(s["frame"], demo.stacked[t])
+        np.testing.assert_array_equal(s["proprio"], demo.proprio[t])
+        assert s["phase"] == demo.phases[t]
+        np.testing.assert_array_equal(s["future_frames"], demo.stacked[t:t + 17])
+        np.testing.assert_allclose(s["future_actions"], demo.actions[t:t + 17], rtol=1e-6)
+    with pytest.raises(SystemExit, match="holds only 3 episodes"):
+        tr_phase.dataset_states(tmp_path / "d", "goal", 4, 25, 17)

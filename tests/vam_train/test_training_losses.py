@@ -167,3 +167,38 @@ def test_the_prefix_objective_needs_both_settings_and_a_free_action(micro_cfg, t
         LossConfig(prefix_prob=0.5, prefix_max=2.5)
     with pytest.raises(ConfigError, match="prefix_prob must be in"):
         LossConfig(prefix_prob=1.5, prefix_max=2)
+
+
+def test_v0_dropout_zeroes_the_current_frame_features_the_head_sees(micro_model):
+    # issue 68 design "limit what V0 carries": with v0_dropout the head sometimes sees no current frame
+    cfg = micro_model.cfg
+    feats = torch.randn(6, 5, 32, cfg.dit.width, requires_grad=True)
+    state, a0 = torch.randn(6, 8), torch.randn(6, 17, 7)
+    sig_v = torch.rand(6)
+    off = action_loss(micro_model, feats, sig_v, state, a0, 1, 1.5, torch.Generator().manual_seed(3))
+    again = action_loss(micro_model, feats, sig_v, state, a0, 1, 1.5, torch.Generator().manual_seed(3), (0.0, 0), 0.0)
+    assert torch.equal(off, again)                       # 0: no extra draw, the same loss as before
+
+    seen = {}
+    real = micro_model.head.embed_prefix
+
+    def spy(f, grid, sigma, st):
+        seen["feats"] = f
+        return real(f, grid, sigma, st)
+    micro_model.head.embed_prefix = spy
+    try:
+        loss = action_loss(micro_model, feats, sig_v, state, a0, 1, 1.5, torch.Generator().manual_seed(1), (0.0, 0),
+                           0.5)
+        loss.backward()
+    finally:
+        del micro_model.head.embed_prefix
+    micro_model.zero_grad()
+    f = seen["feats"]
+    dropped = (f[:, 0] == 0).flatten(1).all(1)           # [B] V0 zeroed
+    assert dropped.tolist() == [False, True, True, False, True, False]   # seed 1's first draw, < 0.5
+    t = cfg.solver.latent_frames
+    torch.testing.assert_close(f[~dropped], feats[~dropped, :t])              # kept as they were
+    torch.testing.assert_close(f[dropped, 1:], feats[dropped, 1:t])           # V+ untouched
+    assert torch.all(feats.grad[dropped, 0] == 0) and torch.all(feats.grad[~dropped, 0].abs().sum((-1, -2)) > 0)
+    with pytest.raises(ConfigError, match="v0_dropout must be in"):
+        LossConfig(v0_dropout=1.0)
