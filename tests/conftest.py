@@ -130,11 +130,22 @@ class RosHarness:
     def spin_for(self, seconds: float, every=None) -> None:
         self.spin_until(lambda: False, timeout=seconds, every=every)
 
-    def call(self, srv_type, name: str, timeout: float = 20.0):
+    def call(self, srv_type, name: str, timeout: float = 20.0, resend_every: float | None = None):
+        """Call `name` and return its answer. With `resend_every`, a request not answered in that many
+        seconds is sent again (until `timeout`): the first call to a service of a process that has just
+        started can lose its answer on a loaded host (Fast DDS sends the response only once the
+        server has matched the client's response reader, and waits a bounded time for that); the
+        caller then reads an answer to a repeated request."""
         client = self.node.create_client(srv_type, name)
         assert client.wait_for_service(timeout_sec=5.0), f"service {name} not available"
-        future = client.call_async(srv_type.Request())
-        self.executor.spin_until_future_complete(future, timeout_sec=timeout)
+        end = time.monotonic() + timeout
+        while True:
+            future = client.call_async(srv_type.Request())
+            wait = end - time.monotonic() if resend_every is None else min(resend_every, end - time.monotonic())
+            self.executor.spin_until_future_complete(future, timeout_sec=max(0.1, wait))
+            if future.done() or time.monotonic() >= end:
+                break
+            client.remove_pending_request(future)
         assert future.done(), f"service {name} did not answer in {timeout} s"
         return future.result()
 

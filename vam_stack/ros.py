@@ -54,7 +54,6 @@ def qos(key_or_name: str | Topic, reader: bool = False) -> Any:
 
 
 @lru_cache(maxsize=None)
-@lru_cache(maxsize=None)
 def ros_class(msgtype: str) -> type:
     """rclpy message class of e.g. "sensor_msgs/msg/Image" (imports sensor_msgs.msg; looked up once)."""
     pkg, kind, name = msgtype.split("/")

@@ -26,14 +26,21 @@ def test_a_teleoperated_episode_is_recorded_through_the_graph_and_imports(ros_ha
     graph = ProcessGraph("record", {"sim_task": "handover", "seed": "5", "teleop": "expert", "out_dir": str(out)},
                          log_dir=tmp_path / "logs")
     with graph:
-        started = h.call(Trigger, "/demo_recorder/start", timeout=120)
-        assert started.success and started.message.endswith("episode_000.mcap"), started.message
-        ok = h.spin_until(lambda: h.call(Trigger, "/yam_mujoco_sim/start_teleop", timeout=60).success, timeout=120,
-                          period=0.5)
+        try:
+            started = h.call(Trigger, "/demo_recorder/start", timeout=120, resend_every=10.0)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; exited: {graph.exited()}; recorder's log:\n{graph.log('demo_recorder')}")
+        # an answer to a resent start (the first answer lost): the recorder says which file it records
+        assert started.message.endswith("episode_000.mcap") and (
+            started.success or started.message.startswith("already recording")), started.message
+        def teleop_started() -> bool:      # refused until the world is ready; "already started" answers a resend
+            r = h.call(Trigger, "/yam_mujoco_sim/start_teleop", timeout=60, resend_every=10.0)
+            return r.success or "already started" in r.message
+        ok = h.spin_until(teleop_started, timeout=120, period=0.5)
         assert ok, graph.exited()
         again = h.call(Trigger, "/yam_mujoco_sim/start_teleop")
         assert not again.success and "already started" in again.message
-        assert h.spin_until(lambda: len(targets) >= 75, timeout=60), len(targets)
+        assert h.spin_until(lambda: len(targets) >= 90, timeout=60), len(targets)   # 75 gave 56 steps under load
         stopped = h.call(Trigger, "/demo_recorder/stop")
         assert stopped.success, stopped.message
         assert not h.call(Trigger, "/demo_recorder/stop").success
@@ -54,7 +61,8 @@ def test_a_teleoperated_episode_is_recorded_through_the_graph_and_imports(ros_ha
     # The simulated world stamps wall time, and on this 2-core host under the whole suite it has run at
     # 26-30 Hz, paused 124 ms and left a frame 118 ms old at a tick: looser rate, gap and age checks here.
     # The real-data defaults (5 %, 2.5 periods, 0.1 s) are tested on exact recordings in test_mcap_import.py.
-    loaded_host = replace(McapMapping(), rate_tolerance=0.25, max_gap_ticks=10.0, max_age_s=0.5)
+    # Beside two busy workers it ran at 22.9 Hz (31 % off): the rate tolerance here is wide on purpose.
+    loaded_host = replace(McapMapping(), rate_tolerance=0.5, max_gap_ticks=10.0, max_age_s=0.5)
     result = import_mcap(out, contract_for("yam64"), tmp_path / "demos", mapping=loaded_host, task="handover")
     ds = Dataset(tmp_path / "demos")
     ep = ds.episodes[0]
