@@ -18,8 +18,8 @@ of 0.05 m / 0.5 rad; gripper -1 open, +1 close).
 
 The goal's atoms map onto skills: `on`/`in` with a movable object -> pick and place (the plate,
 too wide to grasp, is pushed); `in` a drawer region -> open that drawer first; `open` a drawer
-region -> hook the handle with one finger and pull; `turnon` the stove -> push the knob's arm
-round. Grasps: a bowl by its rim (fingers across the wall, on the side with the most room), a
+region -> hook the handle with one finger and pull; `turnon` the stove -> pinch the knob's bar on
+its hinge and turn the hand. Grasps: a bowl by its rim (fingers across the wall, on the side with the most room), a
 box across its short side, a bottle round its neck. Each step is labelled with its phase
 (free-space moves "planning", contact-rich moves "manipulation"), as the mocked expert does.
 

@@ -61,3 +61,19 @@ def test_a_bowl_beside_the_cabinet_is_taken_where_the_hand_has_room_at_the_plate
     with RealLiberoEnv("goal", 8, 0, python=REAL, image_size=64, reflections=False) as env:
         out = env.demo(seed=10038006)
     assert out["valid"] and out["success"], out["reason"]
+
+
+@needs_libero
+@pytest.mark.sim
+@pytest.mark.slow
+def test_the_stove_knob_is_turned_by_a_pinch_and_a_turn_of_the_hand():
+    """goal/7 ("turn on the stove"), scene seed 10037000: pushing the knob's far end round, the hand (at the
+    near edge of its reach) stalled with the knob at 0.04 rad (6 of 10 scenes). It now pinches the bar on
+    the hinge and turns about the vertical (40/40 on the collection's seeds, 50/50 on LIBERO's init states,
+    physics only)."""
+    from vam_sim.libero_real.client import RealLiberoEnv
+
+    with RealLiberoEnv("goal", 7, 0, python=REAL, image_size=64, reflections=False) as env:
+        out = env.demo(seed=10037000)
+    assert out["valid"] and out["success"], out["reason"]
+    assert out["steps"] < 120
