@@ -218,7 +218,9 @@ def test_a_managed_policy_node_takes_instructions_only_once_configured_and_activ
         h.spin_for(2.0)
         assert not out["telemetry"] and not out["joint_targets"], "an unconfigured policy acted"
         assert change(Transition.TRANSITION_CONFIGURE)
-        assert "warmed up: reset" in graph.log("vam_policy_node")
+        # the node logs before it answers; the line reaches the log file through a pipe and a reader thread
+        assert h.spin_until(lambda: "warmed up: reset" in graph.log("vam_policy_node"), timeout=10.0), \
+            graph.log("vam_policy_node")[-2000:]
         assert change(Transition.TRANSITION_ACTIVATE)
         instruction.publish(String(data="fold the towel"))
         assert h.spin_until(lambda: len(out["telemetry"]) >= 2 and len(out["joint_targets"]) > 10, timeout=120)
