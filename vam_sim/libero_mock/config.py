@@ -22,8 +22,8 @@ from . import frames
 CONVENTIONS = "libero-1"
 
 
-def checkpoint_conventions(path) -> str | None:
-    """The mock conventions a checkpoint was trained under (None: not recorded, i.e. older)."""
+def checkpoint_training(path) -> dict:
+    """The training record a checkpoint carries (its metadata's `training`; {} where none or unreadable)."""
     from vam_model.networks.checkpoint import read_metadata   # lazy: torch, which the mock never needs
 
     _, extra = read_metadata(path)
@@ -33,7 +33,12 @@ def checkpoint_conventions(path) -> str | None:
             training = ast.literal_eval(training)
         except (ValueError, SyntaxError):
             training = {}
-    return training.get("mock_conventions") if isinstance(training, dict) else None
+    return training if isinstance(training, dict) else {}
+
+
+def checkpoint_conventions(path) -> str | None:
+    """The mock conventions a checkpoint was trained under (None: not recorded, i.e. older)."""
+    return checkpoint_training(path).get("mock_conventions")
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ the demonstrations came from.
 """
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 from typing import Any
 
+from vam_sim.libero_mock.config import checkpoint_training
 from vam_sim.libero_mock.runner import SimConfig, SimRunner, episode_name
 
 from .client import LiberoServerError, RealLiberoEnv
@@ -30,16 +30,8 @@ DEFAULT_RENDER = {"image_size": 224, "reflections": True}   # LIBERO's own (open
 def checkpoint_render(path) -> dict | None:
     """The `libero_render` settings a checkpoint's training data was rendered with (None: not a
     real-LIBERO-trained checkpoint)."""
-    from vam_model.networks.checkpoint import read_metadata   # lazy: torch
-
-    _, extra = read_metadata(path)
-    training = extra.get("training") or {}
-    if isinstance(training, str):
-        try:
-            training = ast.literal_eval(training)
-        except (ValueError, SyntaxError):
-            training = {}
-    render = training.get("libero_render") if isinstance(training, dict) else None
+    training = checkpoint_training(path)
+    render = training.get("libero_render")
     return dict(render) if isinstance(render, dict) else None
 
 
